@@ -1,0 +1,25 @@
+"""lakehouse_engine: an Apache Paimon-compatible primary-key table engine on pyarrow."""
+
+from lakehouse_engine.catalog import Catalog, CatalogFactory, Identifier
+from lakehouse_engine.errors import (
+    CommitConflictError,
+    CorruptFileError,
+    DatabaseNotExistError,
+    InvalidDataError,
+    InvalidIdentifierError,
+    InvalidOptionError,
+    LakehouseError,
+    SchemaError,
+    SnapshotNotExistError,
+    TableAlreadyExistError,
+    TableNotExistError,
+)
+from lakehouse_engine.schema import Schema
+from lakehouse_engine.table import FileStoreTable
+
+__all__ = [
+    "Catalog", "CatalogFactory", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
+    "FileStoreTable", "Identifier", "InvalidDataError", "InvalidIdentifierError", "InvalidOptionError",
+    "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "TableAlreadyExistError",
+    "TableNotExistError",
+]

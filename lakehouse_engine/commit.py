@@ -1,0 +1,238 @@
+"""TableCommit: turn CommitMessages into manifests and one atomic snapshot, with bounded retries."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import CommitConflictError, CommitTimeoutError, LakehouseError
+from lakehouse_engine.format.manifest import (
+    DataFileMeta,
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    merge_entries,
+)
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options import (
+    COMMIT_MAX_RETRIES,
+    COMMIT_MAX_RETRY_WAIT,
+    COMMIT_MIN_RETRY_WAIT,
+    COMMIT_TIMEOUT,
+    MANIFEST_MERGE_MIN_COUNT,
+    MANIFEST_TARGET_FILE_SIZE,
+)
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+BATCH_COMMIT_IDENTIFIER = 2**63 - 1
+APPEND, COMPACT, OVERWRITE = "APPEND", "COMPACT", "OVERWRITE"
+# Rough encoded size of one manifest entry, to split merged manifests near their target size.
+_ENTRY_BYTES_ESTIMATE = 250
+
+
+class TableCommit:
+    """Commits the messages of one write (from any number of processes) as snapshots."""
+
+    def __init__(self, table: FileStoreTable, commit_user: str,
+                 overwrite_partition: Mapping[str, object] | None = None):
+        self.table = table
+        self.commit_user = commit_user
+        self.overwrite_partition = None if overwrite_partition is None else dict(overwrite_partition)
+        opts = table.schema.core_options
+        self.max_retries = opts.require(COMMIT_MAX_RETRIES)
+        self.timeout_ms = opts.get(COMMIT_TIMEOUT)
+        self.min_wait_ms = opts.require(COMMIT_MIN_RETRY_WAIT)
+        self.max_wait_ms = opts.require(COMMIT_MAX_RETRY_WAIT)
+        self.merge_min_count = opts.require(MANIFEST_MERGE_MIN_COUNT)
+        self.manifest_target = opts.require(MANIFEST_TARGET_FILE_SIZE)
+        self._committed = False
+        if self.overwrite_partition:
+            unknown = [k for k in self.overwrite_partition if k not in table.schema.partition_keys]
+            if unknown:
+                raise LakehouseError(
+                    f"overwrite partition names {unknown}, which are not partition keys of table "
+                    f"{table.name} ({list(table.schema.partition_keys)})")
+
+    # ---- public ------------------------------------------------------------------
+    def commit(self, messages: Sequence[CommitMessage],
+               commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[int]:
+        """Commit messages; returns the ids of the snapshots written (APPEND/OVERWRITE, then COMPACT)."""
+        if self._committed:
+            raise LakehouseError(
+                f"this batch commit of table {self.table.name} was already used; a batch write "
+                f"commits once (start a new write builder)")
+        new_entries: list[ManifestEntry] = []
+        compact_entries: list[ManifestEntry] = []
+        for m in messages:
+            for f in m.new_files:
+                new_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
+            for f in m.compact_before:
+                compact_entries.append(ManifestEntry(FileKind.DELETE, m.partition, m.bucket, m.total_buckets, f))
+            for f in m.compact_after:
+                compact_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
+        written = []
+        if self.overwrite_partition is not None:
+            written.append(self._try_commit(new_entries, OVERWRITE, commit_identifier))
+        elif new_entries:
+            written.append(self._try_commit(new_entries, APPEND, commit_identifier))
+        if compact_entries:
+            written.append(self._try_commit(compact_entries, COMPACT, commit_identifier))
+        self._committed = True
+        return [w for w in written if w is not None]
+
+    def abort(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete the data files of messages that will not be committed."""
+        codec = self.table.partition_codec()
+        for m in messages:
+            d = self.table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+            for f in m.new_files + m.compact_after:
+                self.table.file_io.delete_file(f"{d}/{f.file_name}")
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> TableCommit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the commit loop -----------------------------------------------------------
+    def _try_commit(self, entries: list[ManifestEntry], kind: str, identifier: int) -> int | None:
+        """Write manifests and race for the next snapshot id until this commit lands or retries run out."""
+        snapshots = self.table.snapshot_manager()
+        mio = self.table.manifest_io()
+        start = time.monotonic()
+        delta_meta: ManifestFileMeta | None = None
+        base_latest_id: int | None = snapshots.latest_snapshot_id()
+        attempt = 0
+        while True:
+            latest = snapshots.latest_snapshot()
+            if attempt > 0 and self._already_committed(base_latest_id, latest, identifier, kind):
+                return None
+            changes = list(entries)
+            if kind == OVERWRITE:
+                changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
+            if kind == COMPACT:
+                self._check_deletes_live(changes, mio.live_entries(latest))
+            new_files: list[str] = []
+            if kind == OVERWRITE or delta_meta is None:
+                delta_meta = mio.write_manifest(changes) if changes else None
+                if delta_meta is not None and kind == OVERWRITE:
+                    new_files.append(delta_meta.file_name)
+            base_metas = mio.data_manifests(latest) if latest else []
+            if len(base_metas) > self.merge_min_count:
+                base_metas = self._merge_manifests(base_metas, new_files)
+            base_name, base_size = mio.write_manifest_list(base_metas)
+            delta_name, delta_size = mio.write_manifest_list([delta_meta] if delta_meta else [])
+            new_files += [base_name, delta_name]
+            added = sum(e.file.row_count for e in changes if e.kind == FileKind.ADD)
+            deleted = sum(e.file.row_count for e in changes if e.kind == FileKind.DELETE)
+            new_id = (latest.id if latest else 0) + 1
+            snapshot = Snapshot(
+                id=new_id, schema_id=self.table.schema.id,
+                base_manifest_list=base_name, delta_manifest_list=delta_name,
+                total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
+                delta_record_count=added - deleted,
+                commit_user=self.commit_user, commit_identifier=identifier, commit_kind=kind,
+                time_millis=int(time.time() * 1000),
+                base_manifest_list_size=base_size, delta_manifest_list_size=delta_size,
+                index_manifest=latest.index_manifest if latest else None,
+            )
+            path = self.table.path_factory.snapshot_path(new_id)
+            if self._publish(path, snapshot):
+                snapshots.commit_latest_hint(new_id)
+                return new_id
+            # Another committer took this id: our lists (and merged manifests) are garbage now.
+            for name in new_files:
+                if delta_meta is None or name != delta_meta.file_name or kind == OVERWRITE:
+                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
+            if kind == OVERWRITE:
+                delta_meta = None
+            attempt += 1
+            elapsed_ms = (time.monotonic() - start) * 1000
+            if attempt > self.max_retries or (self.timeout_ms is not None and elapsed_ms > self.timeout_ms):
+                if delta_meta is not None:
+                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(delta_meta.file_name))
+                raise CommitTimeoutError(
+                    f"commit to table {self.table.name} lost the race for a snapshot id {attempt} "
+                    f"time(s) in {elapsed_ms:.0f} ms (commit.max-retries={self.max_retries}); "
+                    f"nothing was committed")
+            wait = min(self.max_wait_ms, self.min_wait_ms * (2 ** min(attempt, 20)))
+            time.sleep(wait * random.uniform(0.5, 1.0) / 1000.0)
+
+    def _publish(self, path: str, snapshot: Snapshot) -> bool:
+        """Put-if-absent the snapshot file; after an ambiguous I/O error, look whether it landed."""
+        try:
+            return self.table.file_io.try_put_if_absent(path, snapshot.to_json().encode())
+        except OSError:
+            try:
+                landed = Snapshot.from_json(self.table.file_io.read_text(path), path)
+            except (OSError, LakehouseError):
+                return False
+            return (landed.commit_user == snapshot.commit_user
+                    and landed.commit_identifier == snapshot.commit_identifier
+                    and landed.base_manifest_list == snapshot.base_manifest_list)
+
+    def _already_committed(self, base_id: int | None, latest: Snapshot | None, identifier: int,
+                           kind: str) -> bool:
+        """True when a snapshot after `base_id` is ours (same user, identifier and kind)."""
+        if latest is None:
+            return False
+        snapshots = self.table.snapshot_manager()
+        for sid in range(latest.id, (base_id or 0), -1):
+            s = snapshots.snapshot(sid)
+            if (s.commit_user == self.commit_user and s.commit_identifier == identifier
+                    and s.commit_kind == kind):
+                return True
+        return False
+
+    def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
+        """DELETE entries for every live file in the partitions being overwritten."""
+        spec = self.overwrite_partition or {}
+        codec = self.table.partition_codec()
+        out = []
+        for e in live:
+            if spec:
+                values = codec.from_binary(e.partition).as_dict()
+                if any(_partition_value_matches(values.get(k), v) is False for k, v in spec.items()):
+                    continue
+            out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
+        return out
+
+    def _check_deletes_live(self, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
+        live_ids = {e.identifier for e in live}
+        gone = [e.file.file_name for e in changes
+                if e.kind == FileKind.DELETE and e.identifier not in live_ids]
+        if gone:
+            raise CommitConflictError(
+                f"commit to table {self.table.name} deletes files that are no longer live "
+                f"(another compaction or overwrite removed them): {gone[:5]}")
+
+    def _merge_manifests(self, metas: list[ManifestFileMeta], new_files: list[str]) -> list[ManifestFileMeta]:
+        """Rewrite many small manifests as few: merged ADD entries only, near the target size each."""
+        mio = self.table.manifest_io()
+        live = [e for e in merge_entries(mio.read_entries(metas)) if e.kind == FileKind.ADD]
+        per_file = max(1, self.manifest_target // _ENTRY_BYTES_ESTIMATE)
+        merged = []
+        for i in range(0, len(live), per_file):
+            meta = mio.write_manifest(live[i:i + per_file])
+            new_files.append(meta.file_name)
+            merged.append(meta)
+        return merged
+
+
+def _partition_value_matches(actual: object, wanted: object) -> bool:
+    if actual == wanted:
+        return True
+    return str(actual) == str(wanted)
+
+
+def data_file_entries(messages: Sequence[CommitMessage]) -> list[DataFileMeta]:
+    """Every new data file named by `messages`."""
+    return [f for m in messages for f in m.new_files + m.compact_after]

@@ -1,0 +1,59 @@
+"""One exception hierarchy for the engine: every failure a user can cause or meet is a LakehouseError."""
+
+from __future__ import annotations
+
+
+class LakehouseError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class InvalidIdentifierError(LakehouseError, ValueError):
+    """A database or table name is malformed (empty, a path, a reserved character)."""
+
+
+class DatabaseNotExistError(LakehouseError):
+    """The named database does not exist in the warehouse."""
+
+
+class DatabaseAlreadyExistError(LakehouseError):
+    """A database of that name already exists."""
+
+
+class TableNotExistError(LakehouseError):
+    """The named table does not exist in the warehouse."""
+
+
+class TableAlreadyExistError(LakehouseError):
+    """A table of that name already exists."""
+
+
+class InvalidOptionError(LakehouseError, ValueError):
+    """A table option has an invalid value, or options contradict each other."""
+
+
+class SchemaError(LakehouseError, ValueError):
+    """A table schema is invalid, or input data does not match the table's schema."""
+
+
+class InvalidDataError(LakehouseError, ValueError):
+    """Input rows break a table constraint (a null primary key, an unknown row kind, ...)."""
+
+
+class CommitConflictError(LakehouseError):
+    """A commit could not be applied on top of the latest snapshot (files it deletes are gone, ...)."""
+
+
+class CommitTimeoutError(CommitConflictError):
+    """A commit kept losing the race for the next snapshot id until its retries ran out."""
+
+
+class SnapshotNotExistError(LakehouseError):
+    """A snapshot id or tag asked for does not exist (never written, or expired)."""
+
+
+class CorruptFileError(LakehouseError):
+    """A metadata or data file cannot be decoded; the message names the file."""
+
+
+class UnsupportedError(LakehouseError, NotImplementedError):
+    """A feature of the Paimon format that this engine does not (yet) handle."""

@@ -1,0 +1,1 @@
+"""The bytes of Paimon tables: BinaryRow, the bucket hash, manifests and snapshots."""

@@ -1,0 +1,142 @@
+"""FileIO over pyarrow.fs: read, write, list, delete, and an atomic put-if-absent for snapshot files."""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """A file's path (as this FileIO addresses it), size and modification time in epoch millis."""
+
+    path: str
+    size: int
+    mtime_millis: int
+    is_dir: bool
+
+
+class FileIO:
+    """Filesystem access for one warehouse: a local path or any URI pyarrow.fs understands."""
+
+    def __init__(self, fs: pafs.FileSystem):
+        self.fs = fs
+        self.is_local = isinstance(fs, pafs.LocalFileSystem)
+
+    @staticmethod
+    def for_warehouse(warehouse: str) -> tuple[FileIO, str]:
+        """The FileIO and the root path inside it for a warehouse path or URI."""
+        if "://" in warehouse and not warehouse.startswith("file://"):
+            fs, root = pafs.FileSystem.from_uri(warehouse)
+            return FileIO(fs), root.rstrip("/")
+        if warehouse.startswith("file://"):
+            warehouse = warehouse[len("file://"):]
+        return FileIO(pafs.LocalFileSystem()), os.path.abspath(warehouse)
+
+    # ---- reads --------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type == pafs.FileType.Directory
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.fs.open_input_stream(path) as f:
+            return f.read()
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def file_size(self, path: str) -> int:
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(path)
+        return int(info.size or 0)
+
+    def list_status(self, path: str, recursive: bool = False) -> list[FileStatus]:
+        """Entries under a directory (empty when it does not exist)."""
+        sel = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
+        out = []
+        for info in self.fs.get_file_info(sel):
+            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+            out.append(FileStatus(info.path, int(info.size or 0), mtime,
+                                  info.type == pafs.FileType.Directory))
+        return out
+
+    def list_names(self, path: str) -> list[str]:
+        return [os.path.basename(s.path) for s in self.list_status(path)]
+
+    # ---- writes -------------------------------------------------------------
+    def mkdirs(self, path: str) -> None:
+        self.fs.create_dir(path, recursive=True)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a whole file (overwriting); used for files with unique names."""
+        parent = os.path.dirname(path)
+        if parent:
+            self.fs.create_dir(parent, recursive=True)
+        with self.fs.open_output_stream(path) as f:
+            f.write(data)
+
+    def overwrite_atomic(self, path: str, data: bytes) -> None:
+        """Replace a small file atomically where the filesystem allows it (hint files)."""
+        if self.is_local:
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            self.write_bytes(tmp, data)
+            os.replace(tmp, path)
+        else:
+            self.write_bytes(path, data)
+
+    def try_put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create `path` with `data` only if no file is there; True when this call created it.
+
+        Local filesystems publish a fully written temporary file with `os.link`, which fails
+        when the target exists, so two racing committers never both win and a reader never
+        sees a half-written snapshot. Other filesystems need a conditional put (see docs).
+        """
+        if not self.is_local:
+            if self.exists(path):
+                return False
+            self.write_bytes(path, data)
+            return True
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+            return True
+        except OSError as e:
+            if e.errno == errno.EEXIST:
+                return False
+            raise
+        finally:
+            os.unlink(tmp)
+
+    def delete_file(self, path: str, quiet: bool = True) -> None:
+        try:
+            self.fs.delete_file(path)
+        except (FileNotFoundError, OSError):
+            if not quiet:
+                raise
+
+    def delete_dir(self, path: str) -> None:
+        if self.exists(path):
+            self.fs.delete_dir(path)
+
+    def open_output(self, path: str) -> pa.NativeFile:
+        parent = os.path.dirname(path)
+        if parent:
+            self.fs.create_dir(parent, recursive=True)
+        return self.fs.open_output_stream(path)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        return self.fs.open_input_file(path)

@@ -1,0 +1,159 @@
+"""Reading and writing manifests and manifest lists through FileIO, and resolving a snapshot's live files."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.format.binary_row import serialize_row
+from lakehouse_engine.format.manifest import (
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    SimpleStats,
+    decode_manifest_entries,
+    decode_manifest_file_metas,
+    encode_manifest_entries,
+    encode_manifest_file_metas,
+    merge_entries,
+)
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.io import FileIO
+from lakehouse_engine.partition import PartitionCodec
+from lakehouse_engine.path_factory import PathFactory
+
+_CODECS = {"zstd": "zstandard", "deflate": "deflate", "null": "null", "none": "null", "snappy": "zstandard"}
+
+
+class _ImmutableFileCache:
+    """An LRU of decoded manifests: manifest files never change once written, so caching is safe."""
+
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self._data: OrderedDict[str, list] = OrderedDict()  # type: ignore[type-arg]
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> list | None:  # type: ignore[type-arg]
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: list) -> None:  # type: ignore[type-arg]
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
+
+
+_CACHE = _ImmutableFileCache()
+
+
+class ManifestIO:
+    """Manifest and manifest-list files of one table."""
+
+    def __init__(self, file_io: FileIO, paths: PathFactory, partition_codec: PartitionCodec,
+                 schema_id: int, compression: str = "zstd"):
+        self.file_io = file_io
+        self.paths = paths
+        self.partition_codec = partition_codec
+        self.schema_id = schema_id
+        self.codec = _CODECS.get(compression, "zstandard")
+
+    # ---- manifests --------------------------------------------------------------
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        path = self.paths.manifest_path(name)
+        cached = _CACHE.get(path)
+        if cached is not None:
+            return cached
+        try:
+            data = self.file_io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFileError(f"manifest file {path} is missing") from None
+        entries = decode_manifest_entries(data, path)
+        _CACHE.put(path, entries)
+        return entries
+
+    def write_manifest(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
+        """Write entries as one manifest file and return its ManifestFileMeta (with partition stats)."""
+        name = self.paths.new_manifest_name()
+        path = self.paths.manifest_path(name)
+        data = encode_manifest_entries(entries, codec=self.codec)
+        self.file_io.write_bytes(path, data)
+        _CACHE.put(path, list(entries))
+        added = sum(1 for e in entries if e.kind == FileKind.ADD)
+        buckets = [e.bucket for e in entries]
+        levels = [e.file.level for e in entries]
+        totals = {e.total_buckets for e in entries}
+        return ManifestFileMeta(
+            file_name=name, file_size=len(data), num_added_files=added,
+            num_deleted_files=len(entries) - added,
+            partition_stats=self._partition_stats({e.partition for e in entries}),
+            schema_id=self.schema_id,
+            min_bucket=min(buckets) if buckets else None, max_bucket=max(buckets) if buckets else None,
+            min_level=min(levels) if levels else None, max_level=max(levels) if levels else None,
+            total_buckets=totals.pop() if len(totals) == 1 else None,
+        )
+
+    def _partition_stats(self, partitions: Iterable[bytes]) -> SimpleStats:
+        codec = self.partition_codec
+        if not codec.keys:
+            return SimpleStats.EMPTY
+        values = [codec.from_binary(p).values for p in partitions]
+        mins: list[object] = []
+        maxs: list[object] = []
+        nulls: list[int | None] = []
+        for i in range(len(codec.keys)):
+            column = [v[i] for v in values if v[i] is not None]
+            nulls.append(len(values) - len(column))
+            try:
+                mins.append(min(column) if column else None)  # type: ignore[type-var]
+                maxs.append(max(column) if column else None)  # type: ignore[type-var]
+            except TypeError:
+                mins.append(None)
+                maxs.append(None)
+        return SimpleStats(serialize_row(mins, codec.types), serialize_row(maxs, codec.types), nulls)
+
+    # ---- manifest lists ---------------------------------------------------------
+    def read_manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        path = self.paths.manifest_path(name)
+        cached = _CACHE.get(path)
+        if cached is not None:
+            return cached
+        try:
+            data = self.file_io.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptFileError(f"manifest list {path} is missing") from None
+        metas = decode_manifest_file_metas(data, path)
+        _CACHE.put(path, metas)
+        return metas
+
+    def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> tuple[str, int]:
+        name = self.paths.new_manifest_list_name()
+        path = self.paths.manifest_path(name)
+        data = encode_manifest_file_metas(metas, codec=self.codec)
+        self.file_io.write_bytes(path, data)
+        _CACHE.put(path, list(metas))
+        return name, len(data)
+
+    # ---- snapshots --------------------------------------------------------------
+    def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+        """Base then delta manifests of a snapshot: together, every live data file."""
+        return (self.read_manifest_list(snapshot.base_manifest_list)
+                + self.read_manifest_list(snapshot.delta_manifest_list))
+
+    def read_entries(self, metas: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
+        out: list[ManifestEntry] = []
+        for m in metas:
+            out.extend(self.read_manifest(m.file_name))
+        return out
+
+    def live_entries(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
+        """The ADD entries of every data file live in `snapshot` (empty for None)."""
+        if snapshot is None:
+            return []
+        merged = merge_entries(self.read_entries(self.data_manifests(snapshot)))
+        return [e for e in merged if e.kind == FileKind.ADD]

@@ -1,0 +1,147 @@
+"""Data files: write a sorted run as rolling parquet files with their metadata, and read them back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
+from lakehouse_engine.format.manifest import DataFileMeta, SimpleStats
+from lakehouse_engine.io import FileIO
+from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
+from lakehouse_engine.options import (
+    FILE_COMPRESSION,
+    FILE_COMPRESSION_ZSTD_LEVEL,
+    CoreOptions,
+)
+from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
+
+FILE_SOURCE_APPEND = 0
+FILE_SOURCE_COMPACT = 1
+
+
+class DataFileWriter:
+    """Writes the data files of one (partition, bucket) directory, rolling at `target-file-size`."""
+
+    def __init__(self, file_io: FileIO, schema: TableSchema, bucket_dir: str,
+                 new_file_name: Callable[[], str], target_file_size: int):
+        self.file_io = file_io
+        self.schema = schema
+        self.bucket_dir = bucket_dir
+        self.new_file_name = new_file_name
+        self.target_file_size = target_file_size
+        opts: CoreOptions = schema.core_options
+        compression = opts.require(FILE_COMPRESSION)
+        self.compression = None if compression in ("none", "uncompressed") else compression
+        self.compression_level = opts.require(FILE_COMPRESSION_ZSTD_LEVEL) if compression == "zstd" else None
+        self.key_names = schema.trimmed_primary_keys if schema.has_primary_key else []
+        self.key_types = schema.types_of(self.key_names)
+        self.file_schema = schema.data_file_arrow_schema()
+
+    def _to_file_layout(self, table: pa.Table) -> pa.Table:
+        """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
+        if not self.schema.has_primary_key:
+            return table.select(self.schema.field_names).cast(self.file_schema)
+        cols = [table.column(k) for k in self.key_names]
+        cols += [table.column(SEQUENCE_NUMBER), table.column(VALUE_KIND)]
+        cols += [table.column(n) for n in self.schema.field_names]
+        return pa.Table.from_arrays(cols, schema=self.file_schema)
+
+    def write_run(self, table: pa.Table, level: int, min_sequence: int | None = None,
+                  file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
+        """Write one sorted run (already merged, sorted by key) as one or more files."""
+        if table.num_rows == 0:
+            return []
+        table = self._to_file_layout(table)
+        n = table.num_rows
+        # Rows per chunk: a whole file when even uncompressed data stays under target,
+        # else chunks small enough that rolling lands near the target size.
+        row_bytes = max(table.nbytes / n, 1.0)
+        if table.nbytes <= self.target_file_size:
+            chunk = n
+        else:
+            chunk = max(1024, int(self.target_file_size / row_bytes / 4))
+        metas: list[DataFileMeta] = []
+        start = 0
+        while start < n:
+            name = self.new_file_name()
+            path = f"{self.bucket_dir}/{name}"
+            file_start = start
+            with self.file_io.open_output(path) as sink:
+                writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
+                                          compression_level=self.compression_level,
+                                          write_statistics=False, use_dictionary=True)
+                try:
+                    while start < n:
+                        part = table.slice(start, chunk)
+                        writer.write_table(part, row_group_size=max(chunk, 1))
+                        start += part.num_rows
+                        if sink.tell() >= self.target_file_size:
+                            break
+                finally:
+                    writer.close()
+            size = self.file_io.file_size(path)
+            metas.append(self._meta(name, size, table.slice(file_start, start - file_start), level,
+                                    min_sequence, file_source))
+        return metas
+
+    def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
+              file_source: int) -> DataFileMeta:
+        now = int(time.time() * 1000)
+        if not self.schema.has_primary_key:
+            first = 0 if min_sequence is None else min_sequence
+            return DataFileMeta(
+                file_name=name, file_size=size, row_count=rows.num_rows,
+                min_key=EMPTY_ROW, max_key=EMPTY_ROW, key_stats=SimpleStats.EMPTY,
+                value_stats=SimpleStats.EMPTY, min_sequence_number=first,
+                max_sequence_number=first + rows.num_rows - 1, schema_id=self.schema.id,
+                level=level, extra_files=(), creation_time_millis=now, delete_row_count=0,
+                file_source=file_source, value_stats_cols=(),
+            )
+        key_cols = [rows.column(KEY_FIELD_PREFIX + k) for k in self.key_names]
+        first_key = [c[0].as_py() for c in key_cols]
+        last_key = [c[-1].as_py() for c in key_cols]
+        mins, maxs = [], []
+        for c in key_cols:
+            mm = pc.min_max(c)
+            mins.append(mm["min"].as_py())
+            maxs.append(mm["max"].as_py())
+        seq = rows.column(SEQUENCE_NUMBER)
+        seq_mm = pc.min_max(seq)
+        kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+        deletes = int(np.count_nonzero((kinds == DELETE) | (kinds == UPDATE_BEFORE)))
+        return DataFileMeta(
+            file_name=name, file_size=size, row_count=rows.num_rows,
+            min_key=serialize_row(first_key, self.key_types),
+            max_key=serialize_row(last_key, self.key_types),
+            key_stats=SimpleStats(serialize_row(mins, self.key_types), serialize_row(maxs, self.key_types),
+                                  [0] * len(self.key_names)),
+            value_stats=SimpleStats.EMPTY,
+            min_sequence_number=int(seq_mm["min"].as_py()),
+            max_sequence_number=int(seq_mm["max"].as_py()),
+            schema_id=self.schema.id, level=level, extra_files=(), creation_time_millis=now,
+            delete_row_count=deletes, file_source=file_source, value_stats_cols=(),
+        )
+
+
+def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read a data file (optionally only some columns); CorruptFileError names a file that will not decode."""
+    try:
+        with file_io.open_input(path) as f:
+            pf = pq.ParquetFile(f)
+            present = set(pf.schema_arrow.names)
+            if columns is not None:
+                missing = [c for c in columns if c not in present]
+                if missing:
+                    raise CorruptFileError(f"data file {path} lacks columns {missing}")
+            return pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+    except FileNotFoundError:
+        raise CorruptFileError(f"data file {path} is missing (deleted or expired?)") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None

@@ -1,0 +1,230 @@
+"""Table options: Paimon's names and defaults, typed and validated; unknown keys are kept as given."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from lakehouse_engine.errors import InvalidOptionError
+
+T = TypeVar("T")
+
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+_DURATION_UNITS_MS = {
+    "": 1, "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_QUANTITY_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_memory_size(text: str) -> int:
+    """Parse a Paimon memory size such as `256 mb`, `128MB` or `1024` (bytes) into bytes."""
+    m = _QUANTITY_RE.match(text)
+    if not m or m.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"not a memory size: {text!r} (expected e.g. '128 mb')")
+    return int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower()]
+
+
+def parse_duration_ms(text: str) -> int:
+    """Parse a Paimon duration such as `1 h`, `10 s` or `100ms` into milliseconds."""
+    m = _QUANTITY_RE.match(text)
+    if not m or m.group(2).lower() not in _DURATION_UNITS_MS:
+        raise ValueError(f"not a duration: {text!r} (expected e.g. '1 h' or '10 s')")
+    return int(m.group(1)) * _DURATION_UNITS_MS[m.group(2).lower()]
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise ValueError(f"not a boolean: {text!r} (expected 'true' or 'false')")
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+@dataclass(frozen=True)
+class ConfigOption(Generic[T]):
+    """One table option: its key, how its string value parses, its default and what it means."""
+
+    key: str
+    parse: Callable[[str], T]
+    default: T | None
+    description: str
+    kind: str
+    check: Callable[[T], str | None] | None = None
+    choices: tuple[str, ...] | None = None
+
+    def value(self, raw: Mapping[str, str]) -> T | None:
+        """The typed value of this option in `raw`, or its default; raises InvalidOptionError."""
+        text = raw.get(self.key)
+        if text is None:
+            return self.default
+        try:
+            if self.choices is not None and text not in self.choices:
+                raise ValueError(f"expected one of {', '.join(self.choices)}")
+            parsed = self.parse(text)
+        except ValueError as e:
+            raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {e}") from None
+        if self.check is not None:
+            problem = self.check(parsed)
+            if problem:
+                raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {problem}")
+        return parsed
+
+
+OPTIONS: dict[str, ConfigOption[Any]] = {}
+
+
+def _opt(key: str, kind: str, default: Any, description: str,
+         check: Callable[[Any], str | None] | None = None,
+         choices: tuple[str, ...] | None = None) -> ConfigOption[Any]:
+    parse: Callable[[str], Any] = {
+        "int": _parse_int, "bool": _parse_bool, "string": str, "enum": str,
+        "memory": parse_memory_size, "duration": parse_duration_ms,
+    }[kind]
+    option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices)
+    OPTIONS[key] = option
+    return option
+
+
+def _positive(v: int) -> str | None:
+    return None if v > 0 else "must be greater than 0"
+
+
+def _non_negative(v: int) -> str | None:
+    return None if v >= 0 else "must be 0 or greater"
+
+
+def _bucket_check(v: int) -> str | None:
+    if v > 0 or v in (-1, -2):
+        return None
+    return "must be a positive bucket count, -1 (dynamic bucket) or -2 (postpone bucket)"
+
+
+# ---- distribution ------------------------------------------------------------
+BUCKET = _opt("bucket", "int", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
+BUCKET_KEY = _opt("bucket-key", "string", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
+DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", "int", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive)
+DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", "int", None, "Dynamic bucket mode: initial buckets of a partition per assigner.", _positive)
+DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", "int", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).")
+DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _opt("dynamic-bucket.assigner-parallelism", "int", None, "Dynamic bucket mode: number of parallel assigners.", _positive)
+POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", "int", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
+CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "duration", None, "Cross-partition upsert: how long a key stays in the global index.")
+
+# ---- files -------------------------------------------------------------------
+FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files (this engine writes parquet).", choices=("parquet",))
+FILE_COMPRESSION = _opt("file.compression", "enum", "zstd", "Compression of data files.", choices=("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
+FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files.")
+MANIFEST_COMPRESSION = _opt("manifest.compression", "enum", "zstd", "Compression of manifest files.", choices=("zstd", "snappy", "deflate", "null", "none"))
+TARGET_FILE_SIZE = _opt("target-file-size", "memory", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
+WRITE_BUFFER_SIZE = _opt("write-buffer-size", "memory", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)
+MANIFEST_TARGET_FILE_SIZE = _opt("manifest.target-file-size", "memory", 8 << 20, "Suggested size of a manifest file.", _positive)
+MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", "int", 30, "Manifests in a snapshot's base list before they are merged into fewer.", _positive)
+DATA_FILE_PREFIX = _opt("data-file.prefix", "string", "data-", "File name prefix of data files.")
+PARTITION_DEFAULT_NAME = _opt("partition.default-name", "string", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.")
+
+# ---- merging -----------------------------------------------------------------
+MERGE_ENGINE = _opt("merge-engine", "enum", "deduplicate", "How rows of the same primary key merge.", choices=("deduplicate", "partial-update", "aggregation", "first-row"))
+IGNORE_DELETE = _opt("ignore-delete", "bool", False, "Ignore delete records.")
+ROWKIND_FIELD = _opt("rowkind.field", "string", None, "Field holding each row's kind (+I, -U, +U, -D).")
+SEQUENCE_FIELD = _opt("sequence.field", "string", None, "Field(s) ordering records of one key; the largest wins.")
+SEQUENCE_FIELD_SORT_ORDER = _opt("sequence.field.sort-order", "enum", "ascending", "Order of sequence.field.", choices=("ascending", "descending"))
+FIELDS_DEFAULT_AGG_FUNC = _opt("fields.default-aggregate-function", "string", None, "Aggregation merge engine: function of fields without their own.")
+
+# ---- compaction --------------------------------------------------------------
+NUM_SORTED_RUN_COMPACTION_TRIGGER = _opt("num-sorted-run.compaction-trigger", "int", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
+NUM_SORTED_RUN_STOP_TRIGGER = _opt("num-sorted-run.stop-trigger", "int", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
+NUM_LEVELS = _opt("num-levels", "int", None, "Levels of the LSM tree (default trigger + 1).", _positive)
+COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _opt("compaction.max-size-amplification-percent", "int", 200, "Size amplification above which a full compaction runs.", _non_negative)
+COMPACTION_SIZE_RATIO = _opt("compaction.size-ratio", "int", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
+COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", "int", 5, "Append tables: fewest files to compact together.", _positive)
+COMPACTION_MAX_FILE_NUM = _opt("compaction.max.file-num", "int", 50, "Append tables: most files to compact together.", _positive)
+FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", "int", None, "Run a full compaction every this many commits.", _positive)
+WRITE_ONLY = _opt("write-only", "bool", False, "Skip compaction and snapshot expiry after writes.")
+
+# ---- snapshots and commits ---------------------------------------------------
+SNAPSHOT_NUM_RETAINED_MIN = _opt("snapshot.num-retained.min", "int", 10, "Fewest snapshots to keep.", _positive)
+SNAPSHOT_NUM_RETAINED_MAX = _opt("snapshot.num-retained.max", "int", 2**31 - 1, "Most snapshots to keep.", _positive)
+SNAPSHOT_TIME_RETAINED = _opt("snapshot.time-retained", "duration", 3_600_000, "Longest time a snapshot is kept.")
+SNAPSHOT_EXPIRE_LIMIT = _opt("snapshot.expire.limit", "int", 50, "Most snapshots expired in one go.", _positive)
+COMMIT_MAX_RETRIES = _opt("commit.max-retries", "int", 10, "Retries of a commit that lost the race for a snapshot id.", _non_negative)
+COMMIT_TIMEOUT = _opt("commit.timeout", "duration", None, "Give up retrying a commit after this long (default: no limit).")
+COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", "duration", 10, "Shortest wait between commit retries.")
+COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", "duration", 10_000, "Longest wait between commit retries.")
+COMMIT_USER_PREFIX = _opt("commit.user-prefix", "string", None, "Prefix of generated commit users.")
+
+# ---- reading -----------------------------------------------------------------
+SOURCE_SPLIT_TARGET_SIZE = _opt("source.split.target-size", "memory", 128 << 20, "Target size of a read split.", _positive)
+SOURCE_SPLIT_OPEN_FILE_COST = _opt("source.split.open-file-cost", "memory", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
+
+
+class CoreOptions:
+    """A table's options: the raw string map (kept whole, as Paimon keeps it) with typed accessors."""
+
+    def __init__(self, raw: Mapping[str, str]):
+        self.raw: dict[str, str] = {str(k): str(v) for k, v in raw.items()}
+
+    def get(self, option: ConfigOption[T]) -> T | None:
+        """The typed value of `option`, or its default."""
+        return option.value(self.raw)
+
+    def require(self, option: ConfigOption[T]) -> T:
+        """The typed value of an option that has a default."""
+        v = option.value(self.raw)
+        assert v is not None, option.key
+        return v
+
+    def validate(self) -> None:
+        """Parse every known option, raising InvalidOptionError naming the first bad one."""
+        for key in self.raw:
+            if key in OPTIONS:
+                OPTIONS[key].value(self.raw)
+        trigger = self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
+        if self.stop_trigger < trigger:
+            raise InvalidOptionError(
+                f"option 'num-sorted-run.stop-trigger' ({self.stop_trigger}) must not be below "
+                f"'num-sorted-run.compaction-trigger' ({trigger})")
+
+    # ---- derived values Paimon computes from several options ------------------
+    @property
+    def bucket(self) -> int:
+        return self.require(BUCKET)
+
+    def target_file_size(self, has_primary_key: bool) -> int:
+        explicit = self.get(TARGET_FILE_SIZE)
+        if explicit is not None:
+            return explicit
+        return (128 << 20) if has_primary_key else (256 << 20)
+
+    @property
+    def stop_trigger(self) -> int:
+        v = self.get(NUM_SORTED_RUN_STOP_TRIGGER)
+        return v if v is not None else self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER) + 3
+
+    @property
+    def num_levels(self) -> int:
+        v = self.get(NUM_LEVELS)
+        return v if v is not None else self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER) + 1
+
+    @property
+    def sequence_fields(self) -> list[str]:
+        v = self.get(SEQUENCE_FIELD)
+        return [f.strip() for f in v.split(",") if f.strip()] if v else []
+
+    @property
+    def bucket_keys(self) -> list[str]:
+        v = self.get(BUCKET_KEY)
+        return [f.strip() for f in v.split(",") if f.strip()] if v else []

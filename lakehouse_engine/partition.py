@@ -1,0 +1,84 @@
+"""Partitions of a batch: which rows go to which partition, its BinaryRow and its directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_engine.errors import InvalidDataError
+from lakehouse_engine.format.binary_row import deserialize_row, serialize_row
+from lakehouse_engine.path_factory import format_partition_value
+from lakehouse_engine.schema import TableSchema
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition: its values, the BinaryRow that manifests store, and its directory spec."""
+
+    values: tuple[object, ...]
+    binary: bytes
+    spec: tuple[tuple[str, str], ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: v for (k, _), v in zip(self.spec, self.values, strict=True)}
+
+    def path_string(self) -> str:
+        return "/".join(f"{k}={v}" for k, v in self.spec)
+
+
+class PartitionCodec:
+    """Turns partition values into BinaryRows and directory names for one table schema."""
+
+    def __init__(self, schema: TableSchema):
+        self.keys = list(schema.partition_keys)
+        self.types = schema.types_of(self.keys)
+        self.default_name = schema.core_options.raw.get("partition.default-name", "__DEFAULT_PARTITION__")
+        self._cache: dict[bytes, Partition] = {}
+
+    def from_values(self, values: tuple[object, ...]) -> Partition:
+        try:
+            binary = serialize_row(list(values), self.types)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise InvalidDataError(f"partition value {values!r} cannot be encoded: {e}") from None
+        spec = tuple(
+            (k, format_partition_value(v, t, self.default_name))
+            for k, v, t in zip(self.keys, values, self.types, strict=True)
+        )
+        part = Partition(tuple(values), binary, spec)
+        self._cache.setdefault(binary, part)
+        return part
+
+    def from_binary(self, binary: bytes) -> Partition:
+        """Decode a manifest's partition bytes (cached: a scan meets the same few partitions often)."""
+        part = self._cache.get(binary)
+        if part is None:
+            values = tuple(deserialize_row(binary, self.types)) if self.keys else ()
+            part = self.from_values(values)
+            self._cache[binary] = part
+        return part
+
+    def group_rows(self, table: pa.Table) -> tuple[np.ndarray, list[Partition]]:
+        """Group id per row (int64) and the partition of each group, without a Python loop per row."""
+        n = table.num_rows
+        if not self.keys:
+            return np.zeros(n, dtype=np.int64), [self.from_values(())]
+        combined = np.zeros(n, dtype=np.int64)
+        dictionaries = []
+        for key in self.keys:
+            encoded = pc.dictionary_encode(table.column(key), null_encoding="encode").combine_chunks()
+            indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            size = max(len(encoded.dictionary), 1)
+            combined = combined * size + indices
+            dictionaries.append((encoded.dictionary, size))
+        uniques, inverse = np.unique(combined, return_inverse=True)
+        partitions = []
+        for code in uniques.tolist():
+            values = []
+            for dictionary, size in reversed(dictionaries):
+                values.append(dictionary[code % size].as_py())
+                code //= size
+            partitions.append(self.from_values(tuple(reversed(values))))
+        return inverse.astype(np.int64), partitions

@@ -1,0 +1,1 @@
+"""Reading: scan (manifests to splits), predicates, and merge-on-read to Arrow."""

@@ -1,0 +1,58 @@
+"""ReadBuilder: pypaimon's entry point for reads (projection, filter, limit, snapshot)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
+from lakehouse_engine.read.scan import TableScan
+from lakehouse_engine.read.table_read import TableRead
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+
+class ReadBuilder:
+    """Collects read settings, then builds a TableScan and a TableRead that agree on them."""
+
+    def __init__(self, table: FileStoreTable):
+        self.table = table
+        self._projection: list[str] | None = None
+        self._predicate: Predicate | None = None
+        self._limit: int | None = None
+        self._snapshot_id: int | None = None
+
+    def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
+        names = self.table.schema.field_names
+        unknown = [p for p in projection if p not in names]
+        if unknown:
+            raise SchemaError(f"projection names unknown fields {unknown} of table {self.table.name}")
+        self._projection = list(projection)
+        return self
+
+    def with_filter(self, predicate: Predicate | None) -> ReadBuilder:
+        self._predicate = predicate
+        return self
+
+    def with_limit(self, limit: int) -> ReadBuilder:
+        self._limit = limit
+        return self
+
+    def with_snapshot(self, snapshot_id: int) -> ReadBuilder:
+        """Time travel: read the table as of `snapshot_id`."""
+        self._snapshot_id = snapshot_id
+        return self
+
+    def new_predicate_builder(self) -> PredicateBuilder:
+        return PredicateBuilder(self.table.schema.field_names)
+
+    def new_scan(self) -> TableScan:
+        return TableScan(self.table, self._predicate, self._snapshot_id)
+
+    def new_read(self) -> TableRead:
+        return TableRead(self.table, self._projection, self._predicate, self._limit)
+
+    def read_type(self) -> list[str]:
+        return self._projection or self.table.schema.field_names

@@ -1,0 +1,131 @@
+"""TableRead: read splits to Arrow, merging overlapping sorted runs (merge-on-read)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER, merge_indices
+from lakehouse_engine.options import IGNORE_DELETE, MERGE_ENGINE, SEQUENCE_FIELD_SORT_ORDER
+from lakehouse_engine.read.predicate import Predicate
+from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+
+class TableRead:
+    """Reads splits of one table with an optional projection, predicate and row limit."""
+
+    def __init__(self, table: FileStoreTable, projection: Sequence[str] | None = None,
+                 predicate: Predicate | None = None, limit: int | None = None):
+        self.table = table
+        schema = table.schema
+        self.output = list(projection) if projection else schema.field_names
+        self.predicate = predicate
+        self.limit = limit
+        self.output_schema = pa.schema([schema.field(n).to_arrow() for n in self.output])
+        needed = list(self.output)
+        for f in sorted(predicate.fields()) if predicate else []:
+            if f not in needed:
+                needed.append(f)
+        self.value_columns = needed
+        opts = schema.core_options
+        self.primary_key = schema.has_primary_key
+        self.key_names = schema.trimmed_primary_keys if self.primary_key else []
+        self.merge_engine = opts.require(MERGE_ENGINE)
+        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
+        self.sequence_fields = opts.sequence_fields
+        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
+        merge_cols = list(needed)
+        for f in self.key_names + self.sequence_fields:
+            if f not in merge_cols:
+                merge_cols.append(f)
+        self.merge_value_columns = merge_cols
+
+    # ---- public -----------------------------------------------------------------------
+    def to_arrow(self, splits: Sequence[DataSplit]) -> pa.Table:
+        """All rows of `splits` as one Arrow table."""
+        tables = list(self._read_splits(splits))
+        if not tables:
+            return self.output_schema.empty_table()
+        return pa.concat_tables(tables)
+
+    def to_arrow_batch_reader(self, splits: Sequence[DataSplit]) -> pa.RecordBatchReader:
+        """A lazy reader that reads one split at a time."""
+        def batches() -> Iterator[pa.RecordBatch]:
+            for t in self._read_splits(splits):
+                yield from t.to_batches()
+        return pa.RecordBatchReader.from_batches(self.output_schema, batches())
+
+    def to_pandas(self, splits: Sequence[DataSplit]) -> Any:
+        return self.to_arrow(splits).to_pandas()
+
+    # ---- reading ------------------------------------------------------------------------
+    def _read_splits(self, splits: Sequence[DataSplit]) -> Iterator[pa.Table]:
+        remaining = self.limit
+        for split in splits:
+            t = self.read_split(split)
+            if remaining is not None:
+                t = t.slice(0, remaining)
+                remaining -= t.num_rows
+            if t.num_rows:
+                yield t
+            if remaining is not None and remaining <= 0:
+                return
+
+    def read_split(self, split: DataSplit) -> pa.Table:
+        """The merged rows of one split, filtered and projected."""
+        parts = []
+        for section in split.sections:
+            t = self._read_section(split, section)
+            if t.num_rows:
+                parts.append(t.select(self.value_columns))
+        if not parts:
+            return self.output_schema.empty_table()
+        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        if self.predicate is not None:
+            table = self.predicate.filter_table(table)
+        return table.select(self.output).cast(self.output_schema)
+
+    def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
+        paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
+        fio = self.table.file_io
+        if not self.primary_key:
+            return _concat([read_data_file(fio, p, self.value_columns) for p in paths])
+        if len(files) == 1:
+            if files[0].delete_row_count == 0:
+                return read_data_file(fio, paths[0], self.value_columns)
+            t = read_data_file(fio, paths[0], self.value_columns + [VALUE_KIND])
+            kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+            return t.filter(pa.array((kinds == INSERT) | (kinds == UPDATE_AFTER)))
+        # Oldest first. When the files' sequence ranges are disjoint, file order is sequence order
+        # and `_SEQUENCE_NUMBER` need not be read; `_VALUE_KIND` only when a file has retractions.
+        ordered = sorted(zip(files, paths, strict=True), key=lambda fp: fp[0].max_sequence_number)
+        in_order = all(a.max_sequence_number < b.min_sequence_number
+                       for (a, _), (b, _) in zip(ordered, ordered[1:]))
+        columns = list(self.merge_value_columns)
+        if not in_order:
+            columns.append(SEQUENCE_NUMBER)
+        if any(f.delete_row_count != 0 for f in files):
+            columns.append(VALUE_KIND)
+        table = _concat([read_data_file(fio, p, columns) for _, p in ordered])
+        idx = merge_indices(table, self.key_names, self.merge_engine, self.sequence_fields,
+                            self.sequence_descending, self.ignore_delete, drop_retracts=True,
+                            rows_in_sequence_order=in_order)
+        return table.take(pa.array(idx, type=pa.int64())) if len(idx) else table.slice(0, 0)
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="none")
+
+
+__all__ = ["TableRead", "np"]

@@ -1,0 +1,242 @@
+"""Table schemas: the user-facing `Schema`, the persisted `TableSchema` (`schema-N`) and their checks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lakehouse_engine.errors import InvalidOptionError, SchemaError
+from lakehouse_engine.options import (
+    BUCKET_KEY,
+    ROWKIND_FIELD,
+    SEQUENCE_FIELD,
+    CoreOptions,
+)
+from lakehouse_engine.types import DataType
+
+# System columns of primary-key data files, as Paimon names them.
+KEY_FIELD_PREFIX = "_KEY_"
+SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
+VALUE_KIND = "_VALUE_KIND"
+SYSTEM_FIELD_NAMES = frozenset({SEQUENCE_NUMBER, VALUE_KIND})
+
+
+@dataclass(frozen=True)
+class DataField:
+    """One column of a table: its stable id, name, Paimon type and optional description."""
+
+    id: int
+    name: str
+    type: DataType
+    description: str | None = None
+
+    def to_arrow(self) -> pa.Field:
+        return pa.field(self.name, self.type.to_arrow(), nullable=self.type.nullable)
+
+
+@dataclass
+class Schema:
+    """What a user asks for when creating a table (pypaimon's `Schema`): fields, keys, options."""
+
+    pa_schema: pa.Schema
+    partition_keys: list[str] = field(default_factory=list)
+    primary_keys: list[str] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+    comment: str | None = None
+
+    @staticmethod
+    def from_pyarrow_schema(
+        pa_schema: pa.Schema,
+        partition_keys: Sequence[str] | None = None,
+        primary_keys: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
+        comment: str | None = None,
+    ) -> Schema:
+        """Build a Schema from an Arrow schema, as pypaimon's `Schema.from_pyarrow_schema` does."""
+        return Schema(
+            pa_schema,
+            list(partition_keys or []),
+            list(primary_keys or []),
+            {str(k): str(v) for k, v in (options or {}).items()},
+            comment,
+        )
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A persisted table schema (`schema/schema-N`), validated on construction."""
+
+    id: int
+    fields: tuple[DataField, ...]
+    highest_field_id: int
+    partition_keys: tuple[str, ...]
+    primary_keys: tuple[str, ...]
+    options: Mapping[str, str]
+    comment: str | None = None
+    time_millis: int = 0
+
+    # ---- derived views ------------------------------------------------------
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def field(self, name: str) -> DataField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise SchemaError(f"no field named '{name}' (fields: {', '.join(self.field_names)})")
+
+    @property
+    def core_options(self) -> CoreOptions:
+        return CoreOptions(self.options)
+
+    @property
+    def has_primary_key(self) -> bool:
+        return bool(self.primary_keys)
+
+    @property
+    def trimmed_primary_keys(self) -> list[str]:
+        """The primary key minus the partition fields: what data files and the bucket hash key on."""
+        trimmed = [k for k in self.primary_keys if k not in self.partition_keys]
+        return trimmed or list(self.primary_keys)
+
+    @property
+    def bucket_keys(self) -> list[str]:
+        explicit = self.core_options.bucket_keys
+        if explicit:
+            return explicit
+        return self.trimmed_primary_keys if self.primary_keys else []
+
+    @property
+    def cross_partition_update(self) -> bool:
+        """True when the primary key lacks a partition field (needs a global index)."""
+        return bool(self.primary_keys) and any(p not in self.primary_keys for p in self.partition_keys)
+
+    def types_of(self, names: Sequence[str]) -> list[DataType]:
+        return [self.field(n).type for n in names]
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([f.to_arrow() for f in self.fields])
+
+    def key_arrow_fields(self) -> list[pa.Field]:
+        return [pa.field(KEY_FIELD_PREFIX + n, self.field(n).type.to_arrow(), nullable=False)
+                for n in self.trimmed_primary_keys]
+
+    def data_file_arrow_schema(self) -> pa.Schema:
+        """Columns of a data file: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, then the fields."""
+        if not self.primary_keys:
+            return self.arrow_schema()
+        return pa.schema(self.key_arrow_fields() + [
+            pa.field(SEQUENCE_NUMBER, pa.int64(), nullable=False),
+            pa.field(VALUE_KIND, pa.int8(), nullable=False),
+        ] + [f.to_arrow() for f in self.fields])
+
+    # ---- construction -------------------------------------------------------
+    @staticmethod
+    def from_schema(schema: Schema, schema_id: int = 0) -> TableSchema:
+        """Validate a user Schema and turn it into schema-0 (primary-key fields become NOT NULL)."""
+        names = [f.name for f in schema.pa_schema]
+        if not names:
+            raise SchemaError("a table needs at least one field")
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise SchemaError(f"duplicate field names: {', '.join(sorted(dupes))}")
+        for n in names:
+            if not n or n in SYSTEM_FIELD_NAMES or n.startswith(KEY_FIELD_PREFIX):
+                raise SchemaError(f"field name {n!r} is reserved or empty")
+        for kind, keys in (("primary key", schema.primary_keys), ("partition key", schema.partition_keys)):
+            for k in keys:
+                if k not in names:
+                    raise SchemaError(f"{kind} '{k}' is not a field of the schema ({', '.join(names)})")
+            if len(set(keys)) != len(keys):
+                raise SchemaError(f"{kind} lists a field twice: {keys}")
+        fields = []
+        for i, f in enumerate(schema.pa_schema):
+            nullable = f.nullable and f.name not in schema.primary_keys
+            fields.append(DataField(i, f.name, DataType.from_arrow(f.type, nullable)))
+        ts = TableSchema(
+            id=schema_id,
+            fields=tuple(fields),
+            highest_field_id=len(fields) - 1,
+            partition_keys=tuple(schema.partition_keys),
+            primary_keys=tuple(schema.primary_keys),
+            options=dict(schema.options),
+            comment=schema.comment,
+            time_millis=int(time.time() * 1000),
+        )
+        ts.validate()
+        return ts
+
+    def validate(self) -> None:
+        """Check options against the fields; raises InvalidOptionError/SchemaError naming the problem."""
+        opts = self.core_options
+        opts.validate()
+        names = set(self.field_names)
+        for key in self.partition_keys:
+            t = self.field(key).type
+            if t.root in ("FLOAT", "DOUBLE", "BYTES", "VARBINARY", "BINARY"):
+                raise SchemaError(f"partition key '{key}' has type {t}, which cannot be a partition value")
+        bucket = opts.bucket
+        for opt in (ROWKIND_FIELD,):
+            v = opts.get(opt)
+            if v is not None and v not in names:
+                raise InvalidOptionError(f"option '{opt.key}' names unknown field '{v}'")
+        for f in opts.sequence_fields:
+            if f not in names:
+                raise InvalidOptionError(f"option '{SEQUENCE_FIELD.key}' names unknown field '{f}'")
+        for f in opts.bucket_keys:
+            if f not in names:
+                raise InvalidOptionError(f"option '{BUCKET_KEY.key}' names unknown field '{f}'")
+        if self.primary_keys:
+            if opts.bucket_keys and not set(opts.bucket_keys) <= set(self.trimmed_primary_keys):
+                raise InvalidOptionError(
+                    f"option 'bucket-key' ({', '.join(opts.bucket_keys)}) must be a subset of the "
+                    f"primary key minus partition fields ({', '.join(self.trimmed_primary_keys)})")
+            if bucket > 0 and self.cross_partition_update:
+                raise InvalidOptionError(
+                    f"a fixed-bucket table ('bucket' = {bucket}) needs every partition field in its "
+                    f"primary key; use 'bucket' = -1 for cross-partition upsert")
+            rk = opts.get(ROWKIND_FIELD)
+            if rk is not None and not self.field(rk).type.is_string:
+                raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")
+        else:
+            if bucket == -2:
+                raise InvalidOptionError("option 'bucket' = -2 (postpone) needs a primary key")
+            if bucket > 0 and not opts.bucket_keys:
+                raise InvalidOptionError(
+                    f"an append table with 'bucket' = {bucket} needs option 'bucket-key'")
+            if opts.get(ROWKIND_FIELD) is not None or opts.sequence_fields:
+                raise InvalidOptionError("options 'rowkind.field' and 'sequence.field' need a primary key")
+
+    # ---- persistence --------------------------------------------------------
+    def to_json(self) -> str:
+        from lakehouse_engine.format.schema_file import schema_to_json
+
+        return schema_to_json(
+            self.id,
+            [(f.id, f.name, f.type.to_string(), f.description) for f in self.fields],
+            self.highest_field_id,
+            list(self.partition_keys),
+            list(self.primary_keys),
+            dict(self.options),
+            self.comment,
+            self.time_millis,
+        )
+
+    @staticmethod
+    def from_json(text: str, file_name: str) -> TableSchema:
+        from lakehouse_engine.format.schema_file import schema_from_json
+
+        d = schema_from_json(text, file_name)
+        fields = tuple(
+            DataField(fid, name, DataType.parse(type_str), desc)
+            for fid, name, type_str, desc in d["fields"]
+        )
+        return TableSchema(
+            id=d["schema_id"], fields=fields, highest_field_id=d["highest_field_id"],
+            partition_keys=tuple(d["partition_keys"]), primary_keys=tuple(d["primary_keys"]),
+            options=dict(d["options"]), comment=d["comment"], time_millis=d["time_millis"],
+        )

@@ -1,0 +1,93 @@
+"""Finding and reading snapshots: LATEST/EARLIEST are hints only, the snapshot files are the truth."""
+
+from __future__ import annotations
+
+import re
+
+from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.io import FileIO
+from lakehouse_engine.path_factory import PathFactory
+
+_SNAPSHOT_RE = re.compile(r"^snapshot-(\d+)$")
+LATEST = "LATEST"
+EARLIEST = "EARLIEST"
+
+
+class SnapshotManager:
+    """Reads a table's snapshot directory; never trusts a hint file without checking it."""
+
+    def __init__(self, file_io: FileIO, paths: PathFactory, table_name: str = ""):
+        self.file_io = file_io
+        self.paths = paths
+        self.table_name = table_name
+
+    def snapshot_exists(self, snapshot_id: int) -> bool:
+        return self.file_io.exists(self.paths.snapshot_path(snapshot_id))
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """Read snapshot `snapshot_id`; SnapshotNotExistError when it was never written or expired."""
+        path = self.paths.snapshot_path(snapshot_id)
+        try:
+            text = self.file_io.read_text(path)
+        except FileNotFoundError:
+            earliest = self.earliest_snapshot_id()
+            why = f" (earliest retained is {earliest})" if earliest else ""
+            raise SnapshotNotExistError(
+                f"snapshot {snapshot_id} of table {self.table_name} does not exist{why}") from None
+        except UnicodeDecodeError:
+            raise CorruptFileError(f"snapshot file {path} is not UTF-8 JSON") from None
+        return Snapshot.from_json(text, path)
+
+    def list_snapshot_ids(self) -> list[int]:
+        ids = []
+        for name in self.file_io.list_names(self.paths.snapshot_dir):
+            m = _SNAPSHOT_RE.match(name)
+            if m:
+                ids.append(int(m.group(1)))
+        return sorted(ids)
+
+    def _read_hint(self, name: str) -> int | None:
+        try:
+            text = self.file_io.read_text(f"{self.paths.snapshot_dir}/{name}").strip()
+            return int(text) if text else None
+        except (FileNotFoundError, ValueError, UnicodeDecodeError, OSError):
+            return None
+
+    def latest_snapshot_id(self) -> int | None:
+        """The newest snapshot id: the LATEST hint, checked and walked forward, or a directory listing."""
+        hint = self._read_hint(LATEST)
+        if hint is not None and hint > 0 and self.snapshot_exists(hint):
+            nxt = hint + 1
+            while self.snapshot_exists(nxt):
+                nxt += 1
+            return nxt - 1
+        ids = self.list_snapshot_ids()
+        return ids[-1] if ids else None
+
+    def earliest_snapshot_id(self) -> int | None:
+        """The oldest retained snapshot id: the EARLIEST hint when it checks out, else a listing."""
+        hint = self._read_hint(EARLIEST)
+        if hint is not None and hint > 0 and self.snapshot_exists(hint) and not self.snapshot_exists(hint - 1):
+            return hint
+        ids = self.list_snapshot_ids()
+        return ids[0] if ids else None
+
+    def latest_snapshot(self) -> Snapshot | None:
+        sid = self.latest_snapshot_id()
+        return None if sid is None else self.snapshot(sid)
+
+    def commit_latest_hint(self, snapshot_id: int) -> None:
+        """Move the LATEST hint forward (never backward); a failure here is harmless."""
+        try:
+            current = self._read_hint(LATEST)
+            if current is None or current < snapshot_id:
+                self.file_io.overwrite_atomic(f"{self.paths.snapshot_dir}/{LATEST}", str(snapshot_id).encode())
+        except OSError:
+            pass
+
+    def commit_earliest_hint(self, snapshot_id: int) -> None:
+        try:
+            self.file_io.overwrite_atomic(f"{self.paths.snapshot_dir}/{EARLIEST}", str(snapshot_id).encode())
+        except OSError:
+            pass

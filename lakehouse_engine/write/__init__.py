@@ -1,0 +1,1 @@
+"""Writing: TableWrite turns Arrow batches into data files and CommitMessages."""

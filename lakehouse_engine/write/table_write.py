@@ -1,0 +1,294 @@
+"""TableWrite: route rows to (partition, bucket), buffer them with sequence numbers, flush sorted runs."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
+from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, merge_records
+from lakehouse_engine.options import (
+    IGNORE_DELETE,
+    MERGE_ENGINE,
+    ROWKIND_FIELD,
+    SEQUENCE_FIELD_SORT_ORDER,
+    WRITE_BUFFER_SIZE,
+)
+from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+UNAWARE_BUCKET = 0
+
+
+@dataclass
+class _BucketBuffer:
+    """Rows of one (partition, bucket) waiting to become a level-0 sorted run."""
+
+    partition: Partition
+    bucket: int
+    total_buckets: int
+    next_sequence: int
+    tables: list[pa.Table] = field(default_factory=list)
+    nbytes: int = 0
+    new_files: list[DataFileMeta] = field(default_factory=list)
+
+
+def conform_to_schema(data: pa.Table, expected: pa.Schema, table_name: str) -> pa.Table:
+    """`data` with the table's columns, in order and with the table's types; SchemaError otherwise."""
+    names = data.column_names
+    missing = [n for n in expected.names if n not in names]
+    extra = [n for n in names if n not in expected.names]
+    if missing or extra:
+        raise SchemaError(
+            f"batch does not match the schema of table {table_name}: "
+            f"missing columns {missing}, unexpected columns {extra}")
+    columns = []
+    for f in expected:
+        col = data.column(f.name)
+        if col.type != f.type:
+            col = _cast_column(col, f, table_name)
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=expected)
+
+
+def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.ChunkedArray:
+    src, dst = col.type, f.type
+    if pa.types.is_dictionary(src):
+        src = src.value_type
+    ok = (
+        src == dst
+        or (pa.types.is_large_string(src) and pa.types.is_string(dst))
+        or (pa.types.is_large_binary(src) and pa.types.is_binary(dst))
+        or (pa.types.is_integer(src) and pa.types.is_integer(dst))
+        or (pa.types.is_decimal(src) and pa.types.is_decimal(dst))
+        or (pa.types.is_timestamp(src) and pa.types.is_timestamp(dst) and src.tz == dst.tz)
+        or (pa.types.is_floating(src) and pa.types.is_floating(dst))
+        or (pa.types.is_null(src) and f.nullable)
+    )
+    if not ok:
+        raise SchemaError(f"column '{f.name}' of the batch has type {col.type}, but table "
+                          f"{table_name} stores it as {dst}")
+    try:
+        return pc.cast(col, dst, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"column '{f.name}' cannot be stored as {dst} in table {table_name}: {e}") from None
+
+
+class TableWrite:
+    """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
+
+    def __init__(self, table: FileStoreTable, commit_user: str):
+        self.table = table
+        self.schema = table.schema
+        self.commit_user = commit_user
+        opts = self.schema.core_options
+        self.options = opts
+        self.primary_key = self.schema.has_primary_key
+        self.num_buckets = opts.bucket
+        if self.primary_key and self.num_buckets == -1:
+            raise UnsupportedError(
+                f"table {table.name}: dynamic bucket mode ('bucket' = -1) is not supported by this "
+                f"writer yet; set 'bucket' to a positive count")
+        if self.num_buckets == -2:
+            raise UnsupportedError(f"table {table.name}: postpone bucket mode ('bucket' = -2) is not supported yet")
+        self.partitions = PartitionCodec(self.schema)
+        self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
+        self.bucket_keys = self.schema.bucket_keys
+        self.bucket_key_types = self.schema.types_of(self.bucket_keys)
+        self.write_buffer_size = opts.require(WRITE_BUFFER_SIZE)
+        self.target_file_size = opts.target_file_size(self.primary_key)
+        self.merge_engine = opts.require(MERGE_ENGINE)
+        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
+        self.sequence_fields = opts.sequence_fields
+        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
+        self.rowkind_field = opts.get(ROWKIND_FIELD)
+        self.arrow_schema = self.schema.arrow_schema()
+        self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
+        self._buffered_bytes = 0
+        self._restored: tuple[dict[tuple[bytes, int], int], dict[bytes, int]] | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # ---- restoring what the table already holds -------------------------------------
+    def _restore(self) -> tuple[dict[tuple[bytes, int], int], dict[bytes, int]]:
+        """Max sequence number per bucket and bucket count per partition, from the latest snapshot."""
+        if self._restored is None:
+            max_seq: dict[tuple[bytes, int], int] = {}
+            totals: dict[bytes, int] = {}
+            for e in self.table.manifest_io().live_entries(self.table.snapshot_manager().latest_snapshot()):
+                key = (e.partition, e.bucket)
+                max_seq[key] = max(max_seq.get(key, -1), e.file.max_sequence_number)
+                if e.total_buckets > 0:
+                    totals[e.partition] = e.total_buckets
+            self._restored = (max_seq, totals)
+        return self._restored
+
+    # ---- writing -------------------------------------------------------------------
+    def write_arrow(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Write a batch of rows (row kinds from `rowkind.field`, else all inserts)."""
+        if self._closed:
+            raise LakehouseError(f"this TableWrite of table {self.table.name} is closed")
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if data.num_rows == 0:
+            return
+        table = conform_to_schema(data, self.arrow_schema, self.table.name)
+        self._check_not_null(table)
+        kinds = self._row_kinds(table)
+        part_ids, partitions = self.partitions.group_rows(table)
+        buckets, totals = self._assign_buckets(table, part_ids, partitions)
+        max_bucket = int(buckets.max()) + 1 if len(buckets) else 1
+        group = part_ids * max_bucket + buckets
+        if len(partitions) == 1 and (buckets == buckets[0]).all():
+            order = None
+            bounds = [(0, table.num_rows, int(group[0]))]
+        else:
+            order = np.argsort(group, kind="stable")
+            sorted_groups = group[order]
+            starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+            ends = np.r_[starts[1:], len(order)]
+            bounds = [(int(s), int(e), int(sorted_groups[s])) for s, e in zip(starts, ends, strict=True)]
+            idx = pa.array(order)
+            table = table.take(idx)
+            kinds = kinds[order]
+        for start, end, g in bounds:
+            part = partitions[g // max_bucket]
+            bucket = g % max_bucket
+            self._buffer(part, bucket, int(totals[g // max_bucket]), table.slice(start, end - start),
+                         kinds[start:end])
+        if self._buffered_bytes > self.write_buffer_size:
+            self._flush_until(self.write_buffer_size // 2)
+
+    def write_arrow_batch(self, batch: pa.RecordBatch) -> None:
+        self.write_arrow(batch)
+
+    def write_pandas(self, df: Any) -> None:
+        """Write a pandas DataFrame with the table's columns."""
+        self.write_arrow(pa.Table.from_pandas(df, preserve_index=False))
+
+    def _check_not_null(self, table: pa.Table) -> None:
+        for f in self.schema.fields:
+            if not f.type.nullable and table.column(f.name).null_count:
+                what = "primary key field" if f.name in self.schema.primary_keys else "NOT NULL field"
+                raise InvalidDataError(
+                    f"{what} '{f.name}' of table {self.table.name} is null in "
+                    f"{table.column(f.name).null_count} row(s)")
+
+    def _row_kinds(self, table: pa.Table) -> np.ndarray:
+        if not self.primary_key or self.rowkind_field is None:
+            return np.zeros(table.num_rows, dtype=np.int8)
+        col = table.column(self.rowkind_field)
+        codes = pc.index_in(col, value_set=pa.array(list(ROW_KIND_CODES)))
+        if codes.null_count:
+            bad = pc.filter(col, pc.is_null(codes)).unique().to_pylist()[:5]
+            raise InvalidDataError(
+                f"field '{self.rowkind_field}' (option 'rowkind.field') of table {self.table.name} "
+                f"holds unknown row kinds {bad}; expected +I, -U, +U or -D")
+        lookup = np.array(list(ROW_KIND_CODES.values()), dtype=np.int8)
+        return lookup[codes.to_numpy(zero_copy_only=False)]
+
+    def _assign_buckets(self, table: pa.Table, part_ids: np.ndarray,
+                        partitions: list[Partition]) -> tuple[np.ndarray, np.ndarray]:
+        """Bucket per row and bucket count per partition (a rescaled partition keeps its own count)."""
+        if self.num_buckets == -1:
+            return np.full(table.num_rows, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
+        _, known = self._restore()
+        totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
+        hashes = hash_rows([table.column(k) for k in self.bucket_keys], self.bucket_key_types)
+        if (totals == totals[0]).all():
+            return bucket_of(hashes, int(totals[0])).astype(np.int64), totals
+        per_row = totals[part_ids]
+        return np.abs(np.fmod(hashes.astype(np.int64), per_row)), totals
+
+    def _buffer(self, part: Partition, bucket: int, total_buckets: int, rows: pa.Table,
+                kinds: np.ndarray) -> None:
+        key = (part.binary, bucket)
+        buf = self._buffers.get(key)
+        if buf is None:
+            max_seq, _ = self._restore()
+            buf = _BucketBuffer(part, bucket, total_buckets, max_seq.get(key, -1) + 1)
+            self._buffers[key] = buf
+        n = rows.num_rows
+        seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
+        buf.next_sequence += n
+        rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seq)).append_column(
+            VALUE_KIND, pa.array(kinds, type=pa.int8()))
+        buf.tables.append(rows)
+        buf.nbytes += rows.nbytes
+        self._buffered_bytes += rows.nbytes
+
+    # ---- flushing --------------------------------------------------------------------
+    def _flush_until(self, limit: int) -> None:
+        """Flush the largest buffers until the buffered bytes fall to `limit` (bounded memory)."""
+        for buf in sorted(self._buffers.values(), key=lambda b: b.nbytes, reverse=True):
+            if self._buffered_bytes <= limit:
+                break
+            self._flush(buf)
+
+    def _flush(self, buf: _BucketBuffer) -> None:
+        if not buf.tables:
+            return
+        with self._lock:
+            rows = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
+            self._buffered_bytes -= buf.nbytes
+            buf.tables, buf.nbytes = [], 0
+        if self.primary_key:
+            # Buffered rows stand in sequence order (numbers were handed out as they arrived).
+            rows = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
+                                 self.sequence_descending, self.ignore_delete,
+                                 rows_in_sequence_order=True)
+        writer = DataFileWriter(self.table.file_io, self.schema,
+                                self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
+                                self.table.path_factory.new_data_file_name, self.target_file_size)
+        first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
+        buf.new_files.extend(writer.write_run(rows, level=0, min_sequence=first_seq))
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        """Flush everything buffered and return one CommitMessage per bucket with new files."""
+        messages = []
+        pending = [b for b in self._buffers.values() if b.tables]
+        if len(pending) > 1:
+            # Parquet encoding releases the GIL: flush buckets on all cores.
+            with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
+                list(pool.map(self._flush, pending))
+        for buf in self._buffers.values():
+            self._flush(buf)
+            if buf.new_files:
+                messages.append(CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
+                                              list(buf.new_files)))
+                buf.new_files = []
+        return messages
+
+    def abort(self, messages: Iterable[CommitMessage]) -> None:
+        """Delete the files of messages that will never be committed."""
+        for m in messages:
+            part = self.partitions.from_binary(m.partition)
+            d = self.table.path_factory.bucket_dir(part.spec, m.bucket)
+            for f in m.new_files + m.compact_after:
+                self.table.file_io.delete_file(f"{d}/{f.file_name}")
+
+    def close(self) -> None:
+        self._buffers.clear()
+        self._buffered_bytes = 0
+        self._closed = True
+
+    def __enter__(self) -> TableWrite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,422 @@
+"""A tiny reference model of a Paimon table, and order-insensitive comparison with Arrow tables.
+
+A primary-key table (deduplicate merge engine) is a dict key -> row: '+I'/'+U' rows replace the
+row of their key, '-U'/'-D' rows remove it, and the last row of a key in a batch wins.  An append
+table is a list of rows.  `canonical_rows` turns an Arrow table into a sorted list of tuples, with
+every column first cast to the type the table declares (so a TIMESTAMP(3) read back as
+microseconds, or a large_string, compares equal), timestamps as integer nanoseconds and NaN as a
+marker, so two tables holding the same rows give equal lists.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ADD_KINDS = frozenset({"+I", "+U"})
+RETRACT_KINDS = frozenset({"-U", "-D"})
+_NAN = ("<NaN>",)
+
+
+class TableModel:
+    """The rows a table should hold after a sequence of committed batches."""
+
+    def __init__(self, schema: pa.Schema, primary_keys: Sequence[str] = (),
+                 rowkind_field: str | None = None):
+        self.schema = schema
+        self.primary_keys = list(primary_keys)
+        self.rowkind_field = rowkind_field
+        self._rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._append: list[dict[str, Any]] = []
+
+    def copy(self) -> TableModel:
+        other = TableModel(self.schema, self.primary_keys, self.rowkind_field)
+        other._rows = dict(self._rows)
+        other._append = list(self._append)
+        return other
+
+    def apply(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Apply one batch, in order (later rows of a key win)."""
+        for row in rows:
+            row = dict(row)
+            if not self.primary_keys:
+                self._append.append(row)
+                continue
+            key = tuple(row[k] for k in self.primary_keys)
+            kind = row.get(self.rowkind_field, "+I") if self.rowkind_field else "+I"
+            if kind in ADD_KINDS:
+                self._rows[key] = row
+            elif kind in RETRACT_KINDS:
+                self._rows.pop(key, None)
+            else:
+                raise ValueError(f"unknown row kind {kind!r}")
+
+    def overwrite(self, match: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every row whose fields equal `match` by `rows` (an overwrite of a partition)."""
+        def hit(r: Mapping[str, Any]) -> bool:
+            return all(r[k] == v for k, v in match.items())
+
+        self._rows = {k: r for k, r in self._rows.items() if not hit(r)}
+        self._append = [r for r in self._append if not hit(r)]
+        self.apply(rows)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self._rows.values()) if self.primary_keys else list(self._append)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_pylist(self.rows(), schema=self.schema)
+
+    def canonical(self) -> list[tuple[Any, ...]]:
+        return canonical_rows(self.to_arrow(), self.schema)
+
+
+def _canonical_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    return t
+
+
+def canonical_rows(table: pa.Table, schema: pa.Schema) -> list[tuple[Any, ...]]:
+    """The rows of `table` (columns of `schema`, in its order) as a sorted list of plain tuples."""
+    missing = [n for n in schema.names if n not in table.column_names]
+    if missing:
+        raise AssertionError(f"table lacks columns {missing}; it has {table.column_names}")
+    columns = []
+    for f in schema:
+        col = table.column(f.name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        target = _canonical_type(f.type)
+        if col.type != target:
+            col = pc.cast(col, target, safe=True)
+        if pa.types.is_timestamp(target):
+            col = pc.cast(pc.cast(col, pa.timestamp("ns", tz=target.tz)), pa.int64())
+        columns.append([_canonical_value(v) for v in col.to_pylist()])
+    rows = list(zip(*columns, strict=True)) if columns else []
+    return sorted(rows, key=_sort_key)
+
+
+def _canonical_value(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return _NAN
+    return v
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is None, type(v).__name__, repr(v)) for v in row)
+
+
+def diff(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], limit: int = 8) -> str:
+    """A short human-readable description of how two canonical row lists differ."""
+    exp, act = list(expected), list(actual)
+    only_exp = [r for r in exp if r not in act]
+    only_act = [r for r in act if r not in exp]
+    return (f"expected {len(exp)} rows, got {len(act)}; "
+            f"missing {len(only_exp)}: {only_exp[:limit]}; unexpected {len(only_act)}: {only_act[:limit]}")
+
+
+def assert_same_rows(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]],
+                     what: str = "") -> None:
+    assert actual == expected, f"{what}: {diff(expected, actual)}"
+
+
+# ---- sample values -------------------------------------------------------------------------
+# One generator per Paimon type: `sample(i)` gives a value for index i (distinct for distinct i
+# where the type has room), covering negatives, pre-epoch instants and values longer than the
+# 7 bytes a BinaryRow stores inline.
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+_CENTURY_US = 100 * 365 * 86400 * 10**6
+_SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC8341082276BF3A27251  # a large odd multiplier
+
+
+def _integer(bits: int, i: int) -> int:
+    """The smallest and largest values for i = 0, 1, then values spread over the whole range."""
+    low, span = -(2 ** (bits - 1)), 2**bits
+    if i < 2:
+        return low if i == 0 else low + span - 1
+    return (i * _SPREAD) % span + low
+
+
+def _decimal(precision: int, scale: int, i: int) -> decimal.Decimal:
+    span = 10**precision
+    unscaled = (i * _SPREAD) % span - span // 2
+    return decimal.Decimal(f"{unscaled}E-{scale}")
+
+
+def _string_short(i: int) -> str:
+    return f"s{i}"
+
+
+def _string_long(i: int) -> str:
+    return ("ключ-" if i % 3 == 0 else "a-longer-key-") + f"{i:05d}"
+
+
+def _bytes(i: int) -> bytes:
+    return bytes([(i * 37 + j) % 256 for j in range(i % 11)]) + i.to_bytes(4, "big")
+
+
+SAMPLES: dict[str, tuple[pa.DataType, Callable[[int], Any]]] = {
+    "boolean": (pa.bool_(), lambda i: i % 2 == 0),
+    "tinyint": (pa.int8(), lambda i: _integer(8, i)),
+    "smallint": (pa.int16(), lambda i: _integer(16, i)),
+    "int": (pa.int32(), lambda i: _integer(32, i)),
+    "bigint": (pa.int64(), lambda i: _integer(64, i)),
+    "float": (pa.float32(), lambda i: (i - 40) * 0.25),
+    "double": (pa.float64(), lambda i: (i - 40) * 1.5e10 + 0.125),
+    "decimal_10_2": (pa.decimal128(10, 2),
+                     lambda i: _decimal(10, 2, i)),
+    "decimal_38_6": (pa.decimal128(38, 6),
+                     lambda i: _decimal(38, 6, i)),
+    "string": (pa.string(), _string_short),
+    "string_long": (pa.string(), _string_long),
+    "bytes": (pa.binary(), _bytes),
+    "date": (pa.date32(), lambda i: datetime.date(1970, 1, 1) + datetime.timedelta(days=(i * 97) % 60000 - 20000)),
+    "time": (pa.time32("ms"), lambda i: datetime.time((i * 5) % 24, (i * 7) % 60, (i * 11) % 60,
+                                                        ((i * 13) % 1000) * 1000)),
+    "timestamp_3": (pa.timestamp("ms"),
+                    lambda i: _EPOCH + datetime.timedelta(milliseconds=(i * 98765432109) % _CENTURY_US // 1000 - 10**12)),
+    "timestamp_6": (pa.timestamp("us"),
+                    lambda i: _EPOCH + datetime.timedelta(microseconds=(i * 98765432109871) % _CENTURY_US - 10**15)),
+    "timestamp_ltz_6": (pa.timestamp("us", tz="UTC"),
+                        lambda i: datetime.datetime(2001, 2, 3, tzinfo=datetime.timezone.utc)
+                        + datetime.timedelta(microseconds=(i * 1234567891) % _CENTURY_US)),
+}
+
+
+# ---- batches of changes ----------------------------------------------------------------------
+
+def change_batches(n_keys: int, commits: int, seed: int,
+                   make_row: Callable[[int, int], dict[str, Any]],
+                   rowkind_field: str = "rk") -> list[list[dict[str, Any]]]:
+    """Batches of rows for a primary-key table whose row for key index i and version v is
+    `make_row(i, v)`: first inserts of keys 0..n_keys-1, then per commit a shuffled mix of
+    updates, deletes, '-U' retractions, deletes of absent keys, re-inserts, new keys and keys
+    written twice or three times in the same batch (the last one wins)."""
+    rng = random.Random(seed)
+    batches = [[{**make_row(i, 0), rowkind_field: "+I"} for i in range(n_keys)]]
+    rng.shuffle(batches[0])
+    next_key = n_keys
+    for c in range(1, commits):
+        rows: list[list[dict[str, Any]]] = []
+        for i in range(next_key):
+            op = rng.random()
+            v = c * 10 + 1
+            if op < 0.25:
+                rows.append([{**make_row(i, v), rowkind_field: "+U"}])
+            elif op < 0.35:
+                rows.append([{**make_row(i, v), rowkind_field: "-D"}])
+            elif op < 0.40:
+                rows.append([{**make_row(i, v), rowkind_field: "-U"}])
+            elif op < 0.50:
+                rows.append([{**make_row(i, v), rowkind_field: "+U"},
+                             {**make_row(i, v + 1), rowkind_field: "+I"},
+                             {**make_row(i, v + 2), rowkind_field: "+U"}])
+            elif op < 0.55:
+                rows.append([{**make_row(i, v), rowkind_field: "+I"},
+                             {**make_row(i, v + 1), rowkind_field: "-D"}])
+            elif op < 0.60:
+                rows.append([{**make_row(i, v), rowkind_field: "-D"},
+                             {**make_row(i, v + 1), rowkind_field: "+I"}])
+        for i in range(next_key, next_key + max(2, n_keys // 10)):
+            rows.append([{**make_row(i, c * 10), rowkind_field: "+I"}])
+        next_key += max(2, n_keys // 10)
+        rows.append([{**make_row(next_key + 1000, c * 10), rowkind_field: "-D"}])  # absent key
+        rng.shuffle(rows)
+        batches.append([r for group in rows for r in group])
+    return batches
+
+
+def value_row(i: int, v: int, types: Sequence[str], prefix: str = "c_") -> dict[str, Any]:
+    """Value columns `<prefix><type>` for each sample type, some of them null, for key i, version v."""
+    row: dict[str, Any] = {}
+    for j, name in enumerate(types):
+        _, sample = SAMPLES[name]
+        row[prefix + name] = None if (i + v + j) % 6 == 0 else sample(i * 3 + v)
+    return row
+
+
+def value_fields(types: Sequence[str], prefix: str = "c_") -> list[pa.Field]:
+    return [pa.field(prefix + name, SAMPLES[name][0]) for name in types]
+
+
+# The pypaimon side of a read: `ARGS["reads"]` lists {table, out, snapshot?, filter?, probe?};
+# each result goes to the parquet file `out`, and the snippet emits {out: None | "EMPTY" | error}.
+PYPAIMON_READ = """
+import traceback
+import pyarrow.parquet as pq
+
+def paimon_read(catalog, spec):
+    t = catalog.get_table(spec["table"])
+    if spec.get("snapshot") is not None:
+        t = t.copy({"scan.snapshot-id": str(spec["snapshot"])})
+    rb = t.new_read_builder()
+    if spec.get("filter"):
+        literals = pq.read_table(spec["probe"]).to_pylist()[0]
+        pb = rb.new_predicate_builder()
+        preds = [getattr(pb, method)(field, literals[field]) for method, field in spec["filter"]]
+        rb = rb.with_filter(preds[0] if len(preds) == 1 else pb.and_predicates(preds))
+    out = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    if out is None:
+        return "EMPTY"
+    pq.write_table(out, spec["out"])
+    return None
+
+def paimon_reads(catalog, specs):
+    results = {}
+    for spec in specs:
+        try:
+            results[spec["out"]] = paimon_read(catalog, spec)
+        except Exception:
+            results[spec["out"]] = "ERROR " + traceback.format_exc()[-3000:]
+    return results
+"""
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "equal": lambda a, b: a == b,
+    "not_equal": lambda a, b: a != b,
+    "less_than": lambda a, b: a < b,
+    "less_or_equal": lambda a, b: a <= b,
+    "greater_than": lambda a, b: a > b,
+    "greater_or_equal": lambda a, b: a >= b,
+}
+
+
+def filter_rows(rows: Iterable[Mapping[str, Any]], filters: Sequence[tuple[str, str]],
+                literals: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows matching every (method, field) comparison with `literals[field]` (nulls never match)."""
+    return [dict(r) for r in rows
+            if all(r[f] is not None and _COMPARE[m](r[f], literals[f]) for m, f in filters)]
+
+
+def read_result(status: str | None, path: str, schema: pa.Schema) -> list[tuple[Any, ...]]:
+    """The canonical rows pypaimon wrote to `path`, failing with pypaimon's error if it had one."""
+    import pyarrow.parquet as pq
+
+    if status is not None and status != "EMPTY":
+        raise AssertionError(f"pypaimon failed to read:\n{status}")
+    if status == "EMPTY":
+        return []
+    return canonical_rows(pq.read_table(path), schema)
+
+
+# ---- table specifications, shared by the interop tests -----------------------------------------
+
+ALL_VALUE_TYPES = list(SAMPLES)
+KEY_TYPES = ["tinyint", "smallint", "int", "bigint", "string", "string_long", "bytes", "date",
+             "timestamp_3", "timestamp_6", "decimal_10_2", "decimal_38_6", "float", "double",
+             "boolean"]
+BUCKETS = [1, 4, 7]
+
+
+@dataclass
+class Read:
+    """One pypaimon read of a table: optionally filtered (with literals) or at an older snapshot."""
+
+    label: str
+    filters: list[tuple[str, str]] = field(default_factory=list)
+    literals: dict[str, Any] | Callable[[list[dict[str, Any]]], dict[str, Any]] = field(
+        default_factory=dict)  # or a function of the rows the read should see
+    snapshot: int | None = None  # a snapshot id, counted from 1 = after the first commit
+
+
+@dataclass
+class Spec:
+    """A table, the commits we write into it (each a list of write_arrow batches) and its reads."""
+
+    name: str
+    schema: pa.Schema
+    primary_keys: list[str]
+    partition_keys: list[str]
+    options: dict[str, str]
+    commits: list[list[list[dict[str, Any]]]]
+    reads: list[Read] = field(default_factory=lambda: [Read("latest")])
+    overwrite: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
+
+
+def one_batch_per_commit(batches: list[list[dict[str, Any]]]) -> list[list[list[dict[str, Any]]]]:
+    return [[b] for b in batches]
+
+
+def halves(batches: list[list[dict[str, Any]]]) -> list[list[list[dict[str, Any]]]]:
+    """Each commit written as two write_arrow calls (a key may be in both halves)."""
+    return [[b[: len(b) // 2], b[len(b) // 2:]] for b in batches]
+
+
+def pk_spec(name: str, key_fields: list[pa.Field], partition_keys: list[str],
+             key_of: Callable[[int], dict[str, Any]], n_keys: int, commits: int, bucket: int,
+             value_types: list[str], seed: int, extra_options: dict[str, str] | None = None,
+             split: bool = False, reads: list[Read] | None = None) -> Spec:
+    schema = pa.schema(key_fields + value_fields(value_types) + [pa.field("rk", pa.string())])
+
+    def make_row(i: int, v: int) -> dict[str, Any]:
+        return {**key_of(i), **value_row(i, v, value_types)}
+
+    batches = change_batches(n_keys, commits, seed, make_row)
+    options = {"bucket": str(bucket), "rowkind.field": "rk", **(extra_options or {})}
+    return Spec(name, schema, [f.name for f in key_fields], partition_keys, options,
+                halves(batches) if split else one_batch_per_commit(batches),
+                reads or [Read("latest")])
+
+
+def key_type_spec(index: int, type_name: str) -> Spec:
+    arrow_type, sample = SAMPLES[type_name]
+
+    def median_key(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        keys = sorted(r["k"] for r in rows)
+        return {"k": keys[len(keys) // 2]}
+
+    return pk_spec(
+        f"key_{type_name}", [pa.field("k", arrow_type)], [], lambda i: {"k": sample(i)},
+        n_keys=60, commits=3, bucket=BUCKETS[index % 3], value_types=["bigint", "string"],
+        seed=100 + index,
+        reads=[Read("latest"),
+               Read("k_equal", [("equal", "k")], median_key),
+               Read("k_at_least", [("greater_or_equal", "k")], median_key)])
+
+
+
+def write_ours(catalog: Any, spec: Spec) -> list[TableModel]:
+    """Create and fill the table with this engine; the model after each commit (index 0 = snapshot 1)."""
+    from lakehouse_engine import Schema
+
+    ident = f"db.{spec.name}"
+    catalog.create_table(ident, Schema.from_pyarrow_schema(
+        spec.schema, partition_keys=spec.partition_keys, primary_keys=spec.primary_keys,
+        options=spec.options))
+    table = catalog.get_table(ident)
+    model = TableModel(spec.schema, spec.primary_keys, spec.options.get("rowkind.field"))
+    states = []
+    for commit in spec.commits:
+        wb = table.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        for rows in commit:
+            w.write_arrow(pa.Table.from_pylist(rows, schema=spec.schema))
+            model.apply(rows)
+        c.commit(w.prepare_commit())
+        w.close()
+        c.close()
+        states.append(model.copy())
+    if spec.overwrite is not None:
+        match, rows = spec.overwrite
+        full_rows = [{n: r.get(n) for n in spec.schema.names} for r in rows]
+        wb = table.new_batch_write_builder().overwrite(match)
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(pa.Table.from_pylist(full_rows, schema=spec.schema))
+        c.commit(w.prepare_commit())
+        w.close()
+        c.close()
+        model.overwrite(match, full_rows)
+        states.append(model.copy())
+    assert len(table.snapshots()) == len(states)
+    return states
