@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import serialize_row
@@ -32,24 +33,34 @@ class _ImmutableFileCache:
 
     def __init__(self, capacity: int = 512):
         self.capacity = capacity
-        self._data: OrderedDict[str, list] = OrderedDict()  # type: ignore[type-arg]
+        self._data: OrderedDict[str, list[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> list | None:  # type: ignore[type-arg]
+    def get(self, key: str) -> list[Any] | None:
         with self._lock:
             value = self._data.get(key)
             if value is not None:
                 self._data.move_to_end(key)
             return value
 
-    def put(self, key: str, value: list) -> None:  # type: ignore[type-arg]
+    def put(self, key: str, value: list[Any]) -> None:
         with self._lock:
             self._data[key] = value
             while len(self._data) > self.capacity:
                 self._data.popitem(last=False)
 
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
 _CACHE = _ImmutableFileCache()
+
+
+def clear_manifest_cache() -> None:
+    """Forget decoded manifests (as a fresh process would); only tests and tools need this."""
+    _CACHE.clear()
 
 
 class ManifestIO:

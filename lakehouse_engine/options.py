@@ -91,10 +91,11 @@ OPTIONS: dict[str, ConfigOption[Any]] = {}
 def _opt(key: str, kind: str, default: Any, description: str,
          check: Callable[[Any], str | None] | None = None,
          choices: tuple[str, ...] | None = None) -> ConfigOption[Any]:
-    parse: Callable[[str], Any] = {
+    parsers: dict[str, Callable[[str], Any]] = {
         "int": _parse_int, "bool": _parse_bool, "string": str, "enum": str,
         "memory": parse_memory_size, "duration": parse_duration_ms,
-    }[kind]
+    }
+    parse = parsers[kind]
     option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices)
     OPTIONS[key] = option
     return option

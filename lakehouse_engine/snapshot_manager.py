@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
@@ -87,7 +88,5 @@ class SnapshotManager:
             pass
 
     def commit_earliest_hint(self, snapshot_id: int) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.file_io.overwrite_atomic(f"{self.paths.snapshot_dir}/{EARLIEST}", str(snapshot_id).encode())
-        except OSError:
-            pass

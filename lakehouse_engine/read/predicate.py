@@ -88,7 +88,7 @@ class Predicate:
             return all(c.may_match(ranges) for c in self.children)
         if m == "or":
             return any(c.may_match(ranges) for c in self.children)
-        if self.field not in ranges:
+        if self.field is None or self.field not in ranges:
             return True
         lo, hi = ranges[self.field]
         try:

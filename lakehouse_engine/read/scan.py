@@ -6,7 +6,12 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.format.binary_row import deserialize_row
-from lakehouse_engine.format.manifest import FileKind, ManifestEntry, ManifestFileMeta, merge_entries
+from lakehouse_engine.format.manifest import (
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    merge_entries,
+)
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import SOURCE_SPLIT_OPEN_FILE_COST, SOURCE_SPLIT_TARGET_SIZE
 from lakehouse_engine.path_factory import POSTPONE_BUCKET

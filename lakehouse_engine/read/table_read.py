@@ -109,7 +109,7 @@ class TableRead:
         # and `_SEQUENCE_NUMBER` need not be read; `_VALUE_KIND` only when a file has retractions.
         ordered = sorted(zip(files, paths, strict=True), key=lambda fp: fp[0].max_sequence_number)
         in_order = all(a.max_sequence_number < b.min_sequence_number
-                       for (a, _), (b, _) in zip(ordered, ordered[1:]))
+                       for (a, _), (b, _) in zip(ordered, ordered[1:], strict=False))
         columns = list(self.merge_value_columns)
         if not in_order:
             columns.append(SEQUENCE_NUMBER)

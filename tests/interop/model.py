@@ -198,42 +198,46 @@ SAMPLES: dict[str, tuple[pa.DataType, Callable[[int], Any]]] = {
 
 def change_batches(n_keys: int, commits: int, seed: int,
                    make_row: Callable[[int, int], dict[str, Any]],
-                   rowkind_field: str = "rk") -> list[list[dict[str, Any]]]:
+                   rowkind_field: str = "rk", retract: bool = True) -> list[list[dict[str, Any]]]:
     """Batches of rows for a primary-key table whose row for key index i and version v is
     `make_row(i, v)`: first inserts of keys 0..n_keys-1, then per commit a shuffled mix of
     updates, deletes, '-U' retractions, deletes of absent keys, re-inserts, new keys and keys
-    written twice or three times in the same batch (the last one wins)."""
+    written two or three times in the same batch (the last one wins).  With `retract=False`
+    every '-D'/'-U' becomes a '+U' and absent keys are not deleted (upserts only)."""
     rng = random.Random(seed)
-    batches = [[{**make_row(i, 0), rowkind_field: "+I"} for i in range(n_keys)]]
+
+    def row(i: int, v: int, kind: str) -> dict[str, Any]:
+        if not retract and kind in RETRACT_KINDS:
+            kind = "+U"
+        return {**make_row(i, v), rowkind_field: kind}
+
+    batches = [[row(i, 0, "+I") for i in range(n_keys)]]
     rng.shuffle(batches[0])
     next_key = n_keys
     for c in range(1, commits):
-        rows: list[list[dict[str, Any]]] = []
+        groups: list[list[dict[str, Any]]] = []
+        v = c * 10 + 1
         for i in range(next_key):
             op = rng.random()
-            v = c * 10 + 1
             if op < 0.25:
-                rows.append([{**make_row(i, v), rowkind_field: "+U"}])
+                groups.append([row(i, v, "+U")])
             elif op < 0.35:
-                rows.append([{**make_row(i, v), rowkind_field: "-D"}])
+                groups.append([row(i, v, "-D")])
             elif op < 0.40:
-                rows.append([{**make_row(i, v), rowkind_field: "-U"}])
+                groups.append([row(i, v, "-U")])
             elif op < 0.50:
-                rows.append([{**make_row(i, v), rowkind_field: "+U"},
-                             {**make_row(i, v + 1), rowkind_field: "+I"},
-                             {**make_row(i, v + 2), rowkind_field: "+U"}])
+                groups.append([row(i, v, "+U"), row(i, v + 1, "+I"), row(i, v + 2, "+U")])
             elif op < 0.55:
-                rows.append([{**make_row(i, v), rowkind_field: "+I"},
-                             {**make_row(i, v + 1), rowkind_field: "-D"}])
+                groups.append([row(i, v, "+I"), row(i, v + 1, "-D")])
             elif op < 0.60:
-                rows.append([{**make_row(i, v), rowkind_field: "-D"},
-                             {**make_row(i, v + 1), rowkind_field: "+I"}])
-        for i in range(next_key, next_key + max(2, n_keys // 10)):
-            rows.append([{**make_row(i, c * 10), rowkind_field: "+I"}])
-        next_key += max(2, n_keys // 10)
-        rows.append([{**make_row(next_key + 1000, c * 10), rowkind_field: "-D"}])  # absent key
-        rng.shuffle(rows)
-        batches.append([r for group in rows for r in group])
+                groups.append([row(i, v, "-D"), row(i, v + 1, "+I")])
+        added = max(2, n_keys // 10)
+        groups += [[row(i, c * 10, "+I")] for i in range(next_key, next_key + added)]
+        next_key += added
+        if retract:
+            groups.append([row(next_key + 1000, c * 10, "-D")])  # most likely an absent key
+        rng.shuffle(groups)
+        batches.append([r for group in groups for r in group])
     return batches
 
 
@@ -354,36 +358,38 @@ def halves(batches: list[list[dict[str, Any]]]) -> list[list[list[dict[str, Any]
 
 
 def pk_spec(name: str, key_fields: list[pa.Field], partition_keys: list[str],
-             key_of: Callable[[int], dict[str, Any]], n_keys: int, commits: int, bucket: int,
-             value_types: list[str], seed: int, extra_options: dict[str, str] | None = None,
-             split: bool = False, reads: list[Read] | None = None) -> Spec:
+            key_of: Callable[[int], dict[str, Any]], n_keys: int, commits: int, bucket: int,
+            value_types: list[str], seed: int, extra_options: dict[str, str] | None = None,
+            split: bool = False, reads: list[Read] | None = None, retract: bool = True) -> Spec:
+    """A primary-key table (plus a `rk` row-kind column) filled by `change_batches`."""
     schema = pa.schema(key_fields + value_fields(value_types) + [pa.field("rk", pa.string())])
 
     def make_row(i: int, v: int) -> dict[str, Any]:
         return {**key_of(i), **value_row(i, v, value_types)}
 
-    batches = change_batches(n_keys, commits, seed, make_row)
+    batches = change_batches(n_keys, commits, seed, make_row, retract=retract)
     options = {"bucket": str(bucket), "rowkind.field": "rk", **(extra_options or {})}
     return Spec(name, schema, [f.name for f in key_fields], partition_keys, options,
                 halves(batches) if split else one_batch_per_commit(batches),
                 reads or [Read("latest")])
 
 
-def key_type_spec(index: int, type_name: str) -> Spec:
+def median_key(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Literals for a key filter: the median of the keys `rows` hold."""
+    keys = sorted(r["k"] for r in rows)
+    return {"k": keys[len(keys) // 2]}
+
+
+def key_type_spec(index: int, type_name: str, retract: bool = True, n_keys: int = 60) -> Spec:
+    """A table keyed by one field `k` of the sample type `type_name`; 1, 4 or 7 buckets."""
     arrow_type, sample = SAMPLES[type_name]
-
-    def median_key(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        keys = sorted(r["k"] for r in rows)
-        return {"k": keys[len(keys) // 2]}
-
     return pk_spec(
         f"key_{type_name}", [pa.field("k", arrow_type)], [], lambda i: {"k": sample(i)},
-        n_keys=60, commits=3, bucket=BUCKETS[index % 3], value_types=["bigint", "string"],
-        seed=100 + index,
+        n_keys=n_keys, commits=3, bucket=BUCKETS[index % 3], value_types=["bigint", "string"],
+        seed=100 + index, retract=retract,
         reads=[Read("latest"),
                Read("k_equal", [("equal", "k")], median_key),
                Read("k_at_least", [("greater_or_equal", "k")], median_key)])
-
 
 
 def write_ours(catalog: Any, spec: Spec) -> list[TableModel]:
