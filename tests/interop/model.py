@@ -188,6 +188,12 @@ SAMPLES: dict[str, tuple[pa.DataType, Callable[[int], Any]]] = {
                     lambda i: _EPOCH + datetime.timedelta(milliseconds=(i * 98765432109) % _CENTURY_US // 1000 - 10**12)),
     "timestamp_6": (pa.timestamp("us"),
                     lambda i: _EPOCH + datetime.timedelta(microseconds=(i * 98765432109871) % _CENTURY_US - 10**15)),
+    "timestamp_0": (pa.timestamp("s"),
+                    lambda i: _EPOCH + datetime.timedelta(seconds=(i * 9876543211) % 6_000_000_000
+                                                          - 3_000_000_000)),
+    "timestamp_9": (pa.timestamp("ns"),  # integer nanoseconds: datetime stops at microseconds
+                    lambda i: (i * 98765432109871234) % (2**62) - 2**61),
+    "binary_5": (pa.binary(5), lambda i: (i * 2654435761 % 2**40).to_bytes(5, "big")),
     "timestamp_ltz_6": (pa.timestamp("us", tz="UTC"),
                         lambda i: datetime.datetime(2001, 2, 3, tzinfo=datetime.timezone.utc)
                         + datetime.timedelta(microseconds=(i * 1234567891) % _CENTURY_US)),
@@ -317,9 +323,9 @@ def read_result(status: str | None, path: str, schema: pa.Schema) -> list[tuple[
 # ---- table specifications, shared by the interop tests -----------------------------------------
 
 ALL_VALUE_TYPES = list(SAMPLES)
-KEY_TYPES = ["tinyint", "smallint", "int", "bigint", "string", "string_long", "bytes", "date",
-             "timestamp_3", "timestamp_6", "decimal_10_2", "decimal_38_6", "float", "double",
-             "boolean"]
+KEY_TYPES = ["tinyint", "smallint", "int", "bigint", "string", "string_long", "bytes", "binary_5",
+             "date", "timestamp_0", "timestamp_3", "timestamp_6", "timestamp_9", "timestamp_ltz_6",
+             "decimal_10_2", "decimal_38_6", "float", "double", "boolean"]
 BUCKETS = [1, 4, 7]
 
 
@@ -380,12 +386,14 @@ def median_key(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"k": keys[len(keys) // 2]}
 
 
-def key_type_spec(index: int, type_name: str, retract: bool = True, n_keys: int = 60) -> Spec:
-    """A table keyed by one field `k` of the sample type `type_name`; 1, 4 or 7 buckets."""
+def key_type_spec(index: int, type_name: str, retract: bool = True, n_keys: int = 60,
+                  commits: int = 3, buckets: Sequence[int] = BUCKETS) -> Spec:
+    """A table keyed by one field `k` of the sample type `type_name`, its bucket count taken
+    in turn from `buckets`."""
     arrow_type, sample = SAMPLES[type_name]
     return pk_spec(
         f"key_{type_name}", [pa.field("k", arrow_type)], [], lambda i: {"k": sample(i)},
-        n_keys=n_keys, commits=3, bucket=BUCKETS[index % 3], value_types=["bigint", "string"],
+        n_keys=n_keys, commits=commits, bucket=buckets[index % len(buckets)], value_types=["bigint", "string"],
         seed=100 + index, retract=retract,
         reads=[Read("latest"),
                Read("k_equal", [("equal", "k")], median_key),

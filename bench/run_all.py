@@ -1,0 +1,132 @@
+"""`make bench`: every benchmark side by side in one run; results go to docs/benchmarks.md.
+
+Foundation benchmark (issue 2): 1M rows (id BIGINT primary key, a 20-character string, BIGINT,
+DOUBLE, TIMESTAMP) into `bucket = 4`: initial write, an upsert of 200k rows of which half
+update, and a full merged read, for our engine, pypaimon 2.1.0 (pure Python and with
+pypaimon-rust), and plain pyarrow (sort + write_table / read_table). Each engine runs
+`--repeat` times on a fresh table; the best time of each step is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.bench_data import make_bench_data
+from bench.engine_bench import run_engine
+from bench.machine import describe_machine, format_markdown_table
+from bench.pyarrow_baseline import run_pyarrow_baseline
+
+ROOT = Path(__file__).resolve().parents[1]
+INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
+STEPS = ("write_s", "upsert_s", "read_s")
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    best = dict(runs[-1])
+    for step in STEPS:
+        best[step] = min(r[step] for r in runs)
+    return best
+
+
+def _pypaimon(rows: int, upsert: int, rust: bool) -> dict[str, Any]:
+    cmd = [str(INTEROP_PYTHON), str(ROOT / "bench" / "pypaimon_baseline.py"), "--rows", str(rows),
+           "--upsert", str(upsert)]
+    if rust:
+        cmd.append("--rust")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pypaimon baseline failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def foundation(rows: int, upsert: int, repeat: int, with_pypaimon: bool) -> tuple[list[dict[str, Any]], str]:
+    initial, upsert_tbl = make_bench_data(rows, upsert)
+    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {"lakehouse_engine": [], "pyarrow": []}
+    for _ in range(repeat):
+        work = Path(tempfile.mkdtemp(prefix="bench-"))
+        try:
+            runs["lakehouse_engine"].append(run_engine(initial, upsert_tbl, work / "ours"))
+            runs["pyarrow"].append(run_pyarrow_baseline(initial, upsert_tbl, work / "pyarrow"))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    results["lakehouse_engine"] = _best(runs["lakehouse_engine"])
+    results["pyarrow (sort + write_table / read_table)"] = _best(runs["pyarrow"])
+    notes = []
+    if with_pypaimon:
+        for rust in (False, True):
+            label = "pypaimon 2.1.0 + pypaimon-rust" if rust else "pypaimon 2.1.0 (pure Python)"
+            r = _best([_pypaimon(rows, upsert, rust) for _ in range(repeat)])
+            if rust and not str(r.get("rust", "")).startswith("pypaimon-rust"):
+                notes.append(f"pypaimon-rust: {r.get('rust')}")
+            elif rust and r.get("native_routes"):
+                notes.append(f"pypaimon-rust routes taken: {json.dumps(r['native_routes'])}")
+            results[label] = r
+    ours = results["lakehouse_engine"]
+    table_rows = []
+    for label, r in results.items():
+        row: dict[str, Any] = {"engine": label}
+        for step in STEPS:
+            name = step[:-2]
+            row[f"{name} s"] = f"{r[step]:.3f}"
+            rows_in_step = rows if name == "write" else upsert if name == "upsert" else r["result_rows"]
+            row[f"{name} rows/s"] = f"{rows_in_step / r[step]:,.0f}"
+            row[f"{name} vs ours"] = f"{r[step] / ours[step]:.2f}x"
+        row["verified"] = r.get("verified", "-")
+        table_rows.append(row)
+    columns = ["engine"] + [f"{s[:-2]} {c}" for s in STEPS for c in ("s", "rows/s", "vs ours")] + ["verified"]
+    md = format_markdown_table(table_rows, columns)
+    if notes:
+        md += "\n\n" + "\n".join(f"- {n}" for n in notes)
+    return table_rows, md
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--upsert", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = parser.parse_args(argv)
+
+    machine = describe_machine()
+    rows, md = foundation(args.rows, args.upsert, args.repeat, args.pypaimon and INTEROP_PYTHON.exists())
+    print(md)
+    command = f"make bench  # = python -m bench.run_all --rows {args.rows} --upsert {args.upsert} --repeat {args.repeat}"
+    doc = [
+        "# Benchmarks",
+        "",
+        "Produced by:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "Machine: " + ", ".join(f"{k}: {v}" for k, v in machine.items()),
+        "",
+        "Every engine runs in the same `make bench` invocation on identical data "
+        "(`bench/bench_data.py`); each step is the best of the repeats. \"vs ours\" is the "
+        "engine's time divided by ours (above 1.00x: slower than ours).",
+        "",
+        f"## Foundation: {args.rows:,} rows into `bucket = 4`, then an upsert of {args.upsert:,} "
+        "(half updates), then a full merged read",
+        "",
+        md,
+        "",
+    ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(doc))
+    print(f"\nwritten to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
