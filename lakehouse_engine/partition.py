@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidDataError
 from lakehouse_engine.format.binary_row import deserialize_row, serialize_row
-from lakehouse_engine.path_factory import format_partition_value
+from lakehouse_engine.path_factory import format_partition_value, partition_path_component
 from lakehouse_engine.schema import TableSchema
 
 
@@ -26,6 +26,7 @@ class Partition:
         return {k: v for (k, _), v in zip(self.spec, self.values, strict=True)}
 
     def path_string(self) -> str:
+        """The partition as `k=v/...` (unescaped, for people)."""
         return "/".join(f"{k}={v}" for k, v in self.spec)
 
 
@@ -47,6 +48,8 @@ class PartitionCodec:
             (k, format_partition_value(v, t, self.default_name))
             for k, v, t in zip(self.keys, values, self.types, strict=True)
         )
+        for k, v in spec:
+            partition_path_component(k, v)  # fail early on a name no directory can have
         part = Partition(tuple(values), binary, spec)
         self._cache.setdefault(binary, part)
         return part

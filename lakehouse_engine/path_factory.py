@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -12,18 +13,58 @@ from lakehouse_engine.types import DataType
 POSTPONE_BUCKET = -2
 
 
+_ESCAPED = frozenset('"#%\'*/:=?\\{}[]^')
+_EPOCH_DAY = datetime.date(1970, 1, 1)
+# Longest directory name most filesystems accept.
+MAX_NAME_BYTES = 255
+
+
+def escape_path_name(text: str) -> str:
+    """Escape a partition key or value as Paimon's PartitionPathUtils does (`/` -> `%2F`, ...)."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 32 or ord(c) == 127 else c for c in text)
+
+
+def _java_local_date_time(value: datetime.datetime) -> str:
+    """`java.time.LocalDateTime.toString()`: seconds and fraction only when non-zero."""
+    text = value.strftime("%Y-%m-%dT%H:%M")
+    if value.second or value.microsecond:
+        text += f":{value.second:02d}"
+        if value.microsecond:
+            text += f".{value.microsecond // 1000:03d}" if value.microsecond % 1000 == 0 else f".{value.microsecond:06d}"
+    return text
+
+
 def format_partition_value(value: object, dtype: DataType, default_name: str) -> str:
-    """A partition value as Paimon writes it in a directory name (`dt=2026-11-21`)."""
-    if value is None or value == "":
+    """A partition value as Paimon names its directory (`partition.legacy-name` = true), unescaped.
+
+    Null and blank values use the default partition name; DATE is days since the epoch,
+    TIMESTAMP is Java's LocalDateTime text, TIME is milliseconds of the day.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
         return default_name
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
-    if dtype.is_timestamp:
-        text = text.replace("T", " ")
-    if "/" in text or text in (".", "..") or "\x00" in text:
-        raise InvalidDataError(f"partition value {text!r} cannot be a directory name")
-    return text
+    if dtype.root == "DATE" and isinstance(value, datetime.date):
+        return str((value - _EPOCH_DAY).days)
+    if dtype.is_timestamp and isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return _java_local_date_time(value)
+    if dtype.root == "TIME" and isinstance(value, datetime.time):
+        return str(((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000)
+    if isinstance(value, bytes):
+        raise InvalidDataError("binary values cannot be partition values")
+    return str(value)
+
+
+def partition_path_component(key: str, value: str) -> str:
+    """`key=value`, both escaped; InvalidDataError when the name is too long for a directory."""
+    name = f"{escape_path_name(key)}={escape_path_name(value)}"
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidDataError(
+            f"partition value {value[:40]!r}... of '{key}' is too long: its directory name would be "
+            f"{len(name.encode('utf-8'))} bytes, the limit is {MAX_NAME_BYTES}")
+    return name
 
 
 class PathFactory:
@@ -74,7 +115,7 @@ class PathFactory:
     # ---- data dirs ---------------------------------------------------------------
     @staticmethod
     def partition_dir(partition_spec: Sequence[tuple[str, str]]) -> str:
-        return "/".join(f"{k}={v}" for k, v in partition_spec)
+        return "/".join(partition_path_component(k, v) for k, v in partition_spec)
 
     def bucket_dir(self, partition_spec: Sequence[tuple[str, str]], bucket: int) -> str:
         part = self.partition_dir(partition_spec)

@@ -152,8 +152,14 @@ class DataFileWriter:
         )
 
 
-def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read a data file (optionally only some columns); CorruptFileError names a file that will not decode."""
+def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None,
+                   schema: pa.Schema | None = None) -> pa.Table:
+    """Read a data file (optionally only some columns, cast to `schema`).
+
+    Other writers differ in details such as nullability flags, so files are cast to the table's
+    view of the columns before they meet files of other writers. CorruptFileError names a file
+    that will not decode.
+    """
     try:
         with file_io.open_input(path) as f:
             pf = pq.ParquetFile(f)
@@ -162,8 +168,11 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
                 missing = [c for c in columns if c not in present]
                 if missing:
                     raise CorruptFileError(f"data file {path} lacks columns {missing}")
-            return pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+            table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+        if schema is not None and not table.schema.equals(schema):
+            table = table.cast(schema)
+        return table
     except FileNotFoundError:
         raise CorruptFileError(f"data file {path} is missing (deleted or expired?)") from None
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None

@@ -137,9 +137,7 @@ class TableScan:
         splits = []
         for bin_ in ordered_pack(weights, self.target_split_size):
             chosen = [sections[i] for i in bin_]
-            raw = all(len(s) == 1 and not (s[0].delete_row_count or 0) for s in chosen)
-            if self.key_names and any(s[0].delete_row_count is None for s in chosen if len(s) == 1):
-                raw = False
+            raw = all(len(s) == 1 and s[0].delete_row_count == 0 for s in chosen)
             splits.append(DataSplit(snapshot_id, partition, values, bucket, total_buckets, bucket_path,
                                     chosen, raw or not self.key_names))
         return splits

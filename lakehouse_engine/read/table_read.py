@@ -50,6 +50,7 @@ class TableRead:
             if f not in merge_cols:
                 merge_cols.append(f)
         self.merge_value_columns = merge_cols
+        self._file_schema = schema.data_file_arrow_schema()
 
     # ---- public -----------------------------------------------------------------------
     def to_arrow(self, splits: Sequence[DataSplit]) -> pa.Table:
@@ -103,30 +104,33 @@ class TableRead:
 
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
         paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
-        fio = self.table.file_io
         if not self.primary_key:
-            return _concat([read_data_file(fio, p, self.value_columns) for p in paths])
+            return _concat([self._read_file(p, self.value_columns) for p in paths])
         if len(files) == 1:
-            if files[0].delete_row_count == 0:
-                return read_data_file(fio, paths[0], self.value_columns)
-            t = read_data_file(fio, paths[0], self.value_columns + [VALUE_KIND])
+            # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
+            # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
+            t = self._read_file(paths[0], self.value_columns + [VALUE_KIND])
             kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
-            return t.filter(pa.array((kinds == INSERT) | (kinds == UPDATE_AFTER)))
+            keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+            return t if keep.all() else t.filter(pa.array(keep))
         # Oldest first. When the files' sequence ranges are disjoint, file order is sequence order
         # and `_SEQUENCE_NUMBER` need not be read; `_VALUE_KIND` only when a file has retractions.
         ordered = sorted(zip(files, paths, strict=True), key=lambda fp: fp[0].max_sequence_number)
         in_order = all(a.max_sequence_number < b.min_sequence_number
                        for (a, _), (b, _) in zip(ordered, ordered[1:], strict=False))
-        columns = list(self.merge_value_columns)
+        columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
-        if any(f.delete_row_count != 0 for f in files):
-            columns.append(VALUE_KIND)
-        table = _concat([read_data_file(fio, p, columns) for _, p in ordered])
+        table = _concat([self._read_file(p, columns) for _, p in ordered])
         idx = merge_indices(table, self.key_names, self.merge_engine, self.sequence_fields,
                             self.sequence_descending, self.ignore_delete, drop_retracts=True,
                             rows_in_sequence_order=in_order)
         return table.take(pa.array(idx, type=pa.int64())) if len(idx) else table.slice(0, 0)
+
+
+    def _read_file(self, path: str, columns: list[str]) -> pa.Table:
+        schema = pa.schema([self._file_schema.field(c) for c in columns])
+        return read_data_file(self.table.file_io, path, columns, schema)
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -73,7 +73,7 @@ def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.Chunk
     ok = (
         src == dst
         or (pa.types.is_large_string(src) and pa.types.is_string(dst))
-        or (pa.types.is_large_binary(src) and pa.types.is_binary(dst))
+        or ((pa.types.is_large_binary(src) or pa.types.is_fixed_size_binary(src)) and pa.types.is_binary(dst))
         or (pa.types.is_integer(src) and pa.types.is_integer(dst))
         or (pa.types.is_decimal(src) and pa.types.is_decimal(dst))
         or (pa.types.is_timestamp(src) and pa.types.is_timestamp(dst) and src.tz == dst.tz)

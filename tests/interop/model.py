@@ -6,6 +6,10 @@ table is a list of rows.  `canonical_rows` turns an Arrow table into a sorted li
 every column first cast to the type the table declares (so a TIMESTAMP(3) read back as
 microseconds, or a large_string, compares equal), timestamps as integer nanoseconds and NaN as a
 marker, so two tables holding the same rows give equal lists.
+
+The rest is shared by the interop tests: typed sample values (`SAMPLES`), batches of changes
+(`change_batches`), table specifications (`Spec`, `pk_spec`, ...), writing a spec with our
+engine (`write_ours`) and the pypaimon-side read snippet (`PYPAIMON_READ`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import datetime
 import decimal
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +79,8 @@ class TableModel:
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_pylist(self.rows(), schema=self.schema)
 
-    def canonical(self) -> list[tuple[Any, ...]]:
-        return canonical_rows(self.to_arrow(), self.schema)
+    def canonical(self, pypaimon_read: bool = False) -> list[tuple[Any, ...]]:
+        return canonical_rows(self.to_arrow(), self.schema, pypaimon_read)
 
 
 def _canonical_type(t: pa.DataType) -> pa.DataType:
@@ -86,8 +91,13 @@ def _canonical_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def canonical_rows(table: pa.Table, schema: pa.Schema) -> list[tuple[Any, ...]]:
-    """The rows of `table` (columns of `schema`, in its order) as a sorted list of plain tuples."""
+def canonical_rows(table: pa.Table, schema: pa.Schema,
+                   pypaimon_read: bool = False) -> list[tuple[Any, ...]]:
+    """The rows of `table` (columns of `schema`, in its order) as a sorted list of plain tuples.
+
+    With `pypaimon_read`, TIMESTAMP(9) values are floored to microseconds: pypaimon 2.1.0 writes
+    nanoseconds to data files but its reader drops the last three digits, so rows compared with
+    a pypaimon read must be compared at that precision."""
     missing = [n for n in schema.names if n not in table.column_names]
     if missing:
         raise AssertionError(f"table lacks columns {missing}; it has {table.column_names}")
@@ -101,7 +111,10 @@ def canonical_rows(table: pa.Table, schema: pa.Schema) -> list[tuple[Any, ...]]:
             col = pc.cast(col, target, safe=True)
         if pa.types.is_timestamp(target):
             col = pc.cast(pc.cast(col, pa.timestamp("ns", tz=target.tz)), pa.int64())
-        columns.append([_canonical_value(v) for v in col.to_pylist()])
+        values = col.to_pylist()
+        if pypaimon_read and pa.types.is_timestamp(target) and target.unit == "ns":
+            values = [None if v is None else v // 1000 * 1000 for v in values]
+        columns.append([_canonical_value(v) for v in values])
     rows = list(zip(*columns, strict=True)) if columns else []
     return sorted(rows, key=_sort_key)
 
@@ -118,11 +131,11 @@ def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def diff(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], limit: int = 8) -> str:
     """A short human-readable description of how two canonical row lists differ."""
-    exp, act = list(expected), list(actual)
-    only_exp = [r for r in exp if r not in act]
-    only_act = [r for r in act if r not in exp]
-    return (f"expected {len(exp)} rows, got {len(act)}; "
-            f"missing {len(only_exp)}: {only_exp[:limit]}; unexpected {len(only_act)}: {only_act[:limit]}")
+    exp, act = Counter(expected), Counter(actual)
+    only_exp = sorted((exp - act).elements(), key=_sort_key)
+    only_act = sorted((act - exp).elements(), key=_sort_key)
+    return (f"expected {len(expected)} rows, got {len(actual)}; missing {len(only_exp)}: "
+            f"{only_exp[:limit]}; unexpected {len(only_act)}: {only_act[:limit]}")
 
 
 def assert_same_rows(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]],
@@ -181,13 +194,16 @@ SAMPLES: dict[str, tuple[pa.DataType, Callable[[int], Any]]] = {
     "string": (pa.string(), _string_short),
     "string_long": (pa.string(), _string_long),
     "bytes": (pa.binary(), _bytes),
-    "date": (pa.date32(), lambda i: datetime.date(1970, 1, 1) + datetime.timedelta(days=(i * 97) % 60000 - 20000)),
-    "time": (pa.time32("ms"), lambda i: datetime.time((i * 5) % 24, (i * 7) % 60, (i * 11) % 60,
-                                                        ((i * 13) % 1000) * 1000)),
+    "date": (pa.date32(),
+             lambda i: datetime.date(1915, 3, 31) + datetime.timedelta(days=(i * 97) % 60000)),
+    "time": (pa.time32("ms"),
+             lambda i: datetime.time(i * 5 % 24, i * 7 % 60, i * 11 % 60, i * 13 % 1000 * 1000)),
     "timestamp_3": (pa.timestamp("ms"),
-                    lambda i: _EPOCH + datetime.timedelta(milliseconds=(i * 98765432109) % _CENTURY_US // 1000 - 10**12)),
+                    lambda i: _EPOCH + datetime.timedelta(
+                        milliseconds=(i * 98765432109) % _CENTURY_US // 1000 - 10**12)),
     "timestamp_6": (pa.timestamp("us"),
-                    lambda i: _EPOCH + datetime.timedelta(microseconds=(i * 98765432109871) % _CENTURY_US - 10**15)),
+                    lambda i: _EPOCH + datetime.timedelta(
+                        microseconds=(i * 98765432109871) % _CENTURY_US - 10**15)),
     "timestamp_0": (pa.timestamp("s"),
                     lambda i: _EPOCH + datetime.timedelta(seconds=(i * 9876543211) % 6_000_000_000
                                                           - 3_000_000_000)),
@@ -248,7 +264,7 @@ def change_batches(n_keys: int, commits: int, seed: int,
 
 
 def value_row(i: int, v: int, types: Sequence[str], prefix: str = "c_") -> dict[str, Any]:
-    """Value columns `<prefix><type>` for each sample type, some of them null, for key i, version v."""
+    """Value columns `<prefix><type>` of the sample types for key i, version v; some are null."""
     row: dict[str, Any] = {}
     for j, name in enumerate(types):
         _, sample = SAMPLES[name]
@@ -260,11 +276,27 @@ def value_fields(types: Sequence[str], prefix: str = "c_") -> list[pa.Field]:
     return [pa.field(prefix + name, SAMPLES[name][0]) for name in types]
 
 
+def write_batch_file(path: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> str:
+    """Write rows for pypaimon to load with `load_batch`: parquet, plus the exact Arrow schema
+    (parquet has no seconds unit, so a timestamp[s] column comes back as timestamp[ms])."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(list(rows), schema=schema), path)
+    with open(path + ".schema", "wb") as f:
+        f.write(schema.serialize().to_pybytes())
+    return path
+
+
 # The pypaimon side of a read: `ARGS["reads"]` lists {table, out, snapshot?, filter?, probe?};
 # each result goes to the parquet file `out`, and the snippet emits {out: None | "EMPTY" | error}.
 PYPAIMON_READ = """
 import traceback
 import pyarrow.parquet as pq
+
+def load_batch(path):
+    with open(path + ".schema", "rb") as f:
+        schema = pa.ipc.read_schema(pa.py_buffer(f.read()))
+    return pq.read_table(path).cast(schema)
 
 def paimon_read(catalog, spec):
     t = catalog.get_table(spec["table"])
@@ -304,20 +336,23 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 
 def filter_rows(rows: Iterable[Mapping[str, Any]], filters: Sequence[tuple[str, str]],
                 literals: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The rows matching every (method, field) comparison with `literals[field]` (nulls never match)."""
+    """The rows matching each (method, field) comparison with `literals[field]` (null: never)."""
     return [dict(r) for r in rows
             if all(r[f] is not None and _COMPARE[m](r[f], literals[f]) for m, f in filters)]
 
 
 def read_result(status: str | None, path: str, schema: pa.Schema) -> list[tuple[Any, ...]]:
-    """The canonical rows pypaimon wrote to `path`, failing with pypaimon's error if it had one."""
+    """The canonical rows pypaimon wrote to `path`, failing with pypaimon's error if it had one
+    (or with ours: a status starting with "OURS" says our engine failed before pypaimon ran)."""
     import pyarrow.parquet as pq
 
+    if status is not None and status.startswith("OURS"):
+        raise AssertionError(f"our engine failed to write the table:\n{status}")
     if status is not None and status != "EMPTY":
         raise AssertionError(f"pypaimon failed to read:\n{status}")
     if status == "EMPTY":
         return []
-    return canonical_rows(pq.read_table(path), schema)
+    return canonical_rows(pq.read_table(path), schema, pypaimon_read=True)
 
 
 # ---- table specifications, shared by the interop tests -----------------------------------------
@@ -327,6 +362,7 @@ KEY_TYPES = ["tinyint", "smallint", "int", "bigint", "string", "string_long", "b
              "date", "timestamp_0", "timestamp_3", "timestamp_6", "timestamp_9", "timestamp_ltz_6",
              "decimal_10_2", "decimal_38_6", "float", "double", "boolean"]
 BUCKETS = [1, 4, 7]
+TWO_DATES = [datetime.date(1969, 12, 31), datetime.date(2024, 2, 29)]  # before epoch, leap day
 
 
 @dataclass
@@ -389,19 +425,42 @@ def median_key(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def key_type_spec(index: int, type_name: str, retract: bool = True, n_keys: int = 60,
                   commits: int = 3, buckets: Sequence[int] = BUCKETS) -> Spec:
     """A table keyed by one field `k` of the sample type `type_name`, its bucket count taken
-    in turn from `buckets`."""
+    in turn from `buckets`; read whole, and filtered on `k` (but not for TIMESTAMP(9), whose
+    literals pypaimon truncates to microseconds)."""
     arrow_type, sample = SAMPLES[type_name]
+    reads = [Read("latest")]
+    if type_name != "timestamp_9":
+        reads += [Read("k_equal", [("equal", "k")], median_key),
+                  Read("k_at_least", [("greater_or_equal", "k")], median_key)]
     return pk_spec(
         f"key_{type_name}", [pa.field("k", arrow_type)], [], lambda i: {"k": sample(i)},
-        n_keys=n_keys, commits=commits, bucket=buckets[index % len(buckets)], value_types=["bigint", "string"],
-        seed=100 + index, retract=retract,
-        reads=[Read("latest"),
-               Read("k_equal", [("equal", "k")], median_key),
-               Read("k_at_least", [("greater_or_equal", "k")], median_key)])
+        n_keys=n_keys, commits=commits, bucket=buckets[index % len(buckets)],
+        value_types=["bigint", "string"], seed=100 + index, retract=retract, reads=reads)
+
+
+PARTITION_TYPES = ["boolean", "tinyint", "bigint", "decimal_10_2", "timestamp_3", "date"]
+
+
+def partition_type_spec(type_name: str, retract: bool = True) -> Spec:
+    """A table partitioned by one field `p` of the sample type `type_name` (three values, among
+    them negative numbers and pre-epoch instants), keyed by (p, id); read whole and filtered to
+    one partition."""
+    arrow_type, sample = SAMPLES[type_name]
+    values = [sample(i) for i in (0, 2, 5)]
+
+    def one_partition(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"p": values[1]}
+
+    return pk_spec(
+        f"part_{type_name}", [pa.field("p", arrow_type), pa.field("id", pa.int64())], ["p"],
+        lambda i: {"p": values[i % 3], "id": i}, n_keys=45, commits=2, bucket=2,
+        value_types=["string"], seed=200, retract=retract,
+        reads=[Read("latest"), Read("p_equal", [("equal", "p")], one_partition)])
 
 
 def write_ours(catalog: Any, spec: Spec) -> list[TableModel]:
-    """Create and fill the table with this engine; the model after each commit (index 0 = snapshot 1)."""
+    """Create and fill the table with this engine; the model after each commit (index 0 is
+    snapshot 1, the last one follows the overwrite when the spec has one)."""
     from lakehouse_engine import Schema
 
     ident = f"db.{spec.name}"

@@ -8,6 +8,7 @@ parquet file that the tests compare with the model.
 from __future__ import annotations
 
 import datetime
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,9 @@ from lakehouse_engine import Catalog
 from tests.interop.model import (
     ALL_VALUE_TYPES,
     KEY_TYPES,
+    PARTITION_TYPES,
     PYPAIMON_READ,
+    TWO_DATES,
     Read,
     Spec,
     TableModel,
@@ -30,6 +33,7 @@ from tests.interop.model import (
     filter_rows,
     key_type_spec,
     one_batch_per_commit,
+    partition_type_spec,
     pk_spec,
     read_result,
     value_fields,
@@ -41,46 +45,51 @@ from tests.interop.model import (
 def _specs() -> list[Spec]:
     specs = [
         pk_spec("pk_b1_all_types", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
-                 n_keys=80, commits=4, bucket=1, value_types=ALL_VALUE_TYPES, seed=1, split=True),
+                n_keys=80, commits=4, bucket=1, value_types=ALL_VALUE_TYPES, seed=1, split=True),
         pk_spec("pk_b4_all_types", [pa.field("id", pa.int32())], [], lambda i: {"id": i * 3 - 100},
-                 n_keys=120, commits=3, bucket=4, value_types=ALL_VALUE_TYPES, seed=2,
-                 extra_options={"file.compression": "snappy", "manifest.compression": "deflate"}),
+                n_keys=120, commits=3, bucket=4, value_types=ALL_VALUE_TYPES, seed=2,
+                extra_options={"file.compression": "snappy", "manifest.compression": "deflate"}),
         pk_spec("pk_b7_large", [pa.field("id", pa.int64())], [], lambda i: {"id": i * 7919},
-                 n_keys=20000, commits=3, bucket=7, value_types=["int", "string_long", "double"],
-                 seed=3),
+                n_keys=20000, commits=3, bucket=7, value_types=["int", "string_long", "double"],
+                seed=3),
         pk_spec("part_dt", [pa.field("dt", pa.string()), pa.field("id", pa.int64())], ["dt"],
-                 lambda i: {"dt": ["a", "b", "2024-01-01", "with space"][i % 4], "id": i // 2},
-                 n_keys=200, commits=3, bucket=4, value_types=["string", "decimal_10_2"], seed=4,
-                 reads=[Read("latest"), Read("dt_a", [("equal", "dt")], {"dt": "a"}),
-                        Read("dt_2024", [("equal", "dt")], {"dt": "2024-01-01"})]),
+                lambda i: {"dt": ["a", "b", "2024-01-01", "with space"][i % 4], "id": i // 2},
+                n_keys=200, commits=3, bucket=4, value_types=["string", "decimal_10_2"], seed=4,
+                reads=[Read("latest"), Read("dt_a", [("equal", "dt")], {"dt": "a"}),
+                       Read("dt_2024", [("equal", "dt")], {"dt": "2024-01-01"})]),
         # Paimon escapes these characters in partition directory names (`=` is `%3D`).
         pk_spec("part_dt_escaped", [pa.field("dt", pa.string()), pa.field("id", pa.int64())],
-                 ["dt"], lambda i: {"dt": ["k=v", "12:30", "100%", "a#b?c"][i % 4], "id": i},
-                 n_keys=40, commits=2, bucket=1, value_types=["int"], seed=9),
+                ["dt"], lambda i: {"dt": ["k=v", "12:30", "100%", "a#b?c"][i % 4], "id": i},
+                n_keys=40, commits=2, bucket=1, value_types=["int"], seed=9),
+        # A blank value goes to the default partition, as an empty one does.
+        pk_spec("part_dt_blank", [pa.field("dt", pa.string()), pa.field("id", pa.int64())],
+                ["dt"], lambda i: {"dt": ["", " ", "x"][i % 3], "id": i},
+                n_keys=30, commits=2, bucket=1, value_types=["int"], seed=19),
         pk_spec("part_int_date",
-                 [pa.field("p_int", pa.int32()), pa.field("p_date", pa.date32()),
-                  pa.field("id", pa.int64())], ["p_int", "p_date"],
-                 lambda i: {"p_int": [-1, 0, 7][i % 3],
-                            "p_date": [datetime.date(1969, 12, 31), datetime.date(2024, 2, 29)][i % 2],
-                            "id": i // 3},
-                 n_keys=150, commits=3, bucket=7, value_types=["timestamp_6", "bytes"], seed=5,
-                 reads=[Read("latest"),
-                        Read("p_int_7_leap_day", [("equal", "p_int"), ("equal", "p_date")],
-                             {"p_int": 7, "p_date": datetime.date(2024, 2, 29)}),
-                        Read("p_date_1969", [("equal", "p_date")],
-                             {"p_date": datetime.date(1969, 12, 31)})]),
+                [pa.field("p_int", pa.int32()), pa.field("p_date", pa.date32()),
+                 pa.field("id", pa.int64())], ["p_int", "p_date"],
+                lambda i: {"p_int": [-1, 0, 7][i % 3],
+                           "p_date": TWO_DATES[i % 2],
+                           "id": i // 3},
+                n_keys=150, commits=3, bucket=7, value_types=["timestamp_6", "bytes"], seed=5,
+                reads=[Read("latest"),
+                       Read("p_int_7_leap_day", [("equal", "p_int"), ("equal", "p_date")],
+                            {"p_int": 7, "p_date": datetime.date(2024, 2, 29)}),
+                       Read("p_date_1969", [("equal", "p_date")],
+                            {"p_date": datetime.date(1969, 12, 31)})]),
         pk_spec("composite_key", [pa.field("k1", pa.int64()), pa.field("k2", pa.string())], [],
-                 lambda i: {"k1": i // 3 - 5, "k2": ["x", "a-much-longer-string", "ü"][i % 3]},
-                 n_keys=90, commits=3, bucket=4, value_types=["int", "timestamp_3"], seed=6,
-                 reads=[Read("latest"),
-                        Read("k1_k2", [("equal", "k1"), ("equal", "k2")], {"k1": 3, "k2": "ü"})]),
+                lambda i: {"k1": i // 3 - 5, "k2": ["x", "a-much-longer-string", "ü"][i % 3]},
+                n_keys=90, commits=3, bucket=4, value_types=["int", "timestamp_3"], seed=6,
+                reads=[Read("latest"),
+                       Read("k1_k2", [("equal", "k1"), ("equal", "k2")], {"k1": 3, "k2": "ü"})]),
         pk_spec("many_commits", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
-                 n_keys=50, commits=8, bucket=4, value_types=["string", "int"], seed=7,
-                 extra_options={"manifest.merge-min-count": "3"},
-                 reads=[Read("latest"), Read("snapshot_1", snapshot=1), Read("snapshot_3", snapshot=3),
-                        Read("snapshot_6", snapshot=6)]),
+                n_keys=50, commits=8, bucket=4, value_types=["string", "int"], seed=7,
+                extra_options={"manifest.merge-min-count": "3"},
+                reads=[Read("latest"), Read("snapshot_1", snapshot=1),
+                       Read("snapshot_3", snapshot=3), Read("snapshot_6", snapshot=6)]),
     ]
     specs += [key_type_spec(i, t) for i, t in enumerate(KEY_TYPES)]
+    specs += [partition_type_spec(t) for t in PARTITION_TYPES]
     append_schema = pa.schema([pa.field("id", pa.int64()), pa.field("dt", pa.string())]
                               + value_fields(ALL_VALUE_TYPES))
 
@@ -96,13 +105,15 @@ def _specs() -> list[Spec]:
                       [[append_rows(0, 70)], [append_rows(70, 70)]]))
     overwrite_rows = [{"dt": "a", "id": i, "c_string": f"new-{i}", "c_int": i, "rk": "+I"}
                       for i in range(0, 40, 3)]
+    def overwrite_row(i: int, v: int) -> dict[str, Any]:
+        return {"dt": "abc"[i % 3], "id": i, **value_row(i, v, ["string", "int"])}
+
     specs.append(Spec(
         "overwrite_dt",
         pa.schema([pa.field("dt", pa.string()), pa.field("id", pa.int64())]
                   + value_fields(["string", "int"]) + [pa.field("rk", pa.string())]),
         ["dt", "id"], ["dt"], {"bucket": "4", "rowkind.field": "rk"},
-        one_batch_per_commit(change_batches(
-            60, 2, 8, lambda i, v: {"dt": "abc"[i % 3], "id": i, **value_row(i, v, ["string", "int"])})),
+        one_batch_per_commit(change_batches(60, 2, 8, overwrite_row)),
         reads=[Read("latest"), Read("before_overwrite", snapshot=2),
                Read("dt_a", [("equal", "dt")], {"dt": "a"})],
         overwrite=({"dt": "a"}, overwrite_rows)))
@@ -131,7 +142,13 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory,
     reads: list[dict[str, Any]] = []
     expected: dict[tuple[str, str], Outcome] = {}
     for spec in SPECS:
-        states = write_ours(catalog, spec)
+        try:
+            states = write_ours(catalog, spec)
+        except Exception:
+            failure = "OURS " + traceback.format_exc()[-3000:]
+            for r in spec.reads:
+                expected[(spec.name, r.label)] = Outcome([], failure, "", spec.schema)
+            continue
         for r in spec.reads:
             out = str(tmp / f"{spec.name}.{r.label}.parquet")
             state = states[-1] if r.snapshot is None else states[r.snapshot - 1]
@@ -144,17 +161,18 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory,
                 pq.write_table(pa.Table.from_pylist([literals], schema=probe_schema), probe)
                 read.update(filter=r.filters, probe=probe)
                 rows = filter_rows(rows, r.filters, literals)
-                assert rows or r.label.startswith("empty"), f"{spec.name}.{r.label} selects no rows"
             reads.append(read)
             model = TableModel(spec.schema)
             model.apply(rows)
-            expected[(spec.name, r.label)] = Outcome(model.canonical(), None, out, spec.schema)
+            expected[(spec.name, r.label)] = Outcome(model.canonical(pypaimon_read=True), None, out,
+                                                     spec.schema)
     result = pypaimon(PYPAIMON_READ + """
 catalog = CatalogFactory.create({"warehouse": ARGS["warehouse"]})
 emit(paimon_reads(catalog, ARGS["reads"]))
 """, warehouse=str(warehouse), reads=reads)
     for o in expected.values():
-        o.status = result[o.path]
+        if o.status is None:
+            o.status = result[o.path]
     return expected
 
 
@@ -167,7 +185,7 @@ def test_pypaimon_reads_our_table(outcomes: dict[tuple[str, str], Outcome], tabl
 
 
 def test_every_case_has_rows(outcomes: dict[tuple[str, str], Outcome]) -> None:
-    """The reads are meaningful: each expected result is non-empty and the key tables keep data
-    in every bucket count we claim to cover."""
-    assert all(o.expected for o in outcomes.values())
+    """The reads are meaningful: no filter or snapshot selects an empty result, and the tables
+    cover the bucket counts 1, 4, 7 and -1."""
+    assert all(o.expected for o in outcomes.values() if not (o.status or "").startswith("OURS"))
     assert {s.options.get("bucket") for s in SPECS} >= {"1", "4", "7", "-1"}

@@ -9,14 +9,12 @@ the model's final rows, the snapshot ids must continue across writers, and time 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from lakehouse_engine import Catalog
@@ -24,6 +22,7 @@ from tests.interop.model import (
     ALL_VALUE_TYPES,
     KEY_TYPES,
     PYPAIMON_READ,
+    TWO_DATES,
     Spec,
     TableModel,
     assert_same_rows,
@@ -33,6 +32,7 @@ from tests.interop.model import (
     read_result,
     value_fields,
     value_row,
+    write_batch_file,
 )
 
 OUR_COMMITS_BEFORE = 2  # then one pypaimon commit, then one more of ours
@@ -47,7 +47,7 @@ def paimon_upsert(catalog, spec):
     w = wb.new_write()
     c = wb.new_commit()
     for f in spec["files"]:
-        w.write_arrow(pq.read_table(f))
+        w.write_arrow(load_batch(f))
     c.commit(w.prepare_commit())
     w.close()
     c.close()
@@ -69,9 +69,10 @@ def _specs() -> list[Spec]:
     commits = OUR_COMMITS_BEFORE + 2
     specs = [
         # Upserts only: whatever fails here is about buckets, keys and sequence numbers.  More
-        # than one bucket each, so that both writers must hash every key type alike.
+        # than one bucket each, so that both writers must hash every key type alike.  Not
+        # TIMESTAMP(9): pypaimon hashes it truncated to microseconds (Java keeps nanoseconds).
         *[key_type_spec(i, t, retract=False, n_keys=80, commits=commits, buckets=(4, 7))
-          for i, t in enumerate(KEY_TYPES)],
+          for i, t in enumerate(KEY_TYPES) if t != "timestamp_9"],
         pk_spec("all_types_upserts", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
                 n_keys=60, commits=commits, bucket=4, value_types=ALL_VALUE_TYPES, seed=21,
                 retract=False),
@@ -87,7 +88,7 @@ def _specs() -> list[Spec]:
                 [pa.field("p_int", pa.int32()), pa.field("p_date", pa.date32()),
                  pa.field("id", pa.int64())], ["p_int", "p_date"],
                 lambda i: {"p_int": [-1, 0, 7][i % 3],
-                           "p_date": [datetime.date(1969, 12, 31), datetime.date(2024, 2, 29)][i % 2],
+                           "p_date": TWO_DATES[i % 2],
                            "id": i // 3},
                 n_keys=60, commits=commits, bucket=1, value_types=["int"], seed=24, retract=False),
         # With '-D' and '-U' rows from both writers.
@@ -158,8 +159,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory,
         files = []
         for bi, rows in enumerate(spec.commits[OUR_COMMITS_BEFORE]):
             path = str(tmp / f"{spec.name}.pypaimon.{bi}.parquet")
-            pq.write_table(pa.Table.from_pylist(rows, schema=spec.schema), path)
-            files.append(path)
+            files.append(write_batch_file(path, rows, spec.schema))
             model.apply(rows)
         states.append(model.copy())
         upserts.append({"table": f"db.{spec.name}", "files": files})
@@ -234,9 +234,9 @@ def test_we_read_final_and_every_snapshot(mixed: dict[str, Mixed], name: str) ->
 def test_pypaimon_reads_final_and_its_snapshot(mixed: dict[str, Mixed], name: str) -> None:
     m = mixed[name]
     _pypaimon_committed(m)
-    assert_same_rows(m.states[-1].canonical(),
+    assert_same_rows(m.states[-1].canonical(pypaimon_read=True),
                      read_result(m.final_read, m.final_path, m.spec.schema),
                      f"pypaimon's read of {name}")
-    assert_same_rows(m.states[OUR_COMMITS_BEFORE].canonical(),
+    assert_same_rows(m.states[OUR_COMMITS_BEFORE].canonical(pypaimon_read=True),
                      read_result(m.travel_read, m.travel_path, m.spec.schema),
                      f"pypaimon's read of {name} at its own snapshot {OUR_COMMITS_BEFORE + 1}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -74,10 +75,20 @@ def test_bad_batch_is_rejected_and_nothing_changes(table, case: str) -> None:
 def test_partition_value_that_cannot_be_a_directory(catalog: Catalog) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False)])
     t = create_table(catalog, "p", schema, primary_keys=["id", "p"], partition_keys=["p"], options={"bucket": "1"})
+    write(t, pa.table({"id": [0], "p": ["ok"]}, schema=schema))
     before = snapshot_files(t)
-    with pytest.raises(InvalidDataError, match="cannot be a directory name"):
-        write(t, pa.table({"id": [1], "p": ["../../escape"]}, schema=schema))
+    with pytest.raises(InvalidDataError, match="too long"):
+        write(t, pa.table({"id": [1, 2], "p": ["fine", "x" * 300]}, schema=schema))
     assert snapshot_files(t) == before
+
+
+def test_partition_values_with_path_characters_stay_inside_the_table(catalog: Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False)])
+    t = create_table(catalog, "p", schema, primary_keys=["id", "p"], partition_keys=["p"], options={"bucket": "1"})
+    write(t, pa.table({"id": [1, 2], "p": ["../../escape", "a:b=c"]}, schema=schema))
+    dirs = sorted(p.name for p in Path(t.path).iterdir() if p.name.startswith("p="))
+    assert dirs == ["p=..%2F..%2Fescape", "p=a%3Ab%3Dc"]
+    assert sorted(read(t).column("p").to_pylist()) == ["../../escape", "a:b=c"]
 
 
 @pytest.mark.parametrize("options, message", [
