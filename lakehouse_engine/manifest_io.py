@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError
@@ -75,7 +75,7 @@ class ManifestIO:
         self.codec = _CODECS.get(compression, "zstandard")
 
     # ---- manifests --------------------------------------------------------------
-    def read_manifest(self, name: str) -> list[ManifestEntry]:
+    def _read_cached(self, name: str, what: str, decode: Callable[[bytes, str], list[Any]]) -> list[Any]:
         path = self.paths.manifest_path(name)
         cached = _CACHE.get(path)
         if cached is not None:
@@ -83,10 +83,13 @@ class ManifestIO:
         try:
             data = self.file_io.read_bytes(path)
         except FileNotFoundError:
-            raise CorruptFileError(f"manifest file {path} is missing") from None
-        entries = decode_manifest_entries(data, path)
-        _CACHE.put(path, entries)
-        return entries
+            raise CorruptFileError(f"{what} {path} is missing") from None
+        decoded = decode(data, path)
+        _CACHE.put(path, decoded)
+        return decoded
+
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        return self._read_cached(name, "manifest file", decode_manifest_entries)
 
     def write_manifest(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
         """Write entries as one manifest file and return its ManifestFileMeta (with partition stats)."""
@@ -130,17 +133,7 @@ class ManifestIO:
 
     # ---- manifest lists ---------------------------------------------------------
     def read_manifest_list(self, name: str) -> list[ManifestFileMeta]:
-        path = self.paths.manifest_path(name)
-        cached = _CACHE.get(path)
-        if cached is not None:
-            return cached
-        try:
-            data = self.file_io.read_bytes(path)
-        except FileNotFoundError:
-            raise CorruptFileError(f"manifest list {path} is missing") from None
-        metas = decode_manifest_file_metas(data, path)
-        _CACHE.put(path, metas)
-        return metas
+        return self._read_cached(name, "manifest list", decode_manifest_file_metas)
 
     def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> tuple[str, int]:
         name = self.paths.new_manifest_list_name()
