@@ -23,6 +23,7 @@ from lakehouse_engine.options import (
     COMMIT_TIMEOUT,
     MANIFEST_MERGE_MIN_COUNT,
     MANIFEST_TARGET_FILE_SIZE,
+    WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage
 
@@ -83,7 +84,13 @@ class TableCommit:
         if compact_entries:
             written.append(self._try_commit(compact_entries, COMPACT, commit_identifier))
         self._committed = True
-        return [w for w in written if w is not None]
+        ids = [w for w in written if w is not None]
+        if ids and not self.table.options.get(WRITE_ONLY):
+            # As Paimon does: expire snapshots past the retention options after each commit.
+            from lakehouse_engine.maintenance.expire import expire_after_commit
+
+            expire_after_commit(self.table)
+        return ids
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed."""

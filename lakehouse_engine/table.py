@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 SCAN_SNAPSHOT_ID = "scan.snapshot-id"
+SCAN_TAG_NAME = "scan.tag-name"
 
 
 class FileStoreTable:
@@ -76,8 +79,14 @@ class FileStoreTable:
         sm = self.snapshot_manager()
         return [sm.snapshot(i) for i in sm.list_snapshot_ids()]
 
-    def resolve_snapshot(self, snapshot_id: int | None = None) -> Snapshot | None:
-        """The snapshot a read sees: `snapshot_id`, else the `scan.snapshot-id` option, else the latest."""
+    def resolve_snapshot(self, snapshot_id: int | None = None, tag: str | None = None) -> Snapshot | None:
+        """The snapshot a read sees: `snapshot_id`, a tag, the `scan.snapshot-id` / `scan.tag-name`
+        options, else the latest."""
+        tag = tag or self.schema.options.get(SCAN_TAG_NAME)
+        if snapshot_id is None and tag:
+            from lakehouse_engine.maintenance.tags import tag_snapshot
+
+            return tag_snapshot(self, tag)
         if snapshot_id is None and SCAN_SNAPSHOT_ID in self.schema.options:
             snapshot_id = int(self.schema.options[SCAN_SNAPSHOT_ID])
         sm = self.snapshot_manager()
@@ -86,6 +95,59 @@ class FileStoreTable:
         if snapshot_id <= 0:
             raise SnapshotNotExistError(f"snapshot id {snapshot_id} of table {self.name} is not valid")
         return sm.snapshot(snapshot_id)
+
+    # ---- maintenance (Paimon's procedures, one method each) ---------------------------------
+    def compact(self, full: bool = False, partitions: list[dict[str, Any]] | None = None) -> list[int]:
+        """Compact buckets (all, or those of `partitions`); commits COMPACT snapshots, returns their ids."""
+        from lakehouse_engine.compact.table_compact import compact_table
+
+        return compact_table(self, full=full, partitions=partitions)
+
+    def bucket_stats(self, snapshot_id: int | None = None) -> pa.Table:
+        """One row per (partition, bucket): records, files, sorted runs, levels, bytes (manifests only)."""
+        from lakehouse_engine.compact.stats import bucket_stats
+
+        return bucket_stats(self, snapshot_id)
+
+    def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,
+                         older_than: int | None = None, max_deletes: int | None = None) -> int:
+        """Expire old snapshots and the files only they reference; returns how many expired.
+
+        `older_than` is epoch milliseconds; unset arguments come from the `snapshot.*` options.
+        """
+        from lakehouse_engine.maintenance.expire import expire_snapshots
+
+        return expire_snapshots(self, retain_max=retain_max, retain_min=retain_min,
+                                older_than=older_than, max_deletes=max_deletes)
+
+    def create_tag(self, name: str, snapshot_id: int | None = None) -> None:
+        """Keep snapshot `snapshot_id` (the latest when None) under `name`."""
+        from lakehouse_engine.maintenance.tags import create_tag
+
+        create_tag(self, name, snapshot_id)
+
+    def delete_tag(self, name: str) -> None:
+        from lakehouse_engine.maintenance.tags import delete_tag
+
+        delete_tag(self, name)
+
+    def tags(self) -> dict[str, Snapshot]:
+        """Tag name -> the snapshot it keeps."""
+        from lakehouse_engine.maintenance.tags import list_tags
+
+        return list_tags(self)
+
+    def rollback_to(self, snapshot_or_tag: int | str) -> None:
+        """Make a snapshot (by id) or a tag (by name) the latest again; later snapshots go."""
+        from lakehouse_engine.maintenance.rollback import rollback_to
+
+        rollback_to(self, snapshot_or_tag)
+
+    def remove_orphan_files(self, older_than: int | None = None, dry_run: bool = False) -> list[str]:
+        """Delete files no snapshot or tag references, older than `older_than` (epoch ms; default 1 day ago)."""
+        from lakehouse_engine.maintenance.orphans import remove_orphan_files
+
+        return remove_orphan_files(self, older_than=older_than, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"FileStoreTable({self.name!r}, {self.path!r})"

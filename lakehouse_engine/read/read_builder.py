@@ -23,6 +23,7 @@ class ReadBuilder:
         self._predicate: Predicate | None = None
         self._limit: int | None = None
         self._snapshot_id: int | None = None
+        self._tag: str | None = None
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
         names = self.table.schema.field_names
@@ -45,11 +46,16 @@ class ReadBuilder:
         self._snapshot_id = snapshot_id
         return self
 
+    def with_tag(self, tag: str) -> ReadBuilder:
+        """Read the snapshot a tag keeps."""
+        self._tag = tag
+        return self
+
     def new_predicate_builder(self) -> PredicateBuilder:
         return PredicateBuilder(self.table.schema.field_names)
 
     def new_scan(self) -> TableScan:
-        return TableScan(self.table, self._predicate, self._snapshot_id)
+        return TableScan(self.table, self._predicate, self._snapshot_id, self._tag)
 
     def new_read(self) -> TableRead:
         return TableRead(self.table, self._projection, self._predicate, self._limit)

@@ -37,10 +37,11 @@ class TableScan:
     """Plans the splits of one snapshot (latest unless the table's scan options or a call pick one)."""
 
     def __init__(self, table: FileStoreTable, predicate: Predicate | None = None,
-                 snapshot_id: int | None = None):
+                 snapshot_id: int | None = None, tag: str | None = None):
         self.table = table
         self.predicate = predicate
         self.snapshot_id = snapshot_id
+        self.tag = tag
         schema = table.schema
         self.partition_keys = list(schema.partition_keys)
         self.key_names = schema.trimmed_primary_keys if schema.has_primary_key else []
@@ -50,7 +51,7 @@ class TableScan:
         self.open_file_cost = opts.require(SOURCE_SPLIT_OPEN_FILE_COST)
 
     def plan(self) -> Plan:
-        snapshot = self.table.resolve_snapshot(self.snapshot_id)
+        snapshot = self.table.resolve_snapshot(self.snapshot_id, self.tag)
         if snapshot is None:
             return Plan([], None)
         entries = self.live_entries(snapshot)

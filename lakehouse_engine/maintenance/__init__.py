@@ -1,0 +1,1 @@
+"""Snapshot lifecycle: expiry, tags, rollback and orphan-file removal."""
