@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from lakehouse_engine.write.commit_message import CommitMessage
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
+log = logging.getLogger(__name__)
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
 APPEND, COMPACT, OVERWRITE = "APPEND", "COMPACT", "OVERWRITE"
 # Rough encoded size of one manifest entry, to split merged manifests near their target size.
@@ -82,7 +84,19 @@ class TableCommit:
         elif new_entries:
             written.append(self._try_commit(new_entries, APPEND, commit_identifier))
         if compact_entries:
-            written.append(self._try_commit(compact_entries, COMPACT, commit_identifier))
+            try:
+                written.append(self._try_commit(compact_entries, COMPACT, commit_identifier))
+            except CommitConflictError:
+                # Another compaction or overwrite got there first. Our compaction output is
+                # garbage; the data itself (the APPEND above, if any) is committed and safe.
+                from lakehouse_engine.compact.table_compact import delete_new_files
+
+                delete_new_files(self.table, messages)
+                if not new_entries:
+                    self._committed = True
+                    raise
+                log.warning("table %s: compaction after snapshot %s lost to a concurrent change; "
+                            "its files were removed", self.table.name, written[-1] if written else None)
         self._committed = True
         ids = [w for w in written if w is not None]
         if ids and not self.table.options.get(WRITE_ONLY):

@@ -153,6 +153,9 @@ COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _opt("compaction.max-size-amplificat
 COMPACTION_SIZE_RATIO = _opt("compaction.size-ratio", "int", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
 COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", "int", 5, "Append tables: fewest files to compact together.", _positive)
 COMPACTION_MAX_FILE_NUM = _opt("compaction.max.file-num", "int", 50, "Append tables: most files to compact together.", _positive)
+COMPACTION_FILE_SIZE = _opt("compaction.file-size", "memory", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
+COMPACTION_TOTAL_SIZE_THRESHOLD = _opt("compaction.total-size-threshold", "memory", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
+COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _opt("compaction.incremental-size-threshold", "memory", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
 FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", "int", None, "Run a full compaction every this many commits.", _positive)
 WRITE_ONLY = _opt("write-only", "bool", False, "Skip compaction and snapshot expiry after writes.")
 

@@ -1,12 +1,273 @@
-"""Snapshot expiry (placeholder until the lifecycle lands: expiry after commit does nothing yet)."""
+"""Snapshot expiry, as Paimon's ExpireSnapshotsImpl: keep the newest snapshots, delete older ones and
+the files only they reference.
+
+Which snapshots go (`expire_snapshots`):
+  1. keep at most `retain_max`: older ones go whatever their age;
+  2. keep at least `retain_min`, however old;
+  3. in between, a snapshot goes only when it was committed before `older_than`
+     (now - `snapshot.time-retained`), and expiry stops at the first younger one;
+  4. at most `max_deletes` (`snapshot.expire.limit`) snapshots go in one run.
+
+How they go (`expire_until`): the plan (which files to delete) is made first, from the expiring
+snapshots, the first retained one and the tags. Then the snapshot files are deleted, oldest first,
+then the EARLIEST hint moves, then the tags are read again, then the data, index and manifest
+files are deleted. Every snapshot file that exists at any moment is therefore complete: a reader
+of any snapshot still there, retained or not yet expired, never meets a missing file, and an
+expiry interrupted at any point leaves a shorter intact chain plus orphan files (which the next
+expiry of the following snapshots or `remove_orphan_files` deletes). Paimon deletes the data
+files before the snapshot files so that a rerun can finish the job; here an interrupted run
+never leaves a snapshot pointing at deleted files, at the price of leaving orphans instead.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from lakehouse_engine.errors import (
+    CorruptFileError,
+    InvalidOptionError,
+    LakehouseError,
+    SnapshotNotExistError,
+)
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.maintenance.references import (
+    DataPaths,
+    References,
+    changelog_files,
+    delta_changes,
+    live_data_files,
+    metadata_references,
+    tag_references,
+)
+from lakehouse_engine.options import (
+    SNAPSHOT_EXPIRE_LIMIT,
+    SNAPSHOT_NUM_RETAINED_MAX,
+    SNAPSHOT_NUM_RETAINED_MIN,
+    SNAPSHOT_TIME_RETAINED,
+)
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ExpireConfig:
+    """How many snapshots to keep and which are old enough to go (Paimon's ExpireConfig)."""
+
+    retain_max: int
+    retain_min: int
+    older_than_millis: int
+    max_deletes: int
+
+    @staticmethod
+    def of(table: FileStoreTable, retain_max: int | None = None, retain_min: int | None = None,
+           older_than: int | None = None, max_deletes: int | None = None) -> ExpireConfig:
+        """Arguments given win; the others come from the table's `snapshot.*` options.
+
+        Raises:
+            InvalidOptionError: a bound is below 1, or `retain_min` is above `retain_max`.
+        """
+        opts = table.options
+        if retain_min is None:
+            retain_min = opts.require(SNAPSHOT_NUM_RETAINED_MIN)
+            if retain_max is not None:
+                # `expire_snapshots(retain_max=2)` means "keep 2", not "fail: the default min is 10".
+                retain_min = min(retain_min, retain_max)
+        if retain_max is None:
+            retain_max = max(opts.require(SNAPSHOT_NUM_RETAINED_MAX), retain_min)
+        if older_than is None:
+            older_than = int(time.time() * 1000) - opts.require(SNAPSHOT_TIME_RETAINED)
+        if max_deletes is None:
+            max_deletes = opts.require(SNAPSHOT_EXPIRE_LIMIT)
+        for what, value in (("retain_min (snapshot.num-retained.min)", retain_min),
+                            ("retain_max (snapshot.num-retained.max)", retain_max),
+                            ("max_deletes (snapshot.expire.limit)", max_deletes)):
+            if value < 1:
+                raise InvalidOptionError(f"expiring snapshots of table {table.name}: {what} is "
+                                         f"{value}, it must be at least 1")
+        if retain_min > retain_max:
+            raise InvalidOptionError(
+                f"expiring snapshots of table {table.name}: retain_min ({retain_min}) is above "
+                f"retain_max ({retain_max}); snapshot.num-retained.min must not exceed "
+                f"snapshot.num-retained.max")
+        return ExpireConfig(retain_max, retain_min, older_than, max_deletes)
+
+
+def expire_snapshots(table: FileStoreTable, retain_max: int | None = None, retain_min: int | None = None,
+                     older_than: int | None = None, max_deletes: int | None = None) -> int:
+    """Expire snapshots past the retention bounds; returns how many snapshot files were deleted.
+
+    `older_than` is epoch milliseconds; unset arguments come from the `snapshot.*` options.
+    """
+    config = ExpireConfig.of(table, retain_max, retain_min, older_than, max_deletes)
+    snapshots = table.snapshot_manager()
+    latest = snapshots.latest_snapshot_id()
+    earliest = snapshots.earliest_snapshot_id()
+    if latest is None or earliest is None:
+        return 0
+    # 1. retain_max: below this id, snapshots go whatever their age.
+    first_by_age = max(latest - config.retain_max + 1, earliest)
+    # 2. retain_min and 4. max_deletes: nothing at or after this id goes.
+    end = min(latest - config.retain_min + 1, earliest + config.max_deletes)
+    # 3. older_than: from `first_by_age` on, stop at the first snapshot young enough to keep.
+    for sid in range(first_by_age, end):
+        try:
+            committed = snapshots.snapshot(sid).time_millis
+        except SnapshotNotExistError:
+            continue
+        if committed >= config.older_than_millis:
+            end = sid
+            break
+    return expire_until(table, earliest, end)
+
 
 def expire_after_commit(table: FileStoreTable) -> None:
-    """Expire snapshots beyond the table's retention options after a commit."""
+    """Expire snapshots beyond the table's retention options after a commit.
+
+    The commit has landed when this runs, so a failure is logged, never raised: raising would
+    make the caller believe the commit failed and write its data twice. The next commit (or an
+    explicit `expire_snapshots`) tries again.
+    """
+    try:
+        expire_snapshots(table)
+    except (LakehouseError, OSError) as exc:
+        log.warning("table %s: expiring snapshots after a commit failed (%s); the commit itself "
+                    "succeeded and the next commit will try again", table.name, exc)
+
+
+def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
+    """Expire every snapshot with an id in [begin, end) and the files only they reference."""
+    if end <= begin:
+        return 0
+    snapshots = table.snapshot_manager()
+    expiring = []
+    for sid in range(begin, end):
+        try:
+            expiring.append(snapshots.snapshot(sid))
+        except SnapshotNotExistError:
+            continue  # already expired by a concurrent run, or a hole left by a rollback
+    retained = _first_snapshot_from(table, end)
+    if not expiring or retained is None:
+        return 0  # never expire the latest snapshot
+    tags = _tags(table)
+    doomed = plan_expiry(table, expiring, retained, tags.values())
+
+    # 1. Snapshot files, oldest first: an interrupted run leaves a shorter, intact chain.
+    for s in expiring:
+        try:
+            table.file_io.delete_file(table.path_factory.snapshot_path(s.id), quiet=False)
+        except FileNotFoundError:
+            pass
+    snapshots.commit_earliest_hint(retained.id)
+    # 2. A tag created since the plan was made keeps its files (create_tag checks its snapshot
+    #    still exists after writing the tag; one of the two always sees the other).
+    late = [t for n, t in _tags(table).items() if n not in tags or tags[n] != t]
+    if late:
+        doomed = doomed - tag_references(table, late)
+    # 3. The files no snapshot or tag references any more.
+    delete_files(table, doomed)
+    return len(expiring)
+
+
+def plan_expiry(table: FileStoreTable, expiring: list[Snapshot], retained: Snapshot,
+                tags: Iterable[Snapshot]) -> References:
+    """The files to delete when `expiring` go and `retained` (and every later snapshot) stays.
+
+    Data files: those a delta from the first expiring snapshot up to `retained` deleted (and did
+    not re-add at another level), as Paimon's SnapshotDeletion finds them; a file deleted by a
+    delta is not live in that snapshot or any later one. Manifests, manifest lists and index
+    files: those of the expiring snapshots that neither `retained` nor a tag names (a later
+    snapshot only names ones `retained` names, or new ones). Nothing a tag references goes.
+    """
+    tags = sorted(tags, key=lambda t: t.id)
+    paths = DataPaths(table)
+    data: set[str] = set()
+    for s in expiring[1:] + [retained] if expiring[0].id == retained.id else expiring + [retained]:
+        added, deleted = _tolerant(table, s, lambda s=s: delta_changes(table, s, paths), (set(), set()))
+        data |= deleted - added
+    for s in expiring:
+        data |= _tolerant(table, s, lambda s=s: changelog_files(table, s, paths), set())
+    data -= _tagged_data_files(table, tags, expiring[0].id, retained.id, paths)
+
+    going = References()
+    for s in expiring:
+        going = going | _tolerant(table, s, lambda s=s: metadata_references(table, [s]), References())
+    keep = metadata_references(table, [retained, *tags])
+    going = going - keep
+    going.data_files = data
+    return going
+
+
+def _tagged_data_files(table: FileStoreTable, tags: list[Snapshot], first: int, retained: int,
+                       paths: DataPaths) -> set[str]:
+    """Data files of the tags that can hold a file the deltas of [first, retained] delete.
+
+    A file deleted by the delta of snapshot k was live in k - 1; a tag at t <= k - 1 that holds
+    it holds a file live from t to k - 1, so the newest tag at or before k - 1 holds it too. Tags
+    at or after `retained` hold none of them. So only the tags in [first - 1, retained) and the
+    newest one before `first - 1` are read, however many old tags a table keeps.
+    """
+    ids = sorted({t.id for t in tags if t.id < retained})
+    wanted = {i for i in ids if i >= first - 1}
+    older = [i for i in ids if i < first - 1]
+    if older:
+        wanted.add(older[-1])
+    out: set[str] = set()
+    for t in tags:
+        if t.id in wanted:
+            out |= live_data_files(table, t, paths) | changelog_files(table, t, paths)
+            wanted.discard(t.id)
+    return out
+
+
+def delete_files(table: FileStoreTable, refs: References) -> None:
+    """Delete unreferenced files: data and index files, then manifests, then the lists naming them.
+
+    Deletes are quiet (a file already gone is what we want); an interrupted run leaves orphans.
+    """
+    fio = table.file_io
+    for path in sorted(refs.data_files) + sorted(refs.index_files):
+        fio.delete_file(path)
+    for names in (refs.manifests, refs.index_manifests, refs.manifest_lists):
+        for name in sorted(names):
+            fio.delete_file(table.path_factory.manifest_path(name))
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def _first_snapshot_from(table: FileStoreTable, sid: int) -> Snapshot | None:
+    """The snapshot `sid`, or the next one that exists (None when there is none)."""
+    snapshots = table.snapshot_manager()
+    latest = snapshots.latest_snapshot_id()
+    while latest is not None and sid <= latest:
+        try:
+            return snapshots.snapshot(sid)
+        except SnapshotNotExistError:
+            sid += 1
+    return None
+
+
+def _tags(table: FileStoreTable) -> dict[str, Snapshot]:
+    from lakehouse_engine.maintenance.tags import list_tags
+
+    return list_tags(table)
+
+
+def _tolerant(table: FileStoreTable, snapshot: Snapshot, read: Callable[[], _T], default: _T) -> _T:
+    """Read what an expiring snapshot references; an unreadable part is skipped, not fatal.
+
+    Only what goes is read this way: missing a file here leaves an orphan, never deletes a file
+    something still needs. What is kept (`retained`, the tags) is always read strictly.
+    """
+    try:
+        return read()
+    except CorruptFileError as exc:
+        log.warning("table %s: expiring snapshot %s: %s; files only it referenced are left for "
+                    "remove_orphan_files", table.name, snapshot.id, exc)
+        return default

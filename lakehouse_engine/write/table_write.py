@@ -13,17 +13,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, merge_records
 from lakehouse_engine.options import (
+    FULL_COMPACTION_DELTA_COMMITS,
     IGNORE_DELETE,
     MERGE_ENGINE,
     ROWKIND_FIELD,
     SEQUENCE_FIELD_SORT_ORDER,
     WRITE_BUFFER_SIZE,
+    WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -46,6 +49,9 @@ class _BucketBuffer:
     tables: list[pa.Table] = field(default_factory=list)
     nbytes: int = 0
     new_files: list[DataFileMeta] = field(default_factory=list)
+    levels: Levels | None = None
+    compact_before: list[DataFileMeta] = field(default_factory=list)
+    compact_after: list[DataFileMeta] = field(default_factory=list)
 
 
 def conform_to_schema(data: pa.Table, expected: pa.Schema, table_name: str) -> pa.Table:
@@ -121,6 +127,11 @@ class TableWrite:
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
         self._restored: tuple[dict[tuple[bytes, int], int], dict[bytes, int]] | None = None
+        self._bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
+        self._latest_snapshot_id: int | None = None
+        self.write_only = bool(opts.get(WRITE_ONLY))
+        self.stop_trigger = opts.stop_trigger
+        self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -130,9 +141,12 @@ class TableWrite:
         if self._restored is None:
             max_seq: dict[tuple[bytes, int], int] = {}
             totals: dict[bytes, int] = {}
-            for e in self.table.manifest_io().live_entries(self.table.snapshot_manager().latest_snapshot()):
+            latest = self.table.snapshot_manager().latest_snapshot()
+            self._latest_snapshot_id = latest.id if latest else None
+            for e in self.table.manifest_io().live_entries(latest):
                 key = (e.partition, e.bucket)
                 max_seq[key] = max(max_seq.get(key, -1), e.file.max_sequence_number)
+                self._bucket_files.setdefault(key, []).append(e.file)
                 if e.total_buckets > 0:
                     totals[e.partition] = e.total_buckets
             self._restored = (max_seq, totals)
@@ -256,7 +270,53 @@ class TableWrite:
                                 self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
-        buf.new_files.extend(writer.write_run(rows, level=0, min_sequence=first_seq))
+        written = writer.write_run(rows, level=0, min_sequence=first_seq)
+        buf.new_files.extend(written)
+        if self.primary_key and not self.write_only:
+            levels = self._levels(buf)
+            levels.add_files(written)
+            if levels.number_of_sorted_runs() >= self.stop_trigger:
+                # Paimon's stop trigger: compact before taking more input into this bucket.
+                self._compact(buf, full=False)
+
+    # ---- compaction inside the writer ---------------------------------------------------
+    def _levels(self, buf: _BucketBuffer) -> Levels:
+        if buf.levels is None:
+            self._restore()
+            buf.levels = Levels(self._bucket_files.get((buf.partition.binary, buf.bucket), []),
+                                self.options.num_levels)
+        return buf.levels
+
+    def _compact(self, buf: _BucketBuffer, full: bool) -> None:
+        """Compact one bucket now; results merge into the session's compact before/after."""
+        from lakehouse_engine.compact.rewriter import BucketCompactor
+        from lakehouse_engine.compact.table_compact import pick_unit
+
+        levels = self._levels(buf)
+        unit = pick_unit(levels, self.options, full)
+        if unit is None:
+            return
+        before, after = BucketCompactor(self.table, buf.partition, buf.bucket).compact(levels, unit)
+        after_names = {f.file_name for f in buf.compact_after}
+        before_names = {f.file_name for f in buf.compact_before}
+        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
+        for f in before:
+            if f.file_name in after_names:
+                # An intermediate file of this session, never committed: drop it for good
+                # (unless it is an upgraded committed file sharing its physical file).
+                buf.compact_after = [a for a in buf.compact_after if a.file_name != f.file_name]
+                if f.file_name not in before_names:
+                    self.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+            else:
+                buf.compact_before.append(f)
+        buf.compact_after.extend(after)
+
+    def _compact_at_commit(self, buf: _BucketBuffer) -> None:
+        full = False
+        if self.full_compaction_delta_commits:
+            next_id = (self._latest_snapshot_id or 0) + 1
+            full = next_id % self.full_compaction_delta_commits == 0
+        self._compact(buf, full)
 
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
@@ -268,10 +328,19 @@ class TableWrite:
                 list(pool.map(self._flush, pending))
         for buf in self._buffers.values():
             self._flush(buf)
-            if buf.new_files:
+        if self.primary_key and not self.write_only:
+            touched = [b for b in self._buffers.values() if b.new_files]
+            if len(touched) > 1:
+                with ThreadPoolExecutor(max_workers=min(len(touched), os.cpu_count() or 1)) as pool:
+                    list(pool.map(self._compact_at_commit, touched))
+            elif touched:
+                self._compact_at_commit(touched[0])
+        for buf in self._buffers.values():
+            if buf.new_files or buf.compact_before or buf.compact_after:
                 messages.append(CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
-                                              list(buf.new_files)))
-                buf.new_files = []
+                                              list(buf.new_files), list(buf.compact_before),
+                                              list(buf.compact_after)))
+                buf.new_files, buf.compact_before, buf.compact_after = [], [], []
         return messages
 
     def abort(self, messages: Iterable[CommitMessage]) -> None:

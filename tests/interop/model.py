@@ -373,7 +373,7 @@ class Read:
     filters: list[tuple[str, str]] = field(default_factory=list)
     literals: dict[str, Any] | Callable[[list[dict[str, Any]]], dict[str, Any]] = field(
         default_factory=dict)  # or a function of the rows the read should see
-    snapshot: int | None = None  # a snapshot id, counted from 1 = after the first commit
+    after_commit: int | None = None  # time travel to the snapshot of commit N (1 = the first)
 
 
 @dataclass
@@ -438,7 +438,8 @@ def key_type_spec(index: int, type_name: str, retract: bool = True, n_keys: int 
         value_types=["bigint", "string"], seed=100 + index, retract=retract, reads=reads)
 
 
-PARTITION_TYPES = ["boolean", "tinyint", "bigint", "decimal_10_2", "timestamp_3", "date"]
+PARTITION_TYPES = ["boolean", "tinyint", "bigint", "decimal_10_2", "date", "time", "timestamp_0",
+                   "timestamp_3", "timestamp_6", "timestamp_ltz_6"]
 
 
 def partition_type_spec(type_name: str, retract: bool = True) -> Spec:
@@ -458,9 +459,52 @@ def partition_type_spec(type_name: str, retract: bool = True) -> Spec:
         reads=[Read("latest"), Read("p_equal", [("equal", "p")], one_partition)])
 
 
-def write_ours(catalog: Any, spec: Spec) -> list[TableModel]:
-    """Create and fill the table with this engine; the model after each commit (index 0 is
-    snapshot 1, the last one follows the overwrite when the spec has one)."""
+@dataclass
+class Committed:
+    """The model after one commit and the snapshots that commit made: its own, and after it any a
+    compaction at commit time added (they change no rows)."""
+
+    first_id: int
+    last_id: int
+    model: TableModel
+
+
+def state_at(history: Sequence[Committed], snapshot_id: int) -> TableModel:
+    """The model snapshot `snapshot_id` shows: that of the last commit made at or before it."""
+    seen = [c for c in history if c.first_id <= snapshot_id]
+    assert seen, f"snapshot {snapshot_id} precedes every commit"
+    return seen[-1].model
+
+
+def latest_snapshot_id(table: Any) -> int:
+    snapshot = table.latest_snapshot()
+    return 0 if snapshot is None else snapshot.id
+
+
+def commit_ours(table: Any, schema: pa.Schema, commit: Sequence[Sequence[Mapping[str, Any]]],
+                model: TableModel, overwrite: Mapping[str, Any] | None = None) -> Committed:
+    """One commit by our engine of `commit` (a list of write_arrow batches), applied to `model`
+    too (a copy of which is kept); with `overwrite`, an overwrite of that partition."""
+    before = latest_snapshot_id(table)
+    wb = table.new_batch_write_builder()
+    if overwrite is not None:
+        wb = wb.overwrite(overwrite)
+    w, c = wb.new_write(), wb.new_commit()
+    for rows in commit:
+        w.write_arrow(pa.Table.from_pylist(list(rows), schema=schema))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+    if overwrite is not None:
+        model.overwrite(overwrite, [r for rows in commit for r in rows])
+    else:
+        for rows in commit:
+            model.apply(rows)
+    return Committed(before + 1, latest_snapshot_id(table), model.copy())
+
+
+def write_ours(catalog: Any, spec: Spec) -> list[Committed]:
+    """Create and fill the table with this engine: its commits, then the overwrite if any."""
     from lakehouse_engine import Schema
 
     ident = f"db.{spec.name}"
@@ -469,27 +513,9 @@ def write_ours(catalog: Any, spec: Spec) -> list[TableModel]:
         options=spec.options))
     table = catalog.get_table(ident)
     model = TableModel(spec.schema, spec.primary_keys, spec.options.get("rowkind.field"))
-    states = []
-    for commit in spec.commits:
-        wb = table.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        for rows in commit:
-            w.write_arrow(pa.Table.from_pylist(rows, schema=spec.schema))
-            model.apply(rows)
-        c.commit(w.prepare_commit())
-        w.close()
-        c.close()
-        states.append(model.copy())
+    history = [commit_ours(table, spec.schema, commit, model) for commit in spec.commits]
     if spec.overwrite is not None:
         match, rows = spec.overwrite
         full_rows = [{n: r.get(n) for n in spec.schema.names} for r in rows]
-        wb = table.new_batch_write_builder().overwrite(match)
-        w, c = wb.new_write(), wb.new_commit()
-        w.write_arrow(pa.Table.from_pylist(full_rows, schema=spec.schema))
-        c.commit(w.prepare_commit())
-        w.close()
-        c.close()
-        model.overwrite(match, full_rows)
-        states.append(model.copy())
-    assert len(table.snapshots()) == len(states)
-    return states
+        history.append(commit_ours(table, spec.schema, [full_rows], model, overwrite=match))
+    return history

@@ -9,6 +9,7 @@ the model's final rows, the snapshot ids must continue across writers, and time 
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +24,16 @@ from tests.interop.model import (
     KEY_TYPES,
     PYPAIMON_READ,
     TWO_DATES,
+    Committed,
     Spec,
     TableModel,
     assert_same_rows,
     canonical_rows,
+    commit_ours,
     key_type_spec,
     pk_spec,
     read_result,
+    state_at,
     value_fields,
     value_row,
     write_batch_file,
@@ -87,9 +91,7 @@ def _specs() -> list[Spec]:
         pk_spec("part_int_date_upserts",
                 [pa.field("p_int", pa.int32()), pa.field("p_date", pa.date32()),
                  pa.field("id", pa.int64())], ["p_int", "p_date"],
-                lambda i: {"p_int": [-1, 0, 7][i % 3],
-                           "p_date": TWO_DATES[i % 2],
-                           "id": i // 3},
+                lambda i: {"p_int": [-1, 0, 7][i % 3], "p_date": TWO_DATES[i % 2], "id": i // 3},
                 n_keys=60, commits=commits, bucket=1, value_types=["int"], seed=24, retract=False),
         # With '-D' and '-U' rows from both writers.
         pk_spec("deletes_b4", [pa.field("id", pa.int64())], [], lambda i: {"id": i * 11},
@@ -114,24 +116,13 @@ NAMES = [s.name for s in SPECS]
 @dataclass
 class Mixed:
     spec: Spec
-    states: list[TableModel]  # model after each snapshot: ours..., pypaimon's, ours
-    ids: list[int]  # snapshot id of each state
-    pypaimon_ids: list[int] | str  # [before, after] pypaimon's commit, or its error
+    history: list[Committed]  # our commits, pypaimon's, then ours again
+    failure: str | None  # what went wrong before the reads, if anything
     final_read: str | None  # pypaimon's read status of the final snapshot
     travel_read: str | None  # pypaimon's read status of its own snapshot
     final_path: str
     travel_path: str
     warehouse: str
-
-
-def _commit_ours(table: Any, spec: Spec, rows_list: list[list[dict[str, Any]]]) -> None:
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    for rows in rows_list:
-        w.write_arrow(pa.Table.from_pylist(rows, schema=spec.schema))
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
 
 
 @pytest.fixture(scope="module")
@@ -143,63 +134,64 @@ def mixed(tmp_path_factory: pytest.TempPathFactory,
     warehouse = str(tmp / "warehouse")
     catalog = Catalog(warehouse)
     catalog.create_database("db", ignore_if_exists=True)
-    upserts, states_by_name = [], {}
+    upserts, out, models = [], {}, {}
     for spec in SPECS:
-        catalog.create_table(f"db.{spec.name}", Schema.from_pyarrow_schema(
-            spec.schema, partition_keys=spec.partition_keys, primary_keys=spec.primary_keys,
-            options=spec.options))
-        table = catalog.get_table(f"db.{spec.name}")
+        m = Mixed(spec, [], "pypaimon did not run", None, None,
+                  str(tmp / f"{spec.name}.final.parquet"),
+                  str(tmp / f"{spec.name}.travel.parquet"), warehouse)
+        out[spec.name] = m
         model = TableModel(spec.schema, spec.primary_keys, spec.options.get("rowkind.field"))
-        states = []
-        for commit in spec.commits[:OUR_COMMITS_BEFORE]:
-            _commit_ours(table, spec, commit)
-            for rows in commit:
-                model.apply(rows)
-            states.append(model.copy())
+        try:
+            catalog.create_table(f"db.{spec.name}", Schema.from_pyarrow_schema(
+                spec.schema, partition_keys=spec.partition_keys, primary_keys=spec.primary_keys,
+                options=spec.options))
+            table = catalog.get_table(f"db.{spec.name}")
+            m.history = [commit_ours(table, spec.schema, commit, model)
+                         for commit in spec.commits[:OUR_COMMITS_BEFORE]]
+        except Exception:
+            m.failure = "our engine failed before pypaimon's commit:\n" + traceback.format_exc()
+            continue
         files = []
         for bi, rows in enumerate(spec.commits[OUR_COMMITS_BEFORE]):
             path = str(tmp / f"{spec.name}.pypaimon.{bi}.parquet")
             files.append(write_batch_file(path, rows, spec.schema))
             model.apply(rows)
-        states.append(model.copy())
+        models[spec.name] = model
         upserts.append({"table": f"db.{spec.name}", "files": files})
-        states_by_name[spec.name] = states
     first = pypaimon(PYPAIMON_UPSERT, warehouse=warehouse, upserts=upserts, reads=[])
 
-    reads, out = [], {}
-    for spec in SPECS:
-        states = states_by_name[spec.name]
-        ids = [s.id for s in catalog.get_table(f"db.{spec.name}").snapshots()]
-        pypaimon_ids = first["upserts"][f"db.{spec.name}"]
-        if not isinstance(pypaimon_ids, str):
-            table = catalog.get_table(f"db.{spec.name}")
-            model = states[-1].copy()
-            for commit in spec.commits[OUR_COMMITS_BEFORE + 1:]:
-                _commit_ours(table, spec, commit)
-                for rows in commit:
-                    model.apply(rows)
-                states.append(model.copy())
-            ids = [s.id for s in catalog.get_table(f"db.{spec.name}").snapshots()]
-        final_path = str(tmp / f"{spec.name}.final.parquet")
-        travel_path = str(tmp / f"{spec.name}.travel.parquet")
-        reads.append({"table": f"db.{spec.name}", "out": final_path})
-        reads.append({"table": f"db.{spec.name}", "out": travel_path,
-                      "snapshot": OUR_COMMITS_BEFORE + 1})
-        out[spec.name] = Mixed(spec, states, ids, pypaimon_ids, None, None, final_path,
-                               travel_path, warehouse)
+    reads = []
+    for name, model in models.items():
+        m, ident = out[name], f"db.{name}"
+        result = first["upserts"][ident]
+        if isinstance(result, str):
+            m.failure = f"pypaimon failed to write into our table:\n{result}"
+            continue
+        before, after = result
+        m.history.append(Committed(before + 1, after, model.copy()))
+        try:
+            table = catalog.get_table(ident)
+            m.history += [commit_ours(table, m.spec.schema, commit, model)
+                          for commit in m.spec.commits[OUR_COMMITS_BEFORE + 1:]]
+        except Exception:
+            m.failure = "our engine failed after pypaimon's commit:\n" + traceback.format_exc()
+            continue
+        m.failure = None
+        reads.append({"table": ident, "out": m.final_path})
+        reads.append({"table": ident, "out": m.travel_path, "snapshot": before + 1})
     second = pypaimon(PYPAIMON_READ + """
 catalog = CatalogFactory.create({"warehouse": ARGS["warehouse"]})
 emit(paimon_reads(catalog, ARGS["reads"]))
 """, warehouse=warehouse, reads=reads)
     for m in out.values():
-        m.final_read, m.travel_read = second[m.final_path], second[m.travel_path]
+        m.final_read, m.travel_read = second.get(m.final_path), second.get(m.travel_path)
     return out
 
 
-def _pypaimon_committed(m: Mixed) -> list[int]:
-    if isinstance(m.pypaimon_ids, str):
-        pytest.fail(f"pypaimon failed to write into our {m.spec.name}:\n{m.pypaimon_ids}")
-    return m.pypaimon_ids
+def _written(m: Mixed) -> list[Committed]:
+    if m.failure is not None:
+        pytest.fail(f"{m.spec.name}: {m.failure}")
+    return m.history
 
 
 def _our_read(m: Mixed, snapshot: int | None = None) -> list[tuple[Any, ...]]:
@@ -211,32 +203,38 @@ def _our_read(m: Mixed, snapshot: int | None = None) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_snapshot_ids_continue_across_writers(mixed: dict[str, Mixed], name: str) -> None:
-    m = mixed[name]
-    before, after = _pypaimon_committed(m)
-    assert before == OUR_COMMITS_BEFORE
-    assert after == before + 1
-    assert m.ids == list(range(1, OUR_COMMITS_BEFORE + 3)), m.ids
-    snapshot = Catalog(m.warehouse).get_table(f"db.{name}").latest_snapshot()
-    assert snapshot is not None and snapshot.id == after + 1
+    """pypaimon's commit takes the id after our last snapshot, ours the id after pypaimon's last,
+    and the table's snapshots are 1..latest without a gap."""
+    history = _written(mixed[name])
+    ours_before, pypaimon, ours_after = (history[OUR_COMMITS_BEFORE - 1],
+                                         history[OUR_COMMITS_BEFORE], history[-1])
+    assert pypaimon.first_id == ours_before.last_id + 1
+    assert pypaimon.last_id >= pypaimon.first_id
+    assert ours_after.first_id == pypaimon.last_id + 1
+    table = Catalog(mixed[name].warehouse).get_table(f"db.{name}")
+    ids = [s.id for s in table.snapshots()]
+    assert ids == list(range(1, ours_after.last_id + 1)), ids
+    assert table.latest_snapshot().id == ours_after.last_id
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_we_read_final_and_every_snapshot(mixed: dict[str, Mixed], name: str) -> None:
     m = mixed[name]
-    _pypaimon_committed(m)
-    assert_same_rows(m.states[-1].canonical(), _our_read(m), f"our read of {name}")
-    for snapshot_id, state in zip(m.ids, m.states, strict=True):
-        assert_same_rows(state.canonical(), _our_read(m, snapshot_id),
+    history = _written(m)
+    assert_same_rows(history[-1].model.canonical(), _our_read(m), f"our read of {name}")
+    for snapshot_id in range(1, history[-1].last_id + 1):
+        assert_same_rows(state_at(history, snapshot_id).canonical(), _our_read(m, snapshot_id),
                          f"our read of {name} at snapshot {snapshot_id}")
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_pypaimon_reads_final_and_its_snapshot(mixed: dict[str, Mixed], name: str) -> None:
     m = mixed[name]
-    _pypaimon_committed(m)
-    assert_same_rows(m.states[-1].canonical(pypaimon_read=True),
+    history = _written(m)
+    assert_same_rows(history[-1].model.canonical(pypaimon_read=True),
                      read_result(m.final_read, m.final_path, m.spec.schema),
                      f"pypaimon's read of {name}")
-    assert_same_rows(m.states[OUR_COMMITS_BEFORE].canonical(pypaimon_read=True),
+    own = history[OUR_COMMITS_BEFORE]
+    assert_same_rows(own.model.canonical(pypaimon_read=True),
                      read_result(m.travel_read, m.travel_path, m.spec.schema),
-                     f"pypaimon's read of {name} at its own snapshot {OUR_COMMITS_BEFORE + 1}")
+                     f"pypaimon's read of {name} at its own snapshot {own.first_id}")

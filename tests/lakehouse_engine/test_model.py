@@ -29,10 +29,14 @@ op = st.tuples(
     st.one_of(st.none(), st.text(max_size=12)),           # s
 )
 batches = st.lists(st.lists(op, min_size=1, max_size=40), min_size=1, max_size=6)
+# Between batches: nothing, a minor compaction or a full one (dedicated `table.compact`).
+compactions = st.lists(st.sampled_from([None, None, "minor", "full"]), min_size=6, max_size=6)
 table_options = st.fixed_dictionaries({
     "bucket": st.sampled_from(["1", "3"]),
     "write-buffer-size": st.sampled_from(["256 mb", "2 kb"]),
     "target-file-size": st.sampled_from(["128 mb", "1 kb"]),
+    "num-sorted-run.compaction-trigger": st.sampled_from(["5", "2"]),
+    "write-only": st.sampled_from(["false", "true"]),
 })
 
 
@@ -53,21 +57,25 @@ def to_table(batch: list[tuple[Any, ...]]) -> pa.Table:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=batches, options=table_options)
+@given(batches=batches, options=table_options, compactions=compactions)
 def test_every_snapshot_reads_equal_to_the_model(tmp_path_factory: Any, batches: list[Any],
-                                                 options: dict[str, str]) -> None:
+                                                 options: dict[str, str], compactions: list[str | None]) -> None:
     cat = Catalog(str(tmp_path_factory.mktemp("wh")))
     cat.create_database("db")
     table = create_table(cat, "t", SCHEMA, primary_keys=["k", "name", "dt"], partition_keys=["dt"],
                          options={"rowkind.field": "rk", **options})
     model: dict[tuple[Any, ...], dict[str, Any]] = {}
     history: dict[int, list[dict[str, Any]]] = {}
-    for batch in batches:
+    for batch, compaction in zip(batches, compactions, strict=False):
         apply(model, batch)
-        ids = write(table, to_table(batch))
-        assert len(ids) == 1
+        ids = write(table, to_table(batch))  # APPEND, and COMPACT when the writer compacted
+        assert 1 <= len(ids) <= 2
+        if compaction is not None:
+            ids += table.compact(full=compaction == "full")
         expected = sorted(model.values(), key=lambda r: (r["k"], r["name"], r["dt"]))
-        history[ids[0]] = expected
+        for snapshot_id in ids:
+            history[snapshot_id] = expected
         assert rows(read(table), "k", "name", "dt") == expected
+        assert max(table.bucket_stats().column("sorted_runs").to_pylist() or [0]) <= table.options.stop_trigger
     for snapshot_id, expected in history.items():
         assert rows(read(table, snapshot_id), "k", "name", "dt") == expected

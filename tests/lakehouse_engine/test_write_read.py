@@ -123,7 +123,7 @@ def test_overwrite_replaces_one_partition_or_the_whole_table(orders_table) -> No
 def test_small_write_buffer_flushes_several_sorted_runs_with_the_same_result(catalog: Catalog) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
     t = create_table(catalog, "buffered", schema, primary_keys=["id"],
-                     options={"bucket": "1", "write-buffer-size": "16 kb"})
+                     options={"bucket": "1", "write-buffer-size": "16 kb", "write-only": "true"})
     wb = t.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     for i in range(20):

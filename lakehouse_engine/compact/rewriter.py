@@ -1,0 +1,133 @@
+"""The compact task of one bucket: which picked files are merged and rewritten, which only move up.
+
+As Paimon's MergeTreeCompactTask: the picked files are split into sections of overlapping key
+ranges. A section of several files is merged and rewritten to the output level. A lone file is
+upgraded to the output level without rewriting when it is large (at least `compaction.file-size`,
+by default 70% of `target-file-size`); small lone files are rewritten with their neighbours.
+Deletes are dropped only when the output is the highest level holding data.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse_engine.compact.levels import Levels
+from lakehouse_engine.compact.universal import CompactUnit
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
+from lakehouse_engine.mergetree.merge import merge_records
+from lakehouse_engine.options import (
+    COMPACTION_FILE_SIZE,
+    IGNORE_DELETE,
+    MERGE_ENGINE,
+    SEQUENCE_FIELD_SORT_ORDER,
+)
+from lakehouse_engine.partition import Partition
+from lakehouse_engine.read.split import interval_partition
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+# Input bytes merged in one go: bounds memory while keeping output files near their target.
+_REWRITE_BATCH_FACTOR = 4
+
+
+class BucketCompactor:
+    """Runs compaction units for one (partition, bucket) and reports the files before and after."""
+
+    def __init__(self, table: FileStoreTable, partition: Partition, bucket: int):
+        self.table = table
+        schema = table.schema
+        opts = schema.core_options
+        self.partition = partition
+        self.bucket = bucket
+        self.key_names = schema.trimmed_primary_keys
+        self.key_types = schema.types_of(self.key_names)
+        self.target_file_size = opts.target_file_size(True)
+        explicit = opts.get(COMPACTION_FILE_SIZE)
+        self.min_file_size = explicit if explicit is not None else self.target_file_size // 10 * 7
+        self.bucket_dir = table.path_factory.bucket_dir(partition.spec, bucket)
+        self.columns = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        file_schema = schema.data_file_arrow_schema()
+        self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
+        self.merge_engine = opts.require(MERGE_ENGINE)
+        self.sequence_fields = opts.sequence_fields
+        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
+        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
+        self.options = opts
+
+    def _key(self, binary: bytes) -> tuple[Any, ...]:
+        return tuple(deserialize_row(binary, self.key_types))
+
+    def compact(self, levels: Levels, unit: CompactUnit) -> tuple[list[DataFileMeta], list[DataFileMeta]]:
+        """Run `unit` against `levels` (updating them); returns (files before, files after)."""
+        output_level = unit.output_level
+        drop_delete = output_level != 0 and output_level >= levels.non_empty_highest_level()
+        before: list[DataFileMeta] = []
+        after: list[DataFileMeta] = []
+        candidate: list[list[DataFileMeta]] = []
+
+        def upgrade(f: DataFileMeta) -> None:
+            if f.level == output_level:
+                return
+            if drop_delete and (f.delete_row_count is None or f.delete_row_count > 0):
+                # The file may hold deletes that must disappear at the top level: rewrite it.
+                self._rewrite([[f]], output_level, drop_delete, before, after)
+            else:
+                before.append(f)
+                after.append(f.upgrade(output_level))
+
+        def rewrite() -> None:
+            if not candidate:
+                return
+            if len(candidate) == 1 and len(candidate[0]) == 1:
+                upgrade(candidate[0][0])
+            else:
+                self._rewrite(candidate, output_level, drop_delete, before, after)
+            candidate.clear()
+
+        for section in interval_partition(unit.files, self._key):
+            if len(section) > 1 or section[0].file_size < self.min_file_size:
+                candidate.append(section)
+            else:
+                rewrite()
+                upgrade(section[0])
+        rewrite()
+        levels.update(before, after)
+        return before, after
+
+    def _rewrite(self, sections: list[list[DataFileMeta]], output_level: int, drop_delete: bool,
+                 before: list[DataFileMeta], after: list[DataFileMeta]) -> None:
+        """Merge and rewrite sections (key-disjoint, in key order) in batches of bounded input size."""
+        batch: list[DataFileMeta] = []
+        size = 0
+        limit = self.target_file_size * _REWRITE_BATCH_FACTOR
+        for section in sections:
+            batch.extend(section)
+            size += sum(f.file_size for f in section)
+            if size >= limit:
+                after.extend(self._merge_and_write(batch, output_level, drop_delete))
+                before.extend(batch)
+                batch, size = [], 0
+        if batch:
+            after.extend(self._merge_and_write(batch, output_level, drop_delete))
+            before.extend(batch)
+
+    def _merge_and_write(self, files: list[DataFileMeta], output_level: int,
+                         drop_delete: bool) -> list[DataFileMeta]:
+        ordered = sorted(files, key=lambda f: f.max_sequence_number)
+        in_order = all(a.max_sequence_number < b.min_sequence_number for a, b in pairwise(ordered))
+        tables = [read_data_file(self.table.file_io, f"{self.bucket_dir}/{f.file_name}", self.columns,
+                                 self.read_schema) for f in ordered]
+        rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
+                               self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,
+                               rows_in_sequence_order=in_order)
+        writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
+                                self.table.path_factory.new_data_file_name, self.target_file_size)
+        return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)

@@ -1,0 +1,142 @@
+"""Dedicated compaction of a table: plan tasks per (partition, bucket), run them anywhere, commit once."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from lakehouse_engine.compact.levels import Levels
+from lakehouse_engine.compact.rewriter import BucketCompactor
+from lakehouse_engine.compact.task import CompactTask
+from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
+from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.options import (
+    COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
+    COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
+    COMPACTION_SIZE_RATIO,
+    COMPACTION_TOTAL_SIZE_THRESHOLD,
+    NUM_SORTED_RUN_COMPACTION_TRIGGER,
+    CoreOptions,
+)
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+log = logging.getLogger(__name__)
+
+
+def universal_compaction(options: CoreOptions) -> UniversalCompaction:
+    """The picker configured by a table's `compaction.*` options."""
+    return UniversalCompaction(
+        options.require(COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT),
+        options.require(COMPACTION_SIZE_RATIO),
+        options.require(NUM_SORTED_RUN_COMPACTION_TRIGGER),
+        options.get(COMPACTION_TOTAL_SIZE_THRESHOLD),
+        options.get(COMPACTION_INCREMENTAL_SIZE_THRESHOLD),
+    )
+
+
+def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit | None:
+    """What to compact in a bucket: everything into the top level (full), or what the picker picks."""
+    runs = levels.level_sorted_runs()
+    if not runs:
+        return None
+    if full:
+        top = levels.max_level
+        only_top = len(runs) == 1 and runs[0].level == top
+        if only_top and all(f.delete_row_count == 0 for f in runs[0].run.files):
+            return None  # already one clean sorted run at the top level
+        return CompactUnit.from_level_runs(top, runs)
+    return universal_compaction(options).pick(levels.num_levels, runs)
+
+
+def _matches(values: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(str(values.get(k)) == str(v) for k, v in wanted.items())
+
+
+def plan_compaction(table: FileStoreTable, full: bool = False,
+                    partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
+    """One task per (partition, bucket) of the latest snapshot that has something to compact."""
+    if not table.schema.has_primary_key:
+        from lakehouse_engine.compact.append import plan_append_compaction
+
+        return plan_append_compaction(table, full, partitions)
+    snapshot = table.latest_snapshot()
+    if snapshot is None:
+        return []
+    if partitions:
+        unknown = {k for p in partitions for k in p} - set(table.schema.partition_keys)
+        if unknown:
+            raise LakehouseError(f"compact: {sorted(unknown)} are not partition keys of table {table.name}")
+    codec = table.partition_codec()
+    groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
+    for e in table.manifest_io().live_entries(snapshot):
+        if e.bucket == POSTPONE_BUCKET:
+            continue
+        if partitions and not any(_matches(codec.from_binary(e.partition).as_dict(), p) for p in partitions):
+            continue
+        groups[(e.partition, e.bucket)].append(e)
+    tasks = []
+    options = table.options
+    for (partition, bucket), entries in sorted(groups.items()):
+        files = [e.file for e in entries]
+        if pick_unit(Levels(files, options.num_levels), options, full) is None:
+            continue
+        tasks.append(CompactTask(snapshot.id, partition, bucket, entries[0].total_buckets, files, full))
+    return tasks
+
+
+def run_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage | None:
+    """Compact one bucket as the task says; the files it writes are in the returned message."""
+    if not table.schema.has_primary_key:
+        from lakehouse_engine.compact.append import run_append_compact_task
+
+        return run_append_compact_task(table, task)
+    levels = Levels(task.files, table.options.num_levels)
+    unit = pick_unit(levels, table.options, task.full)
+    if unit is None:
+        return None
+    part = table.partition_codec().from_binary(task.partition)
+    before, after = BucketCompactor(table, part, task.bucket).compact(levels, unit)
+    if not before and not after:
+        return None
+    return CommitMessage(task.partition, task.bucket, task.total_buckets,
+                         compact_before=before, compact_after=after)
+
+
+def delete_new_files(table: FileStoreTable, messages: Sequence[CommitMessage]) -> None:
+    """Delete files a compaction wrote (not the ones it only moved up a level)."""
+    codec = table.partition_codec()
+    for m in messages:
+        kept = {f.file_name for f in m.compact_before}
+        d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+        for f in m.compact_after:
+            if f.file_name not in kept:
+                table.file_io.delete_file(f"{d}/{f.file_name}")
+
+
+def compact_table(table: FileStoreTable, full: bool = False,
+                  partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+    """Compact (buckets on all cores) and commit one COMPACT snapshot; returns its id (or nothing)."""
+    tasks = plan_compaction(table, full, partitions)
+    if not tasks:
+        return []
+    workers = min(len(tasks), os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda t: run_compact_task(table, t), tasks))
+    messages = [m for m in results if m is not None]
+    if not messages:
+        return []
+    commit = table.new_batch_write_builder().new_commit()
+    return commit.commit(messages)
+
+
+def data_files_of(messages: Sequence[CommitMessage]) -> list[DataFileMeta]:
+    return [f for m in messages for f in m.compact_after]

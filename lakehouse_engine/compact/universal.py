@@ -1,0 +1,115 @@
+"""Universal compaction: Paimon's picker, which decides which sorted runs of a bucket to merge.
+
+`UniversalCompaction.pick` follows Paimon's order: (0) early full compaction by size
+thresholds, (1) size amplification -> full compaction, (2) size ratio from the newest run,
+(3) run count over `num-sorted-run.compaction-trigger`. Runs are given newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lakehouse_engine.compact.levels import LevelSortedRun
+from lakehouse_engine.format.manifest import DataFileMeta
+
+
+@dataclass(frozen=True)
+class CompactUnit:
+    """The files to compact together and the level their output goes to."""
+
+    output_level: int
+    files: tuple[DataFileMeta, ...]
+
+    @staticmethod
+    def from_level_runs(output_level: int, runs: Sequence[LevelSortedRun]) -> CompactUnit:
+        return CompactUnit(output_level, tuple(f for r in runs for f in r.run.files))
+
+
+class UniversalCompaction:
+    """Picks a CompactUnit from a bucket's sorted runs, or None when nothing needs compacting."""
+
+    def __init__(self, max_size_amp_percent: int = 200, size_ratio: int = 1,
+                 num_run_compaction_trigger: int = 5, total_size_threshold: int | None = None,
+                 incremental_size_threshold: int | None = None):
+        self.max_size_amp = max_size_amp_percent
+        self.size_ratio = size_ratio
+        self.trigger = num_run_compaction_trigger
+        self.total_size_threshold = total_size_threshold
+        self.incremental_size_threshold = incremental_size_threshold
+
+    def pick(self, num_levels: int, runs: Sequence[LevelSortedRun]) -> CompactUnit | None:
+        max_level = num_levels - 1
+        # 0. early full compaction: small tables, or a lot of new data above the last level.
+        unit = self.pick_early_full(max_level, runs)
+        if unit is not None:
+            return unit
+        # 1. size amplification
+        unit = self.pick_for_size_amp(max_level, runs)
+        if unit is not None:
+            return unit
+        # 2. size ratio
+        unit = self.pick_for_size_ratio(max_level, runs)
+        if unit is not None:
+            return unit
+        # 3. run count
+        if len(runs) > self.trigger:
+            candidate_count = len(runs) - self.trigger + 1
+            return self.pick_for_size_ratio(max_level, runs, candidate_count)
+        return None
+
+    def pick_early_full(self, max_level: int, runs: Sequence[LevelSortedRun]) -> CompactUnit | None:
+        if len(runs) <= 1:
+            return None
+        total = sum(r.run.total_size for r in runs)
+        if self.total_size_threshold is not None and total < self.total_size_threshold:
+            return CompactUnit.from_level_runs(max_level, runs)
+        if self.incremental_size_threshold is not None:
+            incremental = sum(r.run.total_size for r in runs if r.level != max_level)
+            if incremental > self.incremental_size_threshold:
+                return CompactUnit.from_level_runs(max_level, runs)
+        return None
+
+    def pick_for_size_amp(self, max_level: int, runs: Sequence[LevelSortedRun]) -> CompactUnit | None:
+        """Full compaction when the newer runs together exceed `max-size-amplification-percent`
+        of the oldest run."""
+        if len(runs) < self.trigger:
+            return None
+        candidate_size = sum(r.run.total_size for r in runs[:-1])
+        earliest_size = runs[-1].run.total_size
+        if candidate_size * 100 > self.max_size_amp * earliest_size:
+            return CompactUnit.from_level_runs(max_level, runs)
+        return None
+
+    def pick_for_size_ratio(self, max_level: int, runs: Sequence[LevelSortedRun],
+                            candidate_count: int | None = None, force_pick: bool = False) -> CompactUnit | None:
+        """Grow the candidate from the newest run while the next run is not much larger."""
+        if candidate_count is None:
+            if len(runs) < self.trigger:
+                return None
+            candidate_count = 1
+        candidate_size = sum(r.run.total_size for r in runs[:candidate_count])
+        for nxt in runs[candidate_count:]:
+            if candidate_size * (100.0 + self.size_ratio) / 100.0 < nxt.run.total_size:
+                break
+            candidate_size += nxt.run.total_size
+            candidate_count += 1
+        if force_pick or candidate_count > 1:
+            return self.create_unit(runs, max_level, candidate_count)
+        return None
+
+    @staticmethod
+    def create_unit(runs: Sequence[LevelSortedRun], max_level: int, run_count: int) -> CompactUnit:
+        """The output level is the level below the next run not picked (never level 0)."""
+        # The level below the next run not picked (all picked: the top level).
+        output_level = max_level if run_count == len(runs) else max(0, runs[run_count].level - 1)
+        if output_level == 0:
+            # Do not output level 0: take runs up to the next non-zero level.
+            for nxt in runs[run_count:]:
+                run_count += 1
+                if nxt.level != 0:
+                    output_level = nxt.level
+                    break
+        if run_count == len(runs):
+            output_level = max_level
+        return CompactUnit.from_level_runs(output_level, runs[:run_count])

@@ -1,0 +1,238 @@
+"""What snapshots and tags reference: data files, manifests, manifest lists, index manifests, index files.
+
+Expiry, rollback, tag deletion and orphan removal all ask the same question, "which files does this
+set of snapshots still need?", and answer it here. Data and index files are absolute paths (as the
+table's FileIO addresses them); manifests, manifest lists and index manifests are names in the
+table's `manifest/` directory.
+
+Snapshots of one table form a chain: the base manifest list of snapshot N+1 holds every live
+manifest of N, and its delta list holds what N+1 changed. So the data files a run of consecutive
+snapshots references are the live files of the first one plus whatever the later deltas add; a
+file deleted by a delta is never added again (a compaction that only moves a file to another level
+deletes and re-adds it in the same delta). This is what Paimon's own expiry relies on, and it keeps
+the cost of a reference set near one manifest merge instead of one merge per snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.format.manifest import (
+    DataFileMeta,
+    FileKind,
+    IndexManifestEntry,
+    ManifestEntry,
+    decode_index_manifest_entries,
+    merge_entries,
+)
+from lakehouse_engine.format.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+
+@dataclass
+class References:
+    """The files some snapshots need, by kind; `|` and `-` combine sets of references."""
+
+    data_files: set[str] = field(default_factory=set)
+    manifests: set[str] = field(default_factory=set)
+    manifest_lists: set[str] = field(default_factory=set)
+    index_manifests: set[str] = field(default_factory=set)
+    index_files: set[str] = field(default_factory=set)
+
+    def __or__(self, other: References) -> References:
+        return References(self.data_files | other.data_files, self.manifests | other.manifests,
+                          self.manifest_lists | other.manifest_lists,
+                          self.index_manifests | other.index_manifests,
+                          self.index_files | other.index_files)
+
+    def __sub__(self, other: References) -> References:
+        return References(self.data_files - other.data_files, self.manifests - other.manifests,
+                          self.manifest_lists - other.manifest_lists,
+                          self.index_manifests - other.index_manifests,
+                          self.index_files - other.index_files)
+
+    def metadata_names(self) -> set[str]:
+        """Every referenced name in the `manifest/` directory."""
+        return self.manifests | self.manifest_lists | self.index_manifests
+
+    def all_paths(self, table: FileStoreTable) -> set[str]:
+        """Every referenced file as an absolute path."""
+        paths = table.path_factory
+        return ({paths.manifest_path(n) for n in self.metadata_names()}
+                | self.data_files | self.index_files)
+
+    def is_empty(self) -> bool:
+        return not (self.data_files or self.manifests or self.manifest_lists
+                    or self.index_manifests or self.index_files)
+
+
+# ---- paths ----------------------------------------------------------------------------------
+def _local(path: str) -> str:
+    """An external path (`file:/x`, `file:///x`) as the local filesystem addresses it."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:"):].lstrip("/")
+    return path
+
+
+class DataPaths:
+    """Absolute paths of data files; decodes each partition once per (partition, bucket)."""
+
+    def __init__(self, table: FileStoreTable):
+        self.table = table
+        self._dirs: dict[tuple[bytes, int], str] = {}
+
+    def bucket_dir(self, partition: bytes, bucket: int) -> str:
+        key = (partition, bucket)
+        d = self._dirs.get(key)
+        if d is None:
+            spec = self.table.partition_codec().from_binary(partition).spec
+            d = self._dirs[key] = self.table.path_factory.bucket_dir(spec, bucket)
+        return d
+
+    def of(self, partition: bytes, bucket: int, file: DataFileMeta) -> list[str]:
+        """The data file and its extra files (file indexes live beside it)."""
+        if file.external_path:
+            main = _local(file.external_path)
+            directory = os.path.dirname(main)
+        else:
+            directory = self.bucket_dir(partition, bucket)
+            main = f"{directory}/{file.file_name}"
+        return [main] + [f"{directory}/{extra}" for extra in file.extra_files]
+
+    def of_entry(self, entry: ManifestEntry) -> list[str]:
+        return self.of(entry.partition, entry.bucket, entry.file)
+
+
+def index_file_path(table: FileStoreTable, entry: IndexManifestEntry) -> str:
+    if entry.external_path:
+        return _local(entry.external_path)
+    return f"{table.path_factory.index_dir}/{entry.file_name}"
+
+
+def manifest_list_names(snapshot: Snapshot) -> list[str]:
+    """The manifest lists a snapshot names: base, delta and (when present) changelog."""
+    names = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+    if snapshot.changelog_manifest_list:
+        names.append(snapshot.changelog_manifest_list)
+    return names
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def read_index_manifest(table: FileStoreTable, name: str) -> list[IndexManifestEntry]:
+    """Entries of an index manifest; CorruptFileError names it when it is missing or undecodable."""
+    path = table.path_factory.manifest_path(name)
+    try:
+        data = table.file_io.read_bytes(path)
+    except FileNotFoundError:
+        raise CorruptFileError(f"index manifest {path} is missing") from None
+    return decode_index_manifest_entries(data, path)
+
+
+def index_files(table: FileStoreTable, index_manifest: str) -> set[str]:
+    """Paths of the index files an index manifest keeps live (ADDs not deleted after)."""
+    live: dict[str, str] = {}
+    for e in read_index_manifest(table, index_manifest):
+        if e.kind == FileKind.ADD:
+            live[e.file_name] = index_file_path(table, e)
+        else:
+            live.pop(e.file_name, None)
+    return set(live.values())
+
+
+def _entries(table: FileStoreTable, list_name: str) -> list[ManifestEntry]:
+    mio = table.manifest_io()
+    return mio.read_entries(mio.read_manifest_list(list_name))
+
+
+def live_data_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
+    """Paths of every data file live in `snapshot` (a merge of its base and delta manifests)."""
+    paths = paths or DataPaths(table)
+    merged = merge_entries(_entries(table, snapshot.base_manifest_list)
+                           + _entries(table, snapshot.delta_manifest_list))
+    return {p for e in merged if e.kind == FileKind.ADD for p in paths.of_entry(e)}
+
+
+def delta_changes(table: FileStoreTable, snapshot: Snapshot,
+                  paths: DataPaths | None = None) -> tuple[set[str], set[str]]:
+    """(added, deleted) data file paths of the snapshot's delta; a path in both only changed level."""
+    paths = paths or DataPaths(table)
+    added: set[str] = set()
+    deleted: set[str] = set()
+    for e in _entries(table, snapshot.delta_manifest_list):
+        (added if e.kind == FileKind.ADD else deleted).update(paths.of_entry(e))
+    return added, deleted
+
+
+def changelog_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
+    """Paths of the changelog files a snapshot produced (none unless a changelog producer ran)."""
+    if not snapshot.changelog_manifest_list:
+        return set()
+    paths = paths or DataPaths(table)
+    return {p for e in _entries(table, snapshot.changelog_manifest_list)
+            if e.kind == FileKind.ADD for p in paths.of_entry(e)}
+
+
+def metadata_references(table: FileStoreTable, snapshots: Iterable[Snapshot]) -> References:
+    """Manifest lists, manifests, index manifests and index files of `snapshots` (no data files)."""
+    mio = table.manifest_io()
+    refs = References()
+    for s in snapshots:
+        for list_name in manifest_list_names(s):
+            if list_name in refs.manifest_lists:
+                continue
+            refs.manifest_lists.add(list_name)
+            refs.manifests.update(m.file_name for m in mio.read_manifest_list(list_name))
+        if s.index_manifest and s.index_manifest not in refs.index_manifests:
+            refs.index_manifests.add(s.index_manifest)
+            refs.index_files |= index_files(table, s.index_manifest)
+    return refs
+
+
+def consecutive_runs(snapshots: Iterable[Snapshot]) -> list[list[Snapshot]]:
+    """Snapshots sorted by id and cut where an id is missing: each run is one piece of the chain."""
+    runs: list[list[Snapshot]] = []
+    for s in sorted({s.id: s for s in snapshots}.values(), key=lambda s: s.id):
+        if runs and runs[-1][-1].id + 1 == s.id:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return runs
+
+
+def snapshot_references(table: FileStoreTable, snapshots: Sequence[Snapshot],
+                        paths: DataPaths | None = None) -> References:
+    """Everything `snapshots` reference; data files are the union of their live files.
+
+    Each run of consecutive ids costs one full merge (its first snapshot) plus its deltas.
+    """
+    paths = paths or DataPaths(table)
+    refs = metadata_references(table, snapshots)
+    for run in consecutive_runs(snapshots):
+        refs.data_files |= live_data_files(table, run[0], paths)
+        for s in run[1:]:
+            refs.data_files |= delta_changes(table, s, paths)[0]
+        for s in run:
+            refs.data_files |= changelog_files(table, s, paths)
+    return refs
+
+
+def tag_references(table: FileStoreTable, tags: Iterable[Snapshot],
+                   paths: DataPaths | None = None) -> References:
+    """Everything tagged snapshots reference; each tag is merged on its own (tags need not be a chain)."""
+    paths = paths or DataPaths(table)
+    refs = References()
+    seen: set[tuple[str, str]] = set()
+    for tag in tags:
+        key = (tag.base_manifest_list, tag.delta_manifest_list)
+        if key in seen:
+            continue
+        seen.add(key)
+        refs = refs | metadata_references(table, [tag])
+        refs.data_files |= live_data_files(table, tag, paths) | changelog_files(table, tag, paths)
+    return refs

@@ -1,0 +1,186 @@
+"""Tags: a snapshot kept under a name, stored as Paimon stores it (`tag/tag-<name>`, the snapshot's JSON).
+
+A tag keeps its snapshot readable after the snapshot itself expires: expiry never deletes a file a
+tag references, rollback can return to a tag, and deleting a tag whose snapshot has expired deletes
+the files only that tag kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import (
+    CorruptFileError,
+    InvalidIdentifierError,
+    LakehouseError,
+    SnapshotNotExistError,
+)
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.maintenance.references import (
+    DataPaths,
+    References,
+    snapshot_references,
+    tag_references,
+)
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+log = logging.getLogger(__name__)
+
+TAG_PREFIX = "tag-"
+#: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
+TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
+_MAX_FILE_NAME_BYTES = 255
+_BAD_TAG_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+class TagNotExistError(SnapshotNotExistError):
+    """The named tag does not exist."""
+
+
+class TagAlreadyExistError(LakehouseError):
+    """A tag of that name already exists."""
+
+
+class InvalidTagNameError(InvalidIdentifierError):
+    """A tag name is blank, numeric only, too long, or contains a path separator or control character."""
+
+
+def validate_tag_name(name: str) -> str:
+    """Return `name` if it can name a tag file, else raise InvalidTagNameError saying why."""
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise InvalidTagNameError(f"tag name {name!r} is blank or has surrounding blanks")
+    if name.isdigit():
+        # As Paimon: `scan.version` reads a number as a snapshot id, so a tag may not be one.
+        raise InvalidTagNameError(f"tag name {name!r} is numeric only; use e.g. 'v{name}'")
+    if _BAD_TAG_CHARS.search(name):
+        raise InvalidTagNameError(
+            f"tag name {name!r} may not contain '/', '\\' or control characters")
+    if len((TAG_PREFIX + name).encode("utf-8")) > _MAX_FILE_NAME_BYTES:
+        raise InvalidTagNameError(
+            f"tag name {name[:40]!r}... is too long: at most "
+            f"{_MAX_FILE_NAME_BYTES - len(TAG_PREFIX)} bytes")
+    return name
+
+
+def tag_path(table: FileStoreTable, name: str) -> str:
+    return f"{table.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
+
+
+def as_snapshot(tag: Snapshot) -> Snapshot:
+    """The snapshot a tag keeps, without the tag-only fields (what a restored snapshot file holds)."""
+    if not any(k in tag.extra for k in TAG_ONLY_FIELDS):
+        return tag
+    return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
+
+
+def _read_tag(table: FileStoreTable, path: str) -> Snapshot | None:
+    try:
+        text = table.file_io.read_text(path)
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise CorruptFileError(f"tag file {path} is not UTF-8 JSON") from None
+    return Snapshot.from_json(text, path)
+
+
+def tag_snapshot(table: FileStoreTable, name: str) -> Snapshot:
+    """The snapshot tag `name` keeps; TagNotExistError (a SnapshotNotExistError) when there is none."""
+    tag = _read_tag(table, tag_path(table, name))
+    if tag is None:
+        known = sorted(list_tags(table))
+        listing = f"known tags: {', '.join(known)}" if known else "the table has no tags"
+        raise TagNotExistError(f"tag {name!r} of table {table.name} does not exist ({listing})")
+    return as_snapshot(tag)
+
+
+def list_tags(table: FileStoreTable) -> dict[str, Snapshot]:
+    """Every tag of the table by name (sorted), with the snapshot it keeps.
+
+    A tag file that cannot be decoded raises CorruptFileError: expiry and orphan removal must not
+    delete files while they cannot tell what a tag keeps.
+    """
+    tags: dict[str, Snapshot] = {}
+    for file_name in sorted(table.file_io.list_names(table.path_factory.tag_dir)):
+        if not file_name.startswith(TAG_PREFIX) or len(file_name) == len(TAG_PREFIX):
+            continue  # temporary files of an unfinished write start with '.'
+        tag = _read_tag(table, f"{table.path_factory.tag_dir}/{file_name}")
+        if tag is not None:  # deleted since the listing
+            tags[file_name[len(TAG_PREFIX):]] = as_snapshot(tag)
+    return tags
+
+
+def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None) -> None:
+    """Keep snapshot `snapshot_id` (the latest when None) under `name`.
+
+    Raises:
+        InvalidTagNameError: the name cannot name a tag.
+        SnapshotNotExistError: the snapshot does not exist (or the table has none).
+        TagAlreadyExistError: a tag of that name exists.
+    """
+    path = tag_path(table, name)
+    snapshots = table.snapshot_manager()
+    if snapshot_id is None:
+        snapshot = snapshots.latest_snapshot()
+        if snapshot is None:
+            raise SnapshotNotExistError(
+                f"table {table.name} has no snapshot to tag yet: commit something first")
+    else:
+        snapshot = snapshots.snapshot(snapshot_id)
+    if not table.file_io.try_put_if_absent(path, snapshot.to_json().encode("utf-8")):
+        existing = _read_tag(table, path)
+        held = f" (it keeps snapshot {existing.id})" if existing is not None else ""
+        raise TagAlreadyExistError(
+            f"tag {name!r} of table {table.name} already exists{held}; delete it first or "
+            f"choose another name")
+    # Expiry deletes a snapshot file first and reads the tags afterwards (see expire.py). If the
+    # snapshot is still there now, any expiry of it will see this tag and keep its files; if it
+    # is gone, an expiry may already be deleting them, so the tag would keep nothing.
+    if not snapshots.snapshot_exists(snapshot.id):
+        table.file_io.delete_file(path)
+        raise SnapshotNotExistError(
+            f"snapshot {snapshot.id} of table {table.name} expired while tag {name!r} was being "
+            f"created; nothing was tagged")
+
+
+def delete_tag(table: FileStoreTable, name: str) -> None:
+    """Delete tag `name`, and the files only it kept when its snapshot has expired (as Paimon does).
+
+    The tag file goes first: if anything fails afterwards, what is left are orphan files that
+    `remove_orphan_files` deletes.
+    """
+    tag = tag_snapshot(table, name)
+    try:
+        doomed = _files_only_tag_keeps(table, name, tag)
+    except CorruptFileError as exc:
+        # The tag goes anyway; what it kept is left for orphan removal to judge.
+        log.warning("table %s: cannot tell which files only tag %r kept (%s); deleting the tag "
+                    "and leaving its files to remove_orphan_files", table.name, name, exc)
+        doomed = None
+    table.file_io.delete_file(tag_path(table, name), quiet=False)
+    if doomed is not None:
+        from lakehouse_engine.maintenance.expire import delete_files
+
+        delete_files(table, doomed)
+
+
+def _files_only_tag_keeps(table: FileStoreTable, name: str, tag: Snapshot) -> References | None:
+    """Files tag `name` references that no retained snapshot and no other tag does (None: keep all)."""
+    snapshots = table.snapshot_manager()
+    earliest_id = snapshots.earliest_snapshot_id()
+    if earliest_id is None or tag.id >= earliest_id:
+        # Its snapshot is retained (and references every file the tag does), or the history is
+        # not the plain chain this cleanup relies on: leave any leftovers to orphan removal.
+        return None
+    # The tag is older than every retained snapshot. A file it shares with any of them is live
+    # in the earliest one too (a deleted file never comes back), so that snapshot and the other
+    # tags are everything to keep.
+    paths = DataPaths(table)
+    keep = snapshot_references(table, [snapshots.snapshot(earliest_id)], paths)
+    others = [t for n, t in list_tags(table).items() if n != name]
+    keep = keep | tag_references(table, others, paths)
+    return tag_references(table, [tag], paths) - keep

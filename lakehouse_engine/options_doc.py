@@ -1,0 +1,152 @@
+"""Render the table option reference (markdown) from `lakehouse_engine.options.OPTIONS`.
+
+`python -m lakehouse_engine.options_doc > docs/options.md` regenerates the checked-in page;
+`python -m lakehouse_engine.options_doc --check docs/options.md` exits 1 when it is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lakehouse_engine import options as options_module
+from lakehouse_engine.options import OPTIONS, ConfigOption
+
+REGENERATE = "python -m lakehouse_engine.options_doc > docs/options.md"
+OTHER_GROUP = "Other"
+
+_TYPE_NAMES = {"int": "Integer", "bool": "Boolean", "string": "String", "enum": "Enum",
+               "memory": "MemorySize", "duration": "Duration"}
+# Largest unit first: a default is shown in the largest unit that divides it exactly.
+_MEMORY_UNITS = (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("bytes", 1))
+_DURATION_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))
+_SECTION_RE = re.compile(r"^#\s*-{2,}\s*(?P<title>[^-].*?)\s*-*\s*$")
+_OPTION_RE = re.compile(r"""_opt\(\s*["'](?P<key>[^"']+)["']""")
+
+
+def option_groups(options: Mapping[str, ConfigOption[Any]] = OPTIONS,
+                  source: str | None = None) -> list[tuple[str, list[ConfigOption[Any]]]]:
+    """Options grouped as `options.py` groups them, in the module's order.
+
+    An option's `group` attribute wins when it has one; otherwise the group is the `# ---- name ----`
+    section of `options.py` the option is declared under. Options found in neither go under
+    "Other" at the end.
+    """
+    declared = _declared_groups(source if source is not None else inspect.getsource(options_module))
+    groups: dict[str, list[ConfigOption[Any]]] = {}
+    for key, option in options.items():
+        group = getattr(option, "group", None) or declared.get(key) or OTHER_GROUP
+        groups.setdefault(group, []).append(option)
+    return sorted(groups.items(), key=lambda kv: kv[0] == OTHER_GROUP)  # stable: module order
+
+
+def _declared_groups(source: str) -> dict[str, str]:
+    """Option key -> the title of the section comment above its declaration."""
+    groups: dict[str, str] = {}
+    title: str | None = None
+    for line in source.splitlines():
+        section = _SECTION_RE.match(line.strip())
+        if section:
+            title = section.group("title")
+            continue
+        declared = _OPTION_RE.search(line)
+        if declared and title:
+            groups.setdefault(declared.group("key"), title[0].upper() + title[1:])
+    return groups
+
+
+def format_default(option: ConfigOption[Any]) -> str:
+    """The default as a user would write it in the option's own syntax (`256 mb`, `1 h`, `true`)."""
+    value = option.default
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif option.kind == "memory" and isinstance(value, int):
+        text = _with_unit(value, _MEMORY_UNITS)
+    elif option.kind == "duration" and isinstance(value, int):
+        text = _with_unit(value, _DURATION_UNITS)
+    else:
+        text = str(value)
+    return f"`{text}`"
+
+
+def _with_unit(value: int, units: Sequence[tuple[str, int]]) -> str:
+    for name, size in units:
+        if value and value % size == 0:
+            return f"{value // size} {name}"
+    return f"{value} {units[-1][0]}"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def format_type(option: ConfigOption[Any]) -> str:
+    return _TYPE_NAMES.get(option.kind, option.kind)
+
+
+def format_description(option: ConfigOption[Any]) -> str:
+    text = option.description
+    if option.choices:
+        text += " Values: " + ", ".join(f"`{c}`" for c in option.choices) + "."
+    return _cell(text)
+
+
+def _anchor(title: str) -> str:
+    return re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+
+
+def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
+    """The whole markdown page."""
+    groups = option_groups(options)
+    lines = [
+        "# Table options",
+        "",
+        f"<!-- Generated from lakehouse_engine/options.py by `{REGENERATE}`. Do not edit by hand. -->",
+        "",
+        "Options are strings set when a table is created (`Schema.from_pyarrow_schema(..., "
+        "options={...})`) and stored in its schema file. Keys and defaults are Paimon's. Every "
+        "option below is validated when the table is created (`InvalidOptionError` names the "
+        "option); unknown keys are kept as given. Which of them the engine acts on today is listed "
+        "in [engine.md](engine.md#options-honoured-today).",
+        "",
+        "Sizes (`MemorySize`) take a unit: `b`, `kb`, `mb`, `gb`, `tb` (`128 mb`); durations take "
+        "`ms`, `s`, `min`, `h` or `d` (`10 s`, `1 h`).",
+        "",
+    ]
+    lines += [f"- [{title}](#{_anchor(title)})" for title, _ in groups]
+    for title, members in groups:
+        lines += ["", f"## {title}", "", "| Key | Type | Default | Description |", "|---|---|---|---|"]
+        lines += [f"| `{o.key}` | {format_type(o)} | {format_default(o)} | {format_description(o)} |"
+                  for o in members]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the page, or with `--check PATH` compare it with PATH (exit 1 when they differ)."""
+    parser = argparse.ArgumentParser(prog="python -m lakehouse_engine.options_doc",
+                                     description="Render the table option reference as markdown.")
+    parser.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from the rendering")
+    args = parser.parse_args(argv)
+    page = render()
+    if args.check is None:
+        sys.stdout.write(page)
+        return 0
+    try:
+        with open(args.check, encoding="utf-8") as f:
+            current = f.read()
+    except FileNotFoundError:
+        current = None
+    if current == page:
+        return 0
+    sys.stderr.write(f"{args.check} is out of date; regenerate it with: {REGENERATE}\n")
+    return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
