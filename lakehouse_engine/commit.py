@@ -42,10 +42,19 @@ class TableCommit:
     """Commits the messages of one write (from any number of processes) as snapshots."""
 
     def __init__(self, table: FileStoreTable, commit_user: str,
-                 overwrite_partition: Mapping[str, object] | None = None):
+                 overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None):
+        """A committer; `overwrite_partition` makes commits OVERWRITE that partition spec (or each
+        of a list of specs; `{}` is the whole table)."""
         self.table = table
         self.commit_user = commit_user
-        self.overwrite_partition = None if overwrite_partition is None else dict(overwrite_partition)
+        specs: list[dict[str, object]] | None
+        if overwrite_partition is None:
+            specs = None
+        elif isinstance(overwrite_partition, Mapping):
+            specs = [dict(overwrite_partition)]
+        else:
+            specs = [dict(p) for p in overwrite_partition]
+        self.overwrite_specs = specs
         opts = table.schema.core_options
         self.max_retries = opts.require(COMMIT_MAX_RETRIES)
         self.timeout_ms = opts.get(COMMIT_TIMEOUT)
@@ -54,8 +63,10 @@ class TableCommit:
         self.merge_min_count = opts.require(MANIFEST_MERGE_MIN_COUNT)
         self.manifest_target = opts.require(MANIFEST_TARGET_FILE_SIZE)
         self._committed = False
-        if self.overwrite_partition:
-            unknown = [k for k in self.overwrite_partition if k not in table.schema.partition_keys]
+        self._messages: list[CommitMessage] = []
+        self.bucket_changes: list[dict[str, object]] = []
+        for spec in self.overwrite_specs or []:
+            unknown = [k for k in spec if k not in table.schema.partition_keys]
             if unknown:
                 raise LakehouseError(
                     f"overwrite partition names {unknown}, which are not partition keys of table "
@@ -69,6 +80,10 @@ class TableCommit:
             raise LakehouseError(
                 f"this batch commit of table {self.table.name} was already used; a batch write "
                 f"commits once (start a new write builder)")
+        self._messages = list(messages)
+        self.bucket_changes = [
+            {"partition": m.partition, "bucket": m.bucket, "inserted": m.inserted_keys, "updated": m.updated_keys}
+            for m in messages if m.inserted_keys is not None]
         new_entries: list[ManifestEntry] = []
         compact_entries: list[ManifestEntry] = []
         for m in messages:
@@ -79,7 +94,7 @@ class TableCommit:
             for f in m.compact_after:
                 compact_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
         written = []
-        if self.overwrite_partition is not None:
+        if self.overwrite_specs is not None:
             written.append(self._try_commit(new_entries, OVERWRITE, commit_identifier))
         elif new_entries:
             written.append(self._try_commit(new_entries, APPEND, commit_identifier))
@@ -141,6 +156,9 @@ class TableCommit:
                 changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
             if kind == COMPACT:
                 self._check_deletes_live(changes, mio.live_entries(latest))
+            if kind == APPEND:
+                self._check_bucket_counts(changes, latest)
+            index_manifest, index_files = self._index_manifest(latest, kind)
             new_files: list[str] = []
             if kind == OVERWRITE or delta_meta is None:
                 delta_meta = mio.write_manifest(changes) if changes else None
@@ -151,7 +169,7 @@ class TableCommit:
                 base_metas = self._merge_manifests(base_metas, new_files)
             base_name, base_size = mio.write_manifest_list(base_metas)
             delta_name, delta_size = mio.write_manifest_list([delta_meta] if delta_meta else [])
-            new_files += [base_name, delta_name]
+            new_files += [base_name, delta_name] + index_files
             added = sum(e.file.row_count for e in changes if e.kind == FileKind.ADD)
             deleted = sum(e.file.row_count for e in changes if e.kind == FileKind.DELETE)
             new_id = (latest.id if latest else 0) + 1
@@ -163,7 +181,7 @@ class TableCommit:
                 commit_user=self.commit_user, commit_identifier=identifier, commit_kind=kind,
                 time_millis=int(time.time() * 1000),
                 base_manifest_list_size=base_size, delta_manifest_list_size=delta_size,
-                index_manifest=latest.index_manifest if latest else None,
+                index_manifest=index_manifest,
             )
             path = self.table.path_factory.snapshot_path(new_id)
             if self._publish(path, snapshot):
@@ -200,6 +218,57 @@ class TableCommit:
                     and landed.commit_identifier == snapshot.commit_identifier
                     and landed.base_manifest_list == snapshot.base_manifest_list)
 
+    def _index_manifest(self, latest: Snapshot | None, kind: str) -> tuple[str | None, list[str]]:
+        """The index manifest of the new snapshot (and the new files it took), checking that no
+        other dynamic-bucket writer changed the index of a partition this commit extends."""
+        current = latest.index_manifest if latest else None
+        added = [e for m in self._messages for e in m.new_index_files]
+        if kind == COMPACT or (not added and kind != OVERWRITE):
+            return current, []
+        mio = self.table.manifest_io()
+        entries = mio.read_index_manifest(current) if current else []
+        if kind == OVERWRITE:
+            doomed = {e.partition for e in self._overwrite_deletes(mio.live_entries(latest))}
+            doomed |= {e.partition for e in added}
+            if not added and not any(e.partition in doomed for e in entries):
+                return current, []
+            kept = [e for e in entries if e.partition not in doomed]
+        else:
+            by_partition: dict[bytes, set[str]] = {}
+            for e in entries:
+                by_partition.setdefault(e.partition, set()).add(e.file_name)
+            codec = self.table.partition_codec()
+            for m in self._messages:
+                changed = m.index_base is not None and by_partition.get(m.partition, set()) != set(m.index_base)
+                if m.new_index_files and changed:
+                    raise CommitConflictError(
+                        f"table {self.table.name}, partition "
+                        f"{codec.from_binary(m.partition).path_string() or '(none)'}: another writer "
+                        f"assigned new keys to dynamic buckets since this write started, so this "
+                        f"commit could duplicate keys; nothing was committed, write the batch again")
+            replaced = {(e.partition, e.bucket) for e in added}
+            kept = [e for e in entries if (e.partition, e.bucket) not in replaced]
+        name = mio.write_index_manifest(kept + added)
+        return name, [name]
+
+    def _check_bucket_counts(self, changes: list[ManifestEntry], latest: Snapshot | None) -> None:
+        """A writer holding an old bucket count must not write into a rescaled partition."""
+        if latest is None or not any(e.total_buckets > 0 for e in changes):
+            return
+        current: dict[bytes, int] = {}
+        for e in self.table.manifest_io().live_entries(latest):
+            if e.total_buckets > 0:
+                current[e.partition] = e.total_buckets
+        codec = self.table.partition_codec()
+        for e in changes:
+            have = current.get(e.partition)
+            if e.total_buckets > 0 and have is not None and have != e.total_buckets:
+                raise CommitConflictError(
+                    f"table {self.table.name}: tried to write partition "
+                    f"{codec.from_binary(e.partition).path_string() or '(none)'} with {e.total_buckets} "
+                    f"buckets, but it now has {have} (rescaled by another job); nothing was committed, "
+                    f"start a new write")
+
     def _already_committed(self, base_id: int | None, latest: Snapshot | None, identifier: int,
                            kind: str) -> bool:
         """True when a snapshot after `base_id` is ours (same user, identifier and kind)."""
@@ -215,14 +284,13 @@ class TableCommit:
 
     def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
         """DELETE entries for every live file in the partitions being overwritten."""
-        spec = self.overwrite_partition or {}
+        specs = self.overwrite_specs or [{}]
         codec = self.table.partition_codec()
         out = []
         for e in live:
-            if spec:
-                values = codec.from_binary(e.partition).as_dict()
-                if any(_partition_value_matches(values.get(k), v) is False for k, v in spec.items()):
-                    continue
+            values = codec.from_binary(e.partition).as_dict()
+            if not any(all(_partition_value_matches(values.get(k), v) for k, v in spec.items()) for spec in specs):
+                continue
             out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
         return out
 

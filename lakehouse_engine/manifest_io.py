@@ -11,11 +11,14 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import serialize_row
 from lakehouse_engine.format.manifest import (
     FileKind,
+    IndexManifestEntry,
     ManifestEntry,
     ManifestFileMeta,
     SimpleStats,
+    decode_index_manifest_entries,
     decode_manifest_entries,
     decode_manifest_file_metas,
+    encode_index_manifest_entries,
     encode_manifest_entries,
     encode_manifest_file_metas,
     merge_entries,
@@ -142,6 +145,18 @@ class ManifestIO:
         self.file_io.write_bytes(path, data)
         _CACHE.put(path, list(metas))
         return name, len(data)
+
+    # ---- index manifests ----------------------------------------------------------
+    def read_index_manifest(self, name: str) -> list[IndexManifestEntry]:
+        """Every live index file of a snapshot (an index manifest lists them all, not a delta)."""
+        return self._read_cached(name, "index manifest", decode_index_manifest_entries)
+
+    def write_index_manifest(self, entries: Sequence[IndexManifestEntry]) -> str:
+        name = self.paths.new_index_manifest_name()
+        path = self.paths.manifest_path(name)
+        self.file_io.write_bytes(path, encode_index_manifest_entries(entries, codec=self.codec))
+        _CACHE.put(path, list(entries))
+        return name
 
     # ---- snapshots --------------------------------------------------------------
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:

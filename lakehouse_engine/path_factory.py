@@ -109,6 +109,12 @@ class PathFactory:
     def new_manifest_name(self) -> str:
         return f"manifest-{uuid.uuid4()}-{next(self._counter)}"
 
+    def new_index_manifest_name(self) -> str:
+        return f"index-manifest-{uuid.uuid4()}"
+
+    def new_index_file_name(self) -> str:
+        return f"index-{self._uuid}-{next(self._counter)}"
+
     def new_manifest_list_name(self) -> str:
         return f"manifest-list-{uuid.uuid4()}-{next(self._counter)}"
 

@@ -103,6 +103,12 @@ class FileStoreTable:
 
         return compact_table(self, full=full, partitions=partitions)
 
+    def rescale(self, bucket_num: int, partitions: list[dict[str, Any]] | None = None) -> list[int]:
+        """Rewrite partitions (all when None) into `bucket_num` buckets as one OVERWRITE snapshot."""
+        from lakehouse_engine.maintenance.rescale import rescale
+
+        return rescale(self, bucket_num, partitions)
+
     def bucket_stats(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per (partition, bucket): records, files, sorted runs, levels, bytes (manifests only)."""
         from lakehouse_engine.compact.stats import bucket_stats

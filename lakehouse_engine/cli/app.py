@@ -13,7 +13,6 @@ import shlex
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib import metadata
 from typing import NoReturn
 
 from lakehouse_engine.cli import browse, procedures
@@ -24,6 +23,7 @@ from lakehouse_engine.errors import (
     CommitConflictError,
     CorruptFileError,
     DatabaseNotExistError,
+    InvalidIdentifierError,
     LakehouseError,
     SnapshotNotExistError,
     TableNotExistError,
@@ -61,11 +61,22 @@ def _common_options(for_subcommand: bool) -> argparse.ArgumentParser:
     return p
 
 
-def _version() -> str:
-    try:
-        return metadata.version("lakehouse-engine")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+class _VersionAction(argparse.Action):
+    """`--version`; looks the version up only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "print the version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> NoReturn:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("lakehouse-engine")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        parser.exit(EXIT_OK, f"{parser.prog} {version}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and maintain Paimon tables of a warehouse. Maintenance commands are "
                     "Paimon's Spark procedures, with the same names and arguments.",
         epilog="Exit codes: 0 ok, 1 failed (unknown table or snapshot, engine error), 2 usage error.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parents = [_common_options(for_subcommand=True)]
     browse.register(subparsers, parents)
@@ -115,7 +126,7 @@ def _report(exc: Exception, args: argparse.Namespace) -> int:
     prog = f"lakehouse {args.command}"
     code = EXIT_FAILED
     missing = _missing_feature(exc)
-    if isinstance(exc, UsageError):
+    if isinstance(exc, (UsageError, InvalidIdentifierError)):  # e.g. a tag name no file can have
         message, code = f"{exc}; see '{prog} --help'", EXIT_USAGE
     elif isinstance(exc, LakehouseError):
         hint = _hint(exc, args)

@@ -18,6 +18,7 @@ from lakehouse_engine.cli.args import (
 from lakehouse_engine.cli.browse import Subparsers, add_table_arguments
 from lakehouse_engine.cli.context import Context, engine_method
 from lakehouse_engine.cli.output import Column, format_millis, plural, table_or_note
+from lakehouse_engine.errors import SnapshotNotExistError
 
 _PARTITIONS_HELP = ("partitions to work on, in Paimon's syntax: ';' between partitions, ',' between "
                     "the keys of one (e.g. 'dt=2026-11-01;dt=2026-11-02'); may be repeated")
@@ -104,8 +105,9 @@ def _snapshot_ids(result: Any) -> list[int]:
 
 
 def _committed(ids: list[int]) -> str:
-    return f"committed {plural(len(ids), 'snapshot')} {', '.join(map(str, ids))}" if ids else \
-        "nothing to do, no snapshot committed"
+    if not ids:
+        return "nothing to do, no snapshot committed"
+    return f"committed snapshot{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
 
 
 # ---- compact and rescale ------------------------------------------------------------------------
@@ -207,6 +209,11 @@ def run_create_tag(args: argparse.Namespace, ctx: Context) -> None:
 
 def run_delete_tag(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
+    missing = [name for name in args.tag if name not in table.tags()]
+    if missing:  # check all first: delete all the tags named, or none
+        raise SnapshotNotExistError(
+            f"tag{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} of table "
+            f"{table.name} do{'' if len(missing) > 1 else 'es'} not exist; nothing was deleted")
     for name in args.tag:
         table.delete_tag(name)
     ctx.out.emit({"table": table.name, "deleted": args.tag},

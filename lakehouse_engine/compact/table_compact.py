@@ -124,18 +124,26 @@ def delete_new_files(table: FileStoreTable, messages: Sequence[CommitMessage]) -
 
 def compact_table(table: FileStoreTable, full: bool = False,
                   partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
-    """Compact (buckets on all cores) and commit one COMPACT snapshot; returns its id (or nothing)."""
+    """Compact (buckets on all cores) and commit COMPACT snapshots; returns their ids.
+
+    A postpone-bucket table first moves its postponed rows into real buckets.
+    """
+    ids: list[int] = []
+    if table.options.bucket == POSTPONE_BUCKET:
+        from lakehouse_engine.compact.postpone import compact_postpone
+
+        ids += compact_postpone(table, partitions)
     tasks = plan_compaction(table, full, partitions)
     if not tasks:
-        return []
+        return ids
     workers = min(len(tasks), os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda t: run_compact_task(table, t), tasks))
     messages = [m for m in results if m is not None]
     if not messages:
-        return []
+        return ids
     commit = table.new_batch_write_builder().new_commit()
-    return commit.commit(messages)
+    return ids + commit.commit(messages)
 
 
 def data_files_of(messages: Sequence[CommitMessage]) -> list[DataFileMeta]:

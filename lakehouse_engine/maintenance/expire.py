@@ -21,6 +21,7 @@ never leaves a snapshot pointing at deleted files, at the price of leaving orpha
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -161,10 +162,8 @@ def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
 
     # 1. Snapshot files, oldest first: an interrupted run leaves a shorter, intact chain.
     for s in expiring:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             table.file_io.delete_file(table.path_factory.snapshot_path(s.id), quiet=False)
-        except FileNotFoundError:
-            pass
     snapshots.commit_earliest_hint(retained.id)
     # 2. A tag created since the plan was made keeps its files (create_tag checks its snapshot
     #    still exists after writing the tag; one of the two always sees the other).
@@ -189,16 +188,21 @@ def plan_expiry(table: FileStoreTable, expiring: list[Snapshot], retained: Snaps
     tags = sorted(tags, key=lambda t: t.id)
     paths = DataPaths(table)
     data: set[str] = set()
-    for s in expiring[1:] + [retained] if expiring[0].id == retained.id else expiring + [retained]:
-        added, deleted = _tolerant(table, s, lambda s=s: delta_changes(table, s, paths), (set(), set()))
+    nothing: set[str] = set()
+    # The first expiring snapshot's own delta too: what it deleted was live only in snapshots
+    # already expired, and a run interrupted before deleting those files left them behind.
+    for s in [*expiring, retained]:
+        added, deleted = _tolerant(table, s, lambda snap: delta_changes(table, snap, paths),
+                                   (nothing, nothing))
         data |= deleted - added
     for s in expiring:
-        data |= _tolerant(table, s, lambda s=s: changelog_files(table, s, paths), set())
+        data |= _tolerant(table, s, lambda snap: changelog_files(table, snap, paths), nothing)
     data -= _tagged_data_files(table, tags, expiring[0].id, retained.id, paths)
 
     going = References()
     for s in expiring:
-        going = going | _tolerant(table, s, lambda s=s: metadata_references(table, [s]), References())
+        going = going | _tolerant(table, s, lambda snap: metadata_references(table, [snap]),
+                                  References())
     keep = metadata_references(table, [retained, *tags])
     going = going - keep
     going.data_files = data
@@ -259,14 +263,15 @@ def _tags(table: FileStoreTable) -> dict[str, Snapshot]:
     return list_tags(table)
 
 
-def _tolerant(table: FileStoreTable, snapshot: Snapshot, read: Callable[[], _T], default: _T) -> _T:
+def _tolerant(table: FileStoreTable, snapshot: Snapshot, read: Callable[[Snapshot], _T],
+              default: _T) -> _T:
     """Read what an expiring snapshot references; an unreadable part is skipped, not fatal.
 
     Only what goes is read this way: missing a file here leaves an orphan, never deletes a file
     something still needs. What is kept (`retained`, the tags) is always read strictly.
     """
     try:
-        return read()
+        return read(snapshot)
     except CorruptFileError as exc:
         log.warning("table %s: expiring snapshot %s: %s; files only it referenced are left for "
                     "remove_orphan_files", table.name, snapshot.id, exc)

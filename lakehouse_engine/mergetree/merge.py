@@ -1,4 +1,9 @@
-"""Merge functions over sorted key/value tables, vectorised: deduplicate and first-row."""
+"""Merge functions over sorted key/value tables, vectorised: all four of Paimon's merge engines.
+
+`deduplicate` and `first-row` select one record per key (`merge_indices`); `partial-update`
+and `aggregation` build a new record per key (`merge_engines`). `merge_records` does either,
+so the write buffer, merge-on-read and compaction merge the same way.
+"""
 
 from __future__ import annotations
 
@@ -6,76 +11,36 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakehouse_engine.errors import UnsupportedError
-from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.mergetree.merge_engines import (
+    AGGREGATE_FUNCTIONS,
+    MergeOptions,
+    merge_with_engine,
+    validate_merge_options,
+)
+from lakehouse_engine.mergetree.merge_engines.ordering import (
+    DELETE,
+    INSERT,
+    ROW_KIND_CODES,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    key_change_mask,
+    merge_sort_indices,
+)
+from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.schema import VALUE_KIND
 
-# Row kinds as `_VALUE_KIND` stores them.
-INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
-ROW_KIND_CODES = {"+I": INSERT, "-U": UPDATE_BEFORE, "+U": UPDATE_AFTER, "-D": DELETE}
+# The name the merge order's key boundaries had before the engines moved to `merge_engines`.
+_key_change_mask = key_change_mask
 
+__all__ = [
+    "AGGREGATE_FUNCTIONS", "DELETE", "INSERT", "ROW_KIND_CODES", "UPDATE_AFTER", "UPDATE_BEFORE",
+    "merge_columns_needed", "merge_indices", "merge_records", "merge_sort_indices",
+    "validate_merge_options",
+]
 
-def _numeric(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
-    """A NumPy view of a null-free fixed-width column, or None when it must be sorted by Arrow."""
-    t = arr.type
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)
-            or pa.types.is_boolean(t)):
-        return None
-    if arr.null_count:
-        return None
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_temporal(t):
-        arr = arr.view(pa.int64() if t.bit_width == 64 else pa.int32())
-    return arr.to_numpy(zero_copy_only=False)
-
-
-def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_fields: Sequence[str] = (),
-                       sequence_descending: bool = False, rows_in_sequence_order: bool = False) -> np.ndarray:
-    """Row order by (key, sequence fields, `_SEQUENCE_NUMBER`): the order the merge function reads.
-
-    With `rows_in_sequence_order` the caller promises that rows already stand in sequence order
-    (sorted runs concatenated oldest first, their sequence ranges disjoint); then a stable sort
-    on a single numeric key suffices, and timsort merges the presorted runs in linear time.
-    """
-    if rows_in_sequence_order and len(key_names) == 1 and not sequence_fields:
-        key = _numeric(table.column(key_names[0]))
-        if key is not None:
-            return np.argsort(key, kind="stable")
-    columns = [table.column(k) for k in key_names] + [table.column(f) for f in sequence_fields]
-    arrays = [_numeric(c) for c in columns]
-    if all(a is not None for a in arrays) and not sequence_descending:
-        if SEQUENCE_NUMBER not in table.column_names:
-            return np.lexsort([np.arange(table.num_rows)] + [a for a in reversed(arrays) if a is not None])
-        seq = table.column(SEQUENCE_NUMBER).combine_chunks().to_numpy()
-        # np.lexsort sorts by the last key first; its stable passes run fast on presorted runs.
-        return np.lexsort([seq] + [a for a in reversed(arrays) if a is not None])
-    sort_keys = [(k, "ascending") for k in key_names]
-    order = "descending" if sequence_descending else "ascending"
-    sort_keys += [(f, order) for f in sequence_fields]
-    if SEQUENCE_NUMBER in table.column_names:
-        sort_keys.append((SEQUENCE_NUMBER, "ascending"))
-    # Arrow's sort is stable: without the column, rows already in sequence order keep it.
-    return pc.sort_indices(table, sort_keys=sort_keys).to_numpy().astype(np.int64)
-
-
-def _key_change_mask(table: pa.Table, key_names: Sequence[str], order: np.ndarray) -> np.ndarray:
-    """With rows in `order` (sorted by key): True where the next row has another key (last: True)."""
-    n = len(order)
-    mask = np.zeros(max(n - 1, 0), dtype=bool)
-    for k in key_names:
-        col = table.column(k)
-        arr = _numeric(col)
-        if arr is not None:
-            s = arr[order]
-            mask |= s[1:] != s[:-1]
-        else:
-            flat = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-            s = flat.take(pa.array(order))
-            diff = pc.not_equal(s.slice(1), s.slice(0, n - 1))
-            mask |= diff.fill_null(True).to_numpy(zero_copy_only=False)
-    return np.append(mask, True) if n else mask
+_SELECTING_ENGINES = ("deduplicate", "first-row")
 
 
 def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str = "deduplicate",
@@ -98,7 +63,7 @@ def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str =
         order = order[(sorted_kinds == INSERT) | (sorted_kinds == UPDATE_AFTER)]
     if len(order) == 0:
         return order
-    last = _key_change_mask(table, key_names, order)
+    last = key_change_mask(table, key_names, order)
     if merge_engine == "deduplicate":
         chosen = last
     elif merge_engine == "first-row":
@@ -116,12 +81,45 @@ def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str =
 def merge_records(table: pa.Table, key_names: Sequence[str], merge_engine: str = "deduplicate",
                   sequence_fields: Sequence[str] = (), sequence_descending: bool = False,
                   ignore_delete: bool = False, drop_retracts: bool = False,
-                  rows_in_sequence_order: bool = False) -> pa.Table:
-    """Merge all records of each key into one, sorted by key; optionally drop the retracting results."""
+                  rows_in_sequence_order: bool = False, *, options: CoreOptions | None = None,
+                  primary_keys: Sequence[str] = (), raw_input: bool = False) -> pa.Table:
+    """Merge all records of each key into one, sorted by key; optionally drop the retracting results.
+
+    Args:
+        table: key columns, value fields, `_VALUE_KIND` (absent: all inserts) and
+            `_SEQUENCE_NUMBER` unless `rows_in_sequence_order` (see `merge_sort_indices`).
+        options: the table's options; partial-update and aggregation read their per-field
+            options (`fields.<f>.aggregate-function`, sequence groups, ...) from `options.raw`.
+        primary_keys: the whole primary key; fields of it beyond `key_names` (partition fields,
+            constant within a bucket) are carried, never aggregated.
+        raw_input: the records are as written (the write buffer), not merged results of earlier
+            merges; only `count` tells them apart (a written value counts 1, a merged one is a
+            partial count).
+
+    Raises:
+        InvalidDataError: a retraction the engine cannot take (partial-update without delete
+            handling, an aggregate function that cannot retract).
+        InvalidOptionError, UnsupportedError: malformed or unsupported merge options.
+    """
     if table.num_rows == 0:
         return table
+    if merge_engine not in _SELECTING_ENGINES:
+        return merge_with_engine(table, key_names, merge_engine, sequence_fields, sequence_descending,
+                                 ignore_delete, drop_retracts, rows_in_sequence_order,
+                                 options.raw if options is not None else {}, primary_keys, raw_input)
     idx = merge_indices(table, key_names, merge_engine, sequence_fields, sequence_descending,
                         ignore_delete, drop_retracts, rows_in_sequence_order)
     if len(idx) == table.num_rows and bool((idx[1:] > idx[:-1]).all()):
         return table
     return table.take(pa.array(idx))
+
+
+def merge_columns_needed(options: CoreOptions, columns: Sequence[str]) -> list[str]:
+    """`columns` plus the value fields merging them needs (sequence-group sequence fields).
+
+    A reader that projects fields of a partial-update table reads these too; others need none.
+    """
+    engine = options.raw.get("merge-engine", "deduplicate")
+    if engine in _SELECTING_ENGINES:
+        return list(columns)
+    return MergeOptions.parse(options.raw, engine).columns_needed(columns)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest import DataFileMeta, IndexManifestEntry
 
 
 @dataclass
 class CommitMessage:
-    """New and compacted files of one (partition, bucket); picklable, so it can cross processes."""
+    """New and compacted files of one (partition, bucket); picklable, so it can cross processes.
+
+    Dynamic-bucket writers add the bucket's new HASH index file (`new_index_files`), the one it
+    replaces (`deleted_index_files`), the names of the partition's index files the writer started
+    from (`index_base`, to detect a concurrent assigner) and how many distinct keys it inserted
+    or updated in the bucket.
+    """
 
     partition: bytes
     bucket: int
@@ -17,6 +23,11 @@ class CommitMessage:
     new_files: list[DataFileMeta] = field(default_factory=list)
     compact_before: list[DataFileMeta] = field(default_factory=list)
     compact_after: list[DataFileMeta] = field(default_factory=list)
+    new_index_files: list[IndexManifestEntry] = field(default_factory=list)
+    deleted_index_files: list[IndexManifestEntry] = field(default_factory=list)
+    index_base: list[str] | None = None
+    inserted_keys: int | None = None
+    updated_keys: int | None = None
 
     def is_empty(self) -> bool:
-        return not (self.new_files or self.compact_before or self.compact_after)
+        return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files)

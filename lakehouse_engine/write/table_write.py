@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
@@ -29,6 +30,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
 
@@ -98,7 +100,20 @@ def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.Chunk
 class TableWrite:
     """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str):
+    def __init__(self, table: FileStoreTable, commit_user: str, num_assigners: int = 1,
+                 assigner_id: int = 0, overwrite: bool = False,
+                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None):
+        """A writer for `table`.
+
+        Args:
+            num_assigners, assigner_id: for dynamic-bucket tables written by several processes at
+                once, this writer is assigner `assigner_id` of `num_assigners` and only receives
+                keys with `abs(hash % num_assigners) == assigner_id`.
+            overwrite: the write replaces partitions, so dynamic bucket indexes start empty.
+            fixed_buckets, default_buckets: write with fixed buckets, `fixed_buckets[partition]`
+                (else `default_buckets`) per partition, whatever the table's mode (postpone-bucket
+                compaction and rescale use this).
+        """
         self.table = table
         self.schema = table.schema
         self.commit_user = commit_user
@@ -106,12 +121,25 @@ class TableWrite:
         self.options = opts
         self.primary_key = self.schema.has_primary_key
         self.num_buckets = opts.bucket
-        if self.primary_key and self.num_buckets == -1:
+        self.fixed_buckets = dict(fixed_buckets) if fixed_buckets is not None else None
+        self.default_buckets = default_buckets
+        if self.fixed_buckets is not None:
+            self.mode = "fixed"
+            self.num_buckets = default_buckets or 1
+        elif self.num_buckets > 0:
+            self.mode = "fixed"
+        elif self.num_buckets == -2:
+            self.mode = "postpone"
+        elif not self.primary_key:
+            self.mode = "unaware"
+        elif self.schema.cross_partition_update:
             raise UnsupportedError(
-                f"table {table.name}: dynamic bucket mode ('bucket' = -1) is not supported by this "
-                f"writer yet; set 'bucket' to a positive count")
-        if self.num_buckets == -2:
-            raise UnsupportedError(f"table {table.name}: postpone bucket mode ('bucket' = -2) is not supported yet")
+                f"table {table.name}: cross-partition upsert (a primary key without every partition "
+                f"field, 'bucket' = -1) is not supported yet")
+        else:
+            self.mode = "dynamic"
+        self.assigner: DynamicBucketAssigner | None = None
+        self._assigner_args = (num_assigners, assigner_id, overwrite)
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
         self.bucket_keys = self.schema.bucket_keys
@@ -163,11 +191,18 @@ class TableWrite:
             return
         table = conform_to_schema(data, self.arrow_schema, self.table.name)
         self._check_not_null(table)
-        kinds = self._row_kinds(table)
+        self.write_rows(table, self._row_kinds(table))
+
+    def write_rows(self, table: pa.Table, kinds: np.ndarray) -> None:
+        """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes)."""
+        if table.num_rows == 0:
+            return
         part_ids, partitions = self.partitions.group_rows(table)
         buckets, totals = self._assign_buckets(table, part_ids, partitions)
-        max_bucket = int(buckets.max()) + 1 if len(buckets) else 1
-        group = part_ids * max_bucket + buckets
+        # Group id = partition * span + (bucket - lowest); buckets may be negative (postpone: -2).
+        lowest = int(buckets.min())
+        span = int(buckets.max()) - lowest + 1
+        group = part_ids * span + (buckets - lowest)
         if len(partitions) == 1 and (buckets == buckets[0]).all():
             order = None
             bounds = [(0, table.num_rows, int(group[0]))]
@@ -181,9 +216,9 @@ class TableWrite:
             table = table.take(idx)
             kinds = kinds[order]
         for start, end, g in bounds:
-            part = partitions[g // max_bucket]
-            bucket = g % max_bucket
-            self._buffer(part, bucket, int(totals[g // max_bucket]), table.slice(start, end - start),
+            part = partitions[g // span]
+            bucket = g % span + lowest
+            self._buffer(part, bucket, int(totals[g // span]), table.slice(start, end - start),
                          kinds[start:end])
         if self._buffered_bytes > self.write_buffer_size:
             self._flush_until(self.write_buffer_size // 2)
@@ -216,12 +251,39 @@ class TableWrite:
         lookup = np.array(list(ROW_KIND_CODES.values()), dtype=np.int8)
         return lookup[codes.to_numpy(zero_copy_only=False)]
 
+    def _dynamic_assigner(self) -> DynamicBucketAssigner:
+        if self.assigner is None:
+            self._restore()
+            latest = self.table.snapshot_manager().snapshot(self._latest_snapshot_id) if self._latest_snapshot_id else None
+            n, i, fresh = self._assigner_args
+            self.assigner = DynamicBucketAssigner(self.table, latest, n, i, fresh)
+        return self.assigner
+
     def _assign_buckets(self, table: pa.Table, part_ids: np.ndarray,
                         partitions: list[Partition]) -> tuple[np.ndarray, np.ndarray]:
         """Bucket per row and bucket count per partition (a rescaled partition keeps its own count)."""
-        if self.num_buckets == -1:
-            return np.full(table.num_rows, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
-        _, known = self._restore()
+        n = table.num_rows
+        if self.mode == "unaware":
+            return np.full(n, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
+        if self.mode == "postpone":
+            return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
+        if self.mode == "dynamic":
+            assigner = self._dynamic_assigner()
+            hashes = hash_rows([table.column(k) for k in self.key_names], self.schema.types_of(self.key_names))
+            buckets = np.empty(n, dtype=np.int64)
+            if len(partitions) == 1:
+                buckets[:] = assigner.assign(partitions[0], hashes)
+            else:
+                order = np.argsort(part_ids, kind="stable")  # keeps arrival order per partition
+                bounds = np.searchsorted(part_ids[order], np.arange(len(partitions) + 1))
+                for pid, part in enumerate(partitions):
+                    rows = order[bounds[pid]:bounds[pid + 1]]
+                    buckets[rows] = assigner.assign(part, hashes[rows])
+            return buckets, np.full(len(partitions), -1)
+        if self.fixed_buckets is not None:
+            known = self.fixed_buckets
+        else:
+            _, known = self._restore()
         totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
         hashes = hash_rows([table.column(k) for k in self.bucket_keys], self.bucket_key_types)
         if (totals == totals[0]).all():
@@ -272,7 +334,7 @@ class TableWrite:
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         buf.new_files.extend(written)
-        if self.primary_key and not self.write_only:
+        if self.primary_key and not self.write_only and buf.bucket >= 0:
             levels = self._levels(buf)
             levels.add_files(written)
             if levels.number_of_sorted_runs() >= self.stop_trigger:
@@ -329,17 +391,31 @@ class TableWrite:
         for buf in self._buffers.values():
             self._flush(buf)
         if self.primary_key and not self.write_only:
-            touched = [b for b in self._buffers.values() if b.new_files]
+            touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
             if len(touched) > 1:
                 with ThreadPoolExecutor(max_workers=min(len(touched), os.cpu_count() or 1)) as pool:
                     list(pool.map(self._compact_at_commit, touched))
             elif touched:
                 self._compact_at_commit(touched[0])
-        for buf in self._buffers.values():
-            if buf.new_files or buf.compact_before or buf.compact_after:
-                messages.append(CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
-                                              list(buf.new_files), list(buf.compact_before),
-                                              list(buf.compact_after)))
+        index_bases: dict[bytes, list[str]] = {}
+        if self.assigner is not None:
+            # What each partition's index was before this commit: the committer checks it is unchanged.
+            index_bases = {p: self.assigner.base_index_files(p) for p, _ in self._buffers}
+        index_changes = self.assigner.prepare_index_files() if self.assigner is not None else {}
+        for key, buf in self._buffers.items():
+            change = index_changes.get(key)
+            if buf.new_files or buf.compact_before or buf.compact_after or change:
+                message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
+                                        list(buf.new_files), list(buf.compact_before),
+                                        list(buf.compact_after))
+                if self.assigner is not None:
+                    message.index_base = None if self.assigner.fresh else index_bases[key[0]]
+                    message.inserted_keys = self.assigner.inserted.pop(key, 0)
+                    message.updated_keys = self.assigner.updated.pop(key, 0)
+                    if change is not None:
+                        message.new_index_files = [change.entry]
+                        message.deleted_index_files = [change.replaced] if change.replaced else []
+                messages.append(message)
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
         return messages
 

@@ -27,8 +27,10 @@ class BatchWriteBuilder:
         self.static_partition = dict(static_partition or {})
         return self
 
-    def new_write(self) -> TableWrite:
-        return TableWrite(self.table, self.commit_user)
+    def new_write(self, num_assigners: int = 1, assigner_id: int = 0) -> TableWrite:
+        """A writer; dynamic-bucket tables written by n processes give each its assigner id."""
+        return TableWrite(self.table, self.commit_user, num_assigners=num_assigners,
+                          assigner_id=assigner_id, overwrite=self.static_partition is not None)
 
     def new_commit(self) -> TableCommit:
         return TableCommit(self.table, self.commit_user, self.static_partition)

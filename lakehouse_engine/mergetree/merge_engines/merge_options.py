@@ -257,7 +257,7 @@ def validate_merge_options(schema: TableSchema) -> None:
     types = {f.name: f.type for f in schema.fields}
     keys = set(schema.primary_keys)
     _check_field_options(raw, types)
-    for name, function in opts.explicit_functions.items():
+    for name in opts.explicit_functions:
         if name in keys:
             raise InvalidOptionError(
                 f"option '{FIELDS_PREFIX}{name}{AGGREGATE_FUNCTION_SUFFIX}': '{name}' is a primary "

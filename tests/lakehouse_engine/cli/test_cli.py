@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog, Schema
-from lakehouse_engine.cli.app import FEATURE_MISSING
+from lakehouse_engine.cli.app import FEATURE_MISSING, main
 from lakehouse_engine.cli.args import partition_specs, timestamp_millis
 from lakehouse_engine.cli.output import format_bytes, to_jsonable
 from lakehouse_engine.cli.progress import Progress
@@ -250,8 +250,14 @@ def test_missing_warehouse_fails_with_code_1(tmp_path: Path) -> None:
     assert_one_line_error(run, 1, "does not exist or is not a directory")
 
 
+def test_a_bad_option_value_exits_2_with_one_line(shared: str) -> None:
+    run = lakehouse("read", shared, "db.orders", "--limit", "many", "--json")
+    assert_one_line_error(run, 2, "argument --limit: 'many' is not a whole number",
+                          "see 'lakehouse read --help'")
+
+
+# The same checks in process (main() is what the console script calls): argument handling only.
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["read", "{wh}", "db.orders", "--limit", "many"], "argument --limit: 'many' is not a whole number"),
     (["files", "{wh}", "db.orders", "--snapshot", "0"], "'0' must be 1 or greater"),
     (["show", "{wh}", "orders"], "must look like 'database.table'"),
     (["read", "{wh}", "db.orders", "--columns", "order_id,nope"], "--columns names nope"),
@@ -263,11 +269,14 @@ def test_missing_warehouse_fails_with_code_1(tmp_path: Path) -> None:
     (["expire-snapshots", "{wh}", "db.orders", "--retain-min", "5", "--retain-max", "2"],
      "--retain-min (5) must not be greater than --retain-max (2)"),
     (["rollback", "{wh}", "db.orders"], "one of the arguments --snapshot --tag is required"),
+    (["create-tag", "{wh}", "db.orders", "--tag", "42"], "tag name '42' is numeric only"),
     (["frobnicate"], "invalid choice"),
 ])
-def test_usage_errors_exit_2_with_one_line(shared: str, args: list[str], fragment: str) -> None:
-    run = lakehouse(*[a.format(wh=shared) for a in args])
-    assert_one_line_error(run, 2, fragment, "--help")
+def test_usage_errors_exit_2_with_one_line(shared: str, args: list[str], fragment: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = main([a.format(wh=shared) for a in args])
+    out, err = capsys.readouterr()
+    assert_one_line_error(Run(code, out, err), 2, fragment, "--help")
 
 
 def test_debug_shows_the_traceback(shared: str) -> None:
@@ -302,7 +311,7 @@ def test_compact_of_one_partition_leaves_the_others(fresh: tuple[str, FileStoreT
     warehouse, table = fresh
     run = procedure("compact", warehouse, "db.orders", "--compact-strategy", "full",
                     "--partitions", f"dt={D1}")
-    assert run.lines()[0].startswith("full compaction of db.orders: committed 1 snapshot")
+    assert run.lines()[0].startswith("full compaction of db.orders: committed snapshot 4")
     entries = table.manifest_io().live_entries(table.latest_snapshot())
     codec = table.partition_codec()
     levels = {codec.from_binary(e.partition).path_string(): e.file.level for e in entries}
@@ -361,10 +370,16 @@ def test_tags_create_read_rollback_and_delete(fresh: tuple[str, FileStoreTable])
     missing = lakehouse("read", warehouse, "db.orders", "--tag", "nope")
     assert missing.code == 1 and f"lakehouse tags {warehouse} db.orders" in missing.stderr
 
+    # As in Paimon, rolling back to a tag also removes the tags of the snapshots after it.
     assert lakehouse("rollback", warehouse, "db.orders", "--tag", "first").code == 0
     assert table.latest_snapshot().id == 1
-    deleted = lakehouse("delete-tag", warehouse, "db.orders", "--tag", "first,last", "--json").json()
-    assert deleted["deleted"] == ["first", "last"]
+    assert list(table.tags()) == ["first"]
+
+    assert lakehouse("create-tag", warehouse, "db.orders", "--tag", "again").code == 0
+    unknown = lakehouse("delete-tag", warehouse, "db.orders", "--tag", "first,nope")
+    assert_one_line_error(unknown, 1, "'nope'", "nothing was deleted")
+    deleted = lakehouse("delete-tag", warehouse, "db.orders", "--tag", "first,again", "--json").json()
+    assert deleted["deleted"] == ["first", "again"]
     assert lakehouse("tags", warehouse, "db.orders").lines() == ["table db.orders has no tags"]
 
 
@@ -378,6 +393,11 @@ def test_rescale_changes_the_bucket_count(fresh: tuple[str, FileStoreTable]) -> 
 
 
 # ---- helpers, in process ------------------------------------------------------------------------
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("lakehouse ")
+
+
 def test_older_than_takes_epoch_millis_or_a_local_time() -> None:
     assert timestamp_millis("1795219200000") == 1795219200000
     assert timestamp_millis("2026-11-01T00:00:00Z") == 1793491200000

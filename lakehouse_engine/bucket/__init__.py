@@ -1,0 +1,1 @@
+"""Bucket assignment: dynamic buckets (a hash index), postpone buckets and cross-partition upsert."""

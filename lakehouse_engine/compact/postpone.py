@@ -1,0 +1,76 @@
+"""Postpone-bucket compaction: move rows from `bucket-postpone/` into real buckets.
+
+Writes to a `bucket` = -2 table land in `bucket-postpone/`, invisible to readers. Compaction
+reads a partition's postpone files in sequence order and writes their rows into fixed buckets:
+the partition's existing bucket count if it has buckets, else `postpone.default-bucket-num`.
+One COMPACT snapshot deletes the postpone files and adds the bucket files, so readers see the
+rows exactly once, and partitions may differ in bucket count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse_engine.errors import UnsupportedError
+from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import VALUE_KIND
+from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.table_write import TableWrite
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+
+def _matches(values: Mapping[str, Any], specs: Sequence[Mapping[str, Any]] | None) -> bool:
+    return not specs or any(all(str(values.get(k)) == str(v) for k, v in p.items()) for p in specs)
+
+
+def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+    """Move every postpone file (of `partitions`, or all) into real buckets; one COMPACT snapshot."""
+    snapshot = table.latest_snapshot()
+    if snapshot is None:
+        return []
+    codec = table.partition_codec()
+    postponed: dict[bytes, list[DataFileMeta]] = defaultdict(list)
+    counts: dict[bytes, int] = {}
+    for e in table.manifest_io().live_entries(snapshot):
+        if e.bucket == POSTPONE_BUCKET:
+            if _matches(codec.from_binary(e.partition).as_dict(), partitions):
+                postponed[e.partition].append(e.file)
+        elif e.total_buckets > 0:
+            counts[e.partition] = e.total_buckets
+    if not postponed:
+        return []
+    default = table.options.require(POSTPONE_DEFAULT_BUCKET_NUM)
+    buckets = {p: counts.get(p, default) for p in postponed}
+    writer = TableWrite(table, f"postpone-compact-{uuid.uuid4()}", fixed_buckets=buckets, default_buckets=default)
+    writer.write_only = True  # the moved rows land as level-0 runs; regular compaction follows
+    schema = table.schema.arrow_schema()
+    columns = schema.names + [VALUE_KIND]
+    file_schema = table.schema.data_file_arrow_schema()
+    read_schema = pa.schema([file_schema.field(c) for c in columns])
+    deletes: list[CommitMessage] = []
+    for partition, files in sorted(postponed.items()):
+        bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
+        for f in sorted(files, key=lambda f: (f.min_sequence_number, f.creation_time_millis or 0)):
+            if not f.file_name.endswith(".parquet"):
+                raise UnsupportedError(
+                    f"postpone file {f.file_name} of table {table.name} is not parquet; this engine "
+                    f"compacts parquet postpone files only")
+            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
+            kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+            writer.write_rows(rows.select(schema.names), kinds)
+        deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))
+    moved = writer.prepare_commit()
+    for m in moved:  # one atomic COMPACT: the new bucket files and the deleted postpone files
+        m.compact_after, m.new_files = m.new_files + m.compact_after, []
+    commit = table.new_batch_write_builder().new_commit()
+    return commit.commit(moved + deletes)

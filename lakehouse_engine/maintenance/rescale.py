@@ -1,0 +1,69 @@
+"""Rescale: rewrite partitions into a new number of buckets as one OVERWRITE snapshot.
+
+Each chosen partition is read merged (deletes applied) split by split and written through a
+writer with a fixed bucket count, so memory stays bounded by the write buffer. The commit
+overwrites exactly those partitions, so readers see the old layout or the new, never a mix.
+Later writes use each partition's own bucket count, read from the manifests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakehouse_engine.commit import TableCommit
+from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
+from lakehouse_engine.read.scan import TableScan
+from lakehouse_engine.read.table_read import TableRead
+from lakehouse_engine.write.table_write import TableWrite
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+
+def _partition_predicate(pb: PredicateBuilder, values: Mapping[str, Any]) -> Predicate | None:
+    leaves = [pb.is_null(k) if v is None else pb.equal(k, v) for k, v in values.items()]
+    return pb.and_predicates(leaves) if leaves else None
+
+
+def rescale(table: FileStoreTable, bucket_num: int,
+            partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+    """Rewrite `partitions` (all when None) into `bucket_num` buckets; returns the snapshot id."""
+    if not isinstance(bucket_num, int) or bucket_num <= 0:
+        raise InvalidOptionError(f"rescale of table {table.name}: bucket_num must be a positive integer, got {bucket_num!r}")
+    mode = table.options.bucket
+    if not table.schema.has_primary_key or mode == -1:
+        raise UnsupportedError(
+            f"rescale of table {table.name}: only fixed-bucket and postpone-bucket primary-key tables "
+            f"can be rescaled ('bucket' is {mode})")
+    snapshot = table.latest_snapshot()
+    if snapshot is None:
+        return []
+    codec = table.partition_codec()
+    present = {e.partition for e in table.manifest_io().live_entries(snapshot) if e.bucket != POSTPONE_BUCKET}
+    chosen = []
+    for binary in sorted(present):
+        values = codec.from_binary(binary).as_dict()
+        if partitions is None or any(all(str(values.get(k)) == str(v) for k, v in p.items()) for p in partitions):
+            chosen.append((binary, values))
+    if not chosen:
+        return []
+    writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},
+                        default_buckets=bucket_num)
+    writer.write_only = True
+    pb = PredicateBuilder(table.schema.field_names)
+    read = TableRead(table)
+    for _, values in chosen:
+        scan = TableScan(table, _partition_predicate(pb, values), snapshot.id)
+        for split in scan.plan().splits():
+            rows = read.read_split(split)
+            writer.write_rows(rows, np.zeros(rows.num_rows, dtype=np.int8))
+    messages = writer.prepare_commit()
+    specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
+    # One OVERWRITE of exactly these partitions.
+    return TableCommit(table, writer.commit_user, specs).commit(messages)

@@ -1,0 +1,11 @@
+"""Spark for the engine: distributed writes and compaction, and the `lakehouse` data source.
+
+The only package of the engine that imports pyspark; everything it runs on executors is the
+engine itself (TableWrite, compaction, TableRead), re-opened from the warehouse in each task.
+"""
+
+from lakehouse_engine.spark.compact import compact
+from lakehouse_engine.spark.datasource import register_data_source
+from lakehouse_engine.spark.write import write
+
+__all__ = ["compact", "register_data_source", "write"]

@@ -1,0 +1,374 @@
+"""The `lakehouse` Spark data source (Spark's Python data source API, Spark 4.0+).
+
+    spark.read.format("lakehouse").option("warehouse", W).load("db.table")
+    df.write.format("lakehouse").mode("append").option("warehouse", W).save("db.table")
+
+A read's input partitions are the engine's splits; the snapshot is fixed when the DataFrame is
+loaded, so every query on it reads the same data. Spark filters become engine predicates only on
+a Spark that keeps pushdown state per scan (`filter_pushdown_is_safe`): Spark 4.1 to 4.3 store it
+on the relation, shared by every scan of a DataFrame, so a second query (or the other side of a
+self-union) would read the first one's pruned splits. There, filters stay with Spark and the
+`partitions` and `columns` options prune instead: options belong to the relation, not to a query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringStartsWith,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+from pyspark.sql.types import DataType as SparkType
+
+from lakehouse_engine import types as t
+from lakehouse_engine.errors import (
+    InvalidOptionError,
+    LakehouseError,
+    SchemaError,
+    UnsupportedError,
+)
+from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
+from lakehouse_engine.read.read_builder import ReadBuilder
+from lakehouse_engine.spark.write import (
+    TableRef,
+    check_columns,
+    check_writable,
+    commit_messages,
+    write_batches,
+)
+from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine.write.commit_message import CommitMessage
+
+FORMAT = "lakehouse"
+OPTION_WAREHOUSE = "warehouse"
+OPTION_SNAPSHOT_ID = "snapshot-id"
+OPTION_TAG = "tag"
+OPTION_COLUMNS = "columns"
+OPTION_PARTITIONS = "partitions"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_READ_BATCH_ROWS = 65_536
+
+_SPARK_TYPES: dict[str, SparkType] = {
+    t.BOOLEAN: BooleanType(), t.TINYINT: ByteType(), t.SMALLINT: ShortType(), t.INT: IntegerType(),
+    t.BIGINT: LongType(), t.FLOAT: FloatType(), t.DOUBLE: DoubleType(), t.DATE: DateType(),
+    t.TIMESTAMP: TimestampNTZType(), t.TIMESTAMP_LTZ: TimestampType(),
+}
+# Types whose Spark filter literals compare the same way in Arrow (not floats: NaN; not LTZ).
+_PUSHABLE_ROOTS = frozenset({t.BOOLEAN, t.TINYINT, t.SMALLINT, t.INT, t.BIGINT, t.DECIMAL, t.STRING,
+                             t.VARCHAR, t.CHAR, t.DATE, t.TIMESTAMP})
+_COMPARISONS: dict[type, str] = {
+    EqualTo: "equal", GreaterThan: "greater_than", GreaterThanOrEqual: "greater_or_equal",
+    LessThan: "less_than", LessThanOrEqual: "less_or_equal",
+}
+
+
+# ---- schemas --------------------------------------------------------------------------------
+def spark_type(dtype: t.DataType, column: str) -> SparkType:
+    """The Spark type a column of this Paimon type is read as (TIMESTAMP is TIMESTAMP_NTZ)."""
+    if dtype.is_string:
+        return StringType()
+    if dtype.is_binary:
+        return BinaryType()
+    if dtype.is_decimal:
+        return DecimalType(dtype.precision or 10, dtype.scale or 0)
+    found = _SPARK_TYPES.get(dtype.root)
+    if found is None:
+        raise UnsupportedError(f"column '{column}' has type {dtype}, which Spark reads do not support yet")
+    return found
+
+
+def spark_schema(table: FileStoreTable, columns: Sequence[str] | None = None) -> StructType:
+    """The Spark schema of a table's columns (all, or `columns` in that order)."""
+    names = list(columns) if columns else table.schema.field_names
+    fields = []
+    for name in names:
+        f = table.schema.field(name)
+        fields.append(StructField(name, spark_type(f.type, name), f.type.nullable))
+    return StructType(fields)
+
+
+# ---- options --------------------------------------------------------------------------------
+def partition_filter(table: FileStoreTable, spec: str) -> Predicate | None:
+    """The predicate of a Paimon partition spec: `k=v,k2=v2` (AND), alternatives joined by `;` (OR).
+
+    The default partition name (`__DEFAULT_PARTITION__`) stands for null.
+    """
+    keys = list(table.schema.partition_keys)
+    builder = PredicateBuilder(table.schema.field_names)
+    default_name = table.partition_codec().default_name
+    alternatives = []
+    for part in (p.strip() for p in spec.split(";")):
+        if not part:
+            continue
+        conditions = []
+        for pair in part.split(","):
+            key, sep, text = (s.strip() for s in pair.partition("="))
+            if not sep or key not in keys:
+                raise InvalidOptionError(
+                    f"option '{OPTION_PARTITIONS}' = {spec!r}: {pair.strip()!r} is not "
+                    f"<partition key>=<value>; the partition keys of table {table.name} are {keys}")
+            if text == default_name:
+                conditions.append(builder.is_null(key))
+            else:
+                conditions.append(builder.equal(key, _typed(table, key, text, spec)))
+        alternatives.append(builder.and_predicates(conditions))
+    return builder.or_predicates(alternatives) if alternatives else None
+
+
+def _typed(table: FileStoreTable, key: str, text: str, spec: str) -> Any:
+    arrow_type = table.schema.field(key).type.to_arrow()
+    try:
+        return pc.cast(pa.array([text]), arrow_type)[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise InvalidOptionError(f"option '{OPTION_PARTITIONS}' = {spec!r}: {text!r} is not a value "
+                                 f"of partition key '{key}' ({arrow_type})") from None
+
+
+def to_predicate(f: Filter, builder: PredicateBuilder, pushable: frozenset[str]) -> Predicate | None:
+    """The engine predicate equal to a Spark filter, or None when it has to stay with Spark."""
+    negated = isinstance(f, Not)
+    inner = f.child if isinstance(f, Not) else f
+    path: tuple[str, ...] = getattr(inner, "attribute", ())
+    if len(path) != 1 or path[0] not in pushable:
+        return None
+    name = path[0]
+    if isinstance(inner, IsNull | IsNotNull):
+        return builder.is_null(name) if isinstance(inner, IsNull) != negated else builder.is_not_null(name)
+    value: Any = getattr(inner, "value", None)
+    if isinstance(inner, In):
+        values = [v for v in value if v is not None]
+        if not negated:
+            return builder.is_in(name, values)  # `x IN (1, NULL)` keeps the rows where x = 1
+        return builder.is_not_in(name, values) if len(values) == len(value) else None
+    if isinstance(inner, EqualNullSafe) and not negated:
+        return builder.is_null(name) if value is None else builder.equal(name, value)
+    if type(inner) in _COMPARISONS and value is not None:
+        if not negated:
+            leaf: Predicate = getattr(builder, _COMPARISONS[type(inner)])(name, value)
+            return leaf
+        return builder.not_equal(name, value) if isinstance(inner, EqualTo) else None
+    if isinstance(inner, StringStartsWith) and not negated:
+        return builder.startswith(name, value)
+    return None
+
+
+# ---- reading --------------------------------------------------------------------------------
+class LakehouseReader(DataSourceReader):
+    """Reads one snapshot of a table: one input partition per engine split."""
+
+    def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
+                 predicate: Predicate | None):
+        self.ref = ref
+        self.snapshot_id = snapshot_id
+        self.columns = schema.fieldNames()
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.predicate = predicate
+
+    def _read_builder(self, table: FileStoreTable) -> ReadBuilder:
+        rb = table.new_read_builder().with_projection(self.columns)
+        if self.snapshot_id is not None:
+            rb = rb.with_snapshot(self.snapshot_id)
+        return rb.with_filter(self.predicate) if self.predicate is not None else rb
+
+    def partitions(self) -> list[InputPartition]:
+        if self.snapshot_id is None:
+            return []  # the table had no snapshot when the DataFrame was loaded
+        splits = self._read_builder(self.ref.open()).new_scan().plan().splits()
+        return [InputPartition(split) for split in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:
+            return
+        rows = self._read_builder(self.ref.open()).new_read().read_split(partition.value)
+        # Spark's types exactly; timestamps finer than microseconds are truncated as Spark must.
+        yield from rows.cast(self.arrow_schema, safe=False).to_batches(max_chunksize=_READ_BATCH_ROWS)
+
+
+class PushdownReader(LakehouseReader):
+    """A reader that also turns Spark filters into engine predicates (prunes splits, filters rows)."""
+
+    def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
+                 predicate: Predicate | None, field_names: Sequence[str], pushable: frozenset[str]):
+        super().__init__(ref, snapshot_id, schema, predicate)
+        self.field_names = list(field_names)
+        self.pushable = pushable
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 - Spark's name
+        builder = PredicateBuilder(self.field_names)
+        pushed, rest = [], []
+        for f in filters:
+            predicate = to_predicate(f, builder, self.pushable)
+            if predicate is None:
+                rest.append(f)
+            else:
+                pushed.append(predicate)
+        if pushed:
+            self.predicate = builder.and_predicates([p for p in [self.predicate, *pushed] if p])
+        return rest
+
+
+# ---- writing --------------------------------------------------------------------------------
+@dataclass
+class LakehouseCommitMessage(WriterCommitMessage):
+    """What one write task hands to the driver: the engine's CommitMessages of its files."""
+
+    messages: list[CommitMessage] = field(default_factory=list)
+
+
+class LakehouseWriter(DataSourceArrowWriter):
+    """Each task writes its rows with TableWrite; the driver commits every task's messages once."""
+
+    def __init__(self, ref: TableRef, overwrite: bool):
+        self.ref = ref
+        self.overwrite = overwrite
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LakehouseCommitMessage:
+        return LakehouseCommitMessage(write_batches(self.ref.open(), iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_messages(self.ref.open(), _flatten(messages), {} if self.overwrite else None)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # The job failed before committing: no snapshot can reference these files.
+        table = self.ref.open()
+        table.new_batch_write_builder().new_commit().abort(_flatten(messages))
+
+
+def _flatten(messages: Sequence[WriterCommitMessage | None]) -> list[CommitMessage]:
+    return [m for batch in messages if isinstance(batch, LakehouseCommitMessage) for m in batch.messages]
+
+
+# ---- the data source ------------------------------------------------------------------------
+class LakehouseDataSource(DataSource):
+    """`format("lakehouse")`: options `warehouse` (required), `snapshot-id` or `tag`, `columns`,
+    `partitions`; the path is the table's `database.table`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def _ref(self) -> TableRef:
+        identifier = self.options.get("path")
+        warehouse = self.options.get(OPTION_WAREHOUSE)
+        if not identifier:
+            raise LakehouseError(f"format('{FORMAT}') needs the table: .load('database.table')")
+        if not warehouse:
+            raise LakehouseError(f"format('{FORMAT}') needs option '{OPTION_WAREHOUSE}' (a path or URI)")
+        return TableRef.of(identifier, warehouse)
+
+    def _pin_snapshot(self, table: FileStoreTable) -> int | None:
+        """The snapshot this DataFrame reads: `snapshot-id`, `tag`, else the latest (fixed once)."""
+        if not hasattr(self, "_snapshot_id"):
+            text, tag = self.options.get(OPTION_SNAPSHOT_ID), self.options.get(OPTION_TAG)
+            if text and tag:
+                raise InvalidOptionError(f"options '{OPTION_SNAPSHOT_ID}' and '{OPTION_TAG}' exclude each other")
+            try:
+                snapshot_id = int(text) if text else None
+            except ValueError:
+                raise InvalidOptionError(f"option '{OPTION_SNAPSHOT_ID}' must be an integer, got {text!r}") from None
+            snapshot = table.resolve_snapshot(snapshot_id, tag or None)
+            self._snapshot_id = snapshot.id if snapshot is not None else None
+        return self._snapshot_id
+
+    def schema(self) -> StructType:
+        # Called once when the DataFrame is loaded, before this object is pickled: pin here.
+        table = self._ref().open()
+        self._pin_snapshot(table)
+        columns = [c.strip() for c in (self.options.get(OPTION_COLUMNS) or "").split(",") if c.strip()]
+        return spark_schema(table, columns)
+
+    def _reader_args(self, schema: StructType) -> tuple[TableRef, FileStoreTable, int | None, Predicate | None]:
+        ref = self._ref()
+        table = ref.open()
+        expected = spark_schema(table, [f.name for f in schema.fields if f.name in table.schema.field_names])
+        wrong = [f.name for f in schema.fields
+                 if f.name not in expected.fieldNames() or expected[f.name].dataType != f.dataType]
+        if wrong:
+            raise SchemaError(f"columns {wrong} are not columns of table {table.name} with these types; "
+                              f"its schema is {spark_schema(table).simpleString()}")
+        spec = self.options.get(OPTION_PARTITIONS)
+        return ref, table, self._pin_snapshot(table), partition_filter(table, spec) if spec else None
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        ref, _, snapshot_id, predicate = self._reader_args(schema)
+        return LakehouseReader(ref, snapshot_id, schema, predicate)
+
+    def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
+        ref = self._ref()
+        table = ref.open()
+        check_writable(table)
+        check_columns(schema.fieldNames(), table)
+        return LakehouseWriter(ref, overwrite)
+
+
+class PushdownDataSource(LakehouseDataSource):
+    """The same data source with Spark filter pushdown, for a Spark that keeps it per scan."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        ref, table, snapshot_id, predicate = self._reader_args(schema)
+        pushable = frozenset(f.name for f in table.schema.fields if f.type.root in _PUSHABLE_ROOTS)
+        return PushdownReader(ref, snapshot_id, schema, predicate, table.schema.field_names, pushable)
+
+
+def filter_pushdown_is_safe(spark: SparkSession) -> bool:
+    """True when this Spark keeps a Python data source's pushdown result per scan.
+
+    Spark 4.1 to 4.3 keep it on the relation's provider (`PythonDataSourceV2.setReadInfo`), which
+    every later scan of the DataFrame reuses; the fix keeps it on the scan builder, as a field
+    `readInfo`. Without a JVM to ask (Spark Connect), assume the old behaviour.
+    """
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        builder = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.datasources.v2.python.PythonScanBuilder")
+        return any(f.getName() == "readInfo" for f in builder.getDeclaredFields())
+    except Exception:  # no JVM gateway, or a Spark without the class: no pushdown
+        return False
+
+
+def register_data_source(spark: SparkSession) -> bool:
+    """Register `format("lakehouse")` on a session; returns whether Spark filters are pushed down."""
+    pushdown = filter_pushdown_is_safe(spark)
+    if pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(PushdownDataSource if pushdown else LakehouseDataSource)
+    return pushdown
