@@ -76,7 +76,8 @@ class _VersionAction(argparse.Action):
             version = metadata.version("lakehouse-engine")
         except metadata.PackageNotFoundError:
             version = "unknown"
-        parser.exit(EXIT_OK, f"{parser.prog} {version}\n")
+        sys.stdout.write(f"{parser.prog} {version}\n")
+        parser.exit(EXIT_OK)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -201,8 +201,8 @@ def plan_expiry(table: FileStoreTable, expiring: list[Snapshot], retained: Snaps
 
     going = References()
     for s in expiring:
-        going = going | _tolerant(table, s, lambda snap: metadata_references(table, [snap]),
-                                  References())
+        going.update(_tolerant(table, s, lambda snap: metadata_references(table, [snap]),
+                               References()))
     keep = metadata_references(table, [retained, *tags])
     going = going - keep
     going.data_files = data

@@ -51,6 +51,14 @@ class References:
                           self.index_manifests | other.index_manifests,
                           self.index_files | other.index_files)
 
+    def update(self, other: References) -> None:
+        """Add `other`'s references to these, in place."""
+        self.data_files |= other.data_files
+        self.manifests |= other.manifests
+        self.manifest_lists |= other.manifest_lists
+        self.index_manifests |= other.index_manifests
+        self.index_files |= other.index_files
+
     def __sub__(self, other: References) -> References:
         return References(self.data_files - other.data_files, self.manifests - other.manifests,
                           self.manifest_lists - other.manifest_lists,
@@ -233,6 +241,6 @@ def tag_references(table: FileStoreTable, tags: Iterable[Snapshot],
         if key in seen:
             continue
         seen.add(key)
-        refs = refs | metadata_references(table, [tag])
+        refs.update(metadata_references(table, [tag]))
         refs.data_files |= live_data_files(table, tag, paths) | changelog_files(table, tag, paths)
     return refs

@@ -152,7 +152,7 @@ def _plan(table: FileStoreTable, target: Snapshot, removed: list[Snapshot],
     for run in consecutive_runs(removed):
         for i, s in enumerate(run):
             try:
-                going = going | metadata_references(table, [s])
+                going.update(metadata_references(table, [s]))
                 if i == 0 and s.id != target.id + 1:
                     going.data_files |= live_data_files(table, s, paths)
                 going.data_files |= delta_changes(table, s, paths)[0] | changelog_files(table, s, paths)

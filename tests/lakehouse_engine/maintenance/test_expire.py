@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine import Catalog, InvalidOptionError, SnapshotNotExistError
-from lakehouse_engine.format.manifest import FileKind, IndexManifestEntry, encode_index_manifest_entries
+from lakehouse_engine.format.manifest import (
+    FileKind,
+    IndexManifestEntry,
+    encode_index_manifest_entries,
+)
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io_faults import FaultInjectingFileIO
 from lakehouse_engine.maintenance import expire as expire_module

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_engine import Catalog, CorruptFileError, InvalidIdentifierError, LakehouseError, SnapshotNotExistError
-from lakehouse_engine.maintenance.tags import InvalidTagNameError, TagAlreadyExistError, TagNotExistError
+from lakehouse_engine import (
+    Catalog,
+    CorruptFileError,
+    InvalidIdentifierError,
+    LakehouseError,
+    SnapshotNotExistError,
+)
+from lakehouse_engine.maintenance.tags import (
+    InvalidTagNameError,
+    TagAlreadyExistError,
+    TagNotExistError,
+)
 from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.maintenance.helpers import (
     expected_files,
