@@ -13,9 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
+from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -133,12 +134,11 @@ class TableWrite:
         elif not self.primary_key:
             self.mode = "unaware"
         elif self.schema.cross_partition_update:
-            raise UnsupportedError(
-                f"table {table.name}: cross-partition upsert (a primary key without every partition "
-                f"field, 'bucket' = -1) is not supported yet")
+            self.mode = "cross"
         else:
             self.mode = "dynamic"
         self.assigner: DynamicBucketAssigner | None = None
+        self.router: CrossPartitionRouter | None = None
         self._assigner_args = (num_assigners, assigner_id, overwrite)
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
@@ -197,6 +197,16 @@ class TableWrite:
         """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes)."""
         if table.num_rows == 0:
             return
+        self._routed_buckets: np.ndarray | None = None
+        if self.mode == "cross":
+            if self.router is None:
+                self._restore()
+                latest = (self.table.snapshot_manager().snapshot(self._latest_snapshot_id)
+                          if self._latest_snapshot_id else None)
+                self.router = CrossPartitionRouter(self.table, latest)
+            table, kinds, self._routed_buckets = self.router.route(table, kinds)
+            if table.num_rows == 0:
+                return
         part_ids, partitions = self.partitions.group_rows(table)
         buckets, totals = self._assign_buckets(table, part_ids, partitions)
         # Group id = partition * span + (bucket - lowest); buckets may be negative (postpone: -2).
@@ -265,6 +275,9 @@ class TableWrite:
         n = table.num_rows
         if self.mode == "unaware":
             return np.full(n, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
+        if self.mode == "cross":
+            assert self._routed_buckets is not None
+            return self._routed_buckets, np.full(len(partitions), -1)
         if self.mode == "postpone":
             return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
         if self.mode == "dynamic":

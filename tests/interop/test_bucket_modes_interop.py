@@ -1,14 +1,14 @@
 """Bucket modes and pypaimon 2.1.0: dynamic bucket (-1), postpone bucket (-2) and rescale.
 
-Three scenarios share one warehouse and two pypaimon subprocesses (each runs a list of steps:
-read, time-travel read, create, alter, write). Per scenario, our engine writes, pypaimon reads
-and writes, our engine writes again, pypaimon reads the end result:
+Three scenarios share one warehouse and two pypaimon subprocesses, each running a list of steps
+(read, time-travel read, create, alter, write): our engine writes, the first subprocess reads
+(and writes), our engine writes again, the second subprocess reads the end result. Every read is
+compared, sorted, with a model of the table, and checks look at where rows live on disk too:
 
 * dynamic: two tables we fill (partitioned, and not; updates and deletes through `rowkind.field`;
   one commit by two parallel assigners) that pypaimon reads and upserts into, and a table
-  pypaimon creates and fills that we upsert into. Besides the rows, every check looks at where
-  the rows live: each key in exactly one bucket, the bucket its partition's HASH index gives it,
-  no indexed key ever moving, and `bucket_changes` counting inserted and updated keys exactly.
+  pypaimon creates and fills that we upsert into. Each key in exactly one bucket, the one its
+  partition's HASH index gives it; no indexed key ever moves; `bucket_changes` counts exactly.
 * postpone: rows in `bucket-postpone/` are invisible to both engines until `table.compact()`;
   then a partition rescaled before keeps its count while a new one gets the default.
 * rescale: a partitioned fixed-bucket table rescaled 2 -> 7 -> 3, read by both at each step
@@ -226,7 +226,7 @@ def create(catalog: Catalog, name: str, schema: pa.Schema, options: dict[str, st
 @dataclass
 class Written:
     snapshot: int
-    bucket_changes: list[dict[str, object]]
+    bucket_changes: list[dict[str, Any]]
     rows: list[Row]
 
 
@@ -350,7 +350,7 @@ def key_hashes(table: FileStoreTable, schema: pa.Schema, rows: Sequence[Row]) ->
     return out
 
 
-def check_dynamic(before: Layout, after: Layout, written: Key | Iterable[Key] = ()) -> None:
+def check_dynamic(before: Layout, after: Layout, written: Iterable[Key]) -> None:
     """A dynamic-bucket table after a commit: every key in one bucket, the one the HASH index
     gives it; the index never moves a hash; keys written that were indexed before kept the
     bucket they had."""
@@ -376,14 +376,15 @@ def expected_changes(before: Layout, after: Layout, hashes: Mapping[Key, int]) -
     return out
 
 
-def reported_changes(table: FileStoreTable, changes: list[dict[str, object]]) -> Counter[tuple[str, int, str]]:
+def reported_changes(table: FileStoreTable, changes: list[dict[str, Any]]) -> Counter[tuple[str, int, str]]:
+    """`commit.bucket_changes` as counts per (partition, bucket, 'inserted' / 'updated')."""
     codec = table.partition_codec()
     out: Counter[tuple[str, int, str]] = Counter()
     for c in changes:
-        part = codec.from_binary(c["partition"]).path_string()  # type: ignore[arg-type]
+        part = codec.from_binary(c["partition"]).path_string()
         for kind in ("inserted", "updated"):
             if c[kind]:
-                out[(part, int(c["bucket"]), kind)] += int(c[kind])  # type: ignore[call-overload]
+                out[(part, c["bucket"], kind)] += c[kind]
     return out
 
 
@@ -394,8 +395,8 @@ def stats(table: FileStoreTable, snapshot_id: int) -> list[dict[str, Any]]:
 # ---- scenarios ------------------------------------------------------------------------------
 
 class Scenario:
-    """Our engine's work before the first pypaimon call (`start`), between the two (`middle`)
-    and after the second (`finish`); each fills its `Steps` for the next call."""
+    """Our engine's work before the first pypaimon call (`start`, phase 0) and between the two
+    (`middle`, phase 1); each phase fills `calls[phase]`, the steps of the next pypaimon call."""
 
     def __init__(self, tmp: Path, catalog: Catalog):
         self.tmp = tmp
@@ -404,13 +405,10 @@ class Scenario:
         self.failure: tuple[int, str] | None = None  # (phase, traceback)
 
     def start(self) -> None:
-        """Phase 0."""
+        pass
 
     def middle(self) -> None:
-        """Phase 1."""
-
-    def finish(self) -> None:
-        """Phase 2."""
+        pass
 
     def need(self, phase: int) -> None:
         """Fail the test when the scenario broke at or before `phase`."""
@@ -422,7 +420,7 @@ class Scenario:
 
 
 class Dynamic(Scenario):
-    TABLES = {  # name -> (schema, options, key_of, keys, commits, seed)
+    TABLES = {  # name -> (schema, target rows per bucket, key_of, keys, commits, seed)
         "db.dyn_part": (PART_SCHEMA, "40", lambda i: {"dt": DAYS[i % 3], "id": i * 13 - 500}, 240, 4, 11),
         "db.dyn_flat": (FLAT_SCHEMA, "60", lambda i: {"id": i * 7919 % 100_003 - 50_000}, 200, 4, 12),
     }
@@ -611,7 +609,6 @@ def world(tmp_path_factory: pytest.TempPathFactory,
     call(0)
     phase(1, "middle")
     call(1)
-    phase(2, "finish")
     return scenarios
 
 
