@@ -95,12 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--only", default="foundation,compaction,buckets,spark",
+                        help="comma-separated sections to run (foundation, compaction, buckets, spark)")
+    parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
     args = parser.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
 
     machine = describe_machine()
-    rows, md = foundation(args.rows, args.upsert, args.repeat, args.pypaimon and INTEROP_PYTHON.exists())
-    print(md)
-    command = f"make bench  # = python -m bench.run_all --rows {args.rows} --upsert {args.upsert} --repeat {args.repeat}"
+    md = ""
+    if "foundation" in only:
+        _, md = foundation(args.rows, args.upsert, args.repeat, args.pypaimon and INTEROP_PYTHON.exists())
+        print(md)
+    command = (f"make bench  # = python -m bench.run_all --rows {args.rows} --upsert {args.upsert} "
+               f"--repeat {args.repeat} --only {','.join(sorted(only))} --scale {args.scale}")
     doc = [
         "# Benchmarks",
         "",
@@ -116,12 +123,30 @@ def main(argv: list[str] | None = None) -> int:
         "(`bench/bench_data.py`); each step is the best of the repeats. \"vs ours\" is the "
         "engine's time divided by ours (above 1.00x: slower than ours).",
         "",
-        f"## Foundation: {args.rows:,} rows into `bucket = 4`, then an upsert of {args.upsert:,} "
-        "(half updates), then a full merged read",
-        "",
-        md,
-        "",
     ]
+    if md:
+        doc += [
+            f"## Foundation: {args.rows:,} rows into `bucket = 4`, then an upsert of {args.upsert:,} "
+            "(half updates), then a full merged read",
+            "",
+            md,
+            "",
+        ]
+    if "compaction" in only:
+        from bench.compaction_bench import run_compaction_bench
+
+        doc.append(run_compaction_bench(scale=args.scale, png_path=args.out.parent / "sorted_runs.png"))
+    if "buckets" in only:
+        from bench.bucket_bench import run_bucket_bench
+
+        doc.append(run_bucket_bench(scale=args.scale))
+    if "spark" in only:
+        try:
+            from bench.spark_bench import run_spark_bench
+        except ImportError as e:
+            doc.append(f"## Spark\n\nnot run: {e}\n")
+        else:
+            doc.append(run_spark_bench())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(doc))
     print(f"\nwritten to {args.out}", file=sys.stderr)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from lakehouse_engine.mergetree.merge_engines.aggregators import aggregate, count_contribution
-from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, Segments, pick
+from lakehouse_engine.mergetree.merge_engines.aggregators import aggregate
+from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, Segments
 from lakehouse_engine.mergetree.merge_engines.merge_options import (
     COUNT,
     LAST_NON_NULL_VALUE,
@@ -44,16 +44,16 @@ def merge_aggregation(groups: KeyGroups, opts: MergeOptions, value_fields: Seque
         live_seg = Segments(groups.gids[rows], groups.count)
     retract = ~groups.is_add if rows is None else ~groups.is_add[rows]
     values: dict[str, pa.Array] = {}
-    record_values: dict[str, pa.Array] = {}
+    counted: set[str] = set()
     for name in value_fields:
-        column = groups.column(name)
         if name in sequence_fields:
-            values[name] = pick(column, groups.ends)
+            values[name] = groups.pick(name, groups.ends)
             continue
         agg = opts.aggregate_of(name, LAST_NON_NULL_VALUE)
         assert agg is not None
+        column = groups.column(name)
         live_values = column if rows is None else column.take(pa.array(rows, pa.int64()))
         values[name] = aggregate(agg, name, live_values, retract, live_seg, raw_input)
         if agg.function == COUNT and raw_input:
-            record_values[name] = count_contribution(column)
-    return MergedGroups(values, kinds, verbatim, record_values)
+            counted.add(name)
+    return MergedGroups(values, kinds, verbatim, counted)

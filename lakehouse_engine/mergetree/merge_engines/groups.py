@@ -139,22 +139,34 @@ class KeyGroups:
         self.kinds = kinds[order].astype(np.int8)
         self.is_add = (self.kinds == INSERT) | (self.kinds == UPDATE_AFTER)
         self.is_delete = self.kinds == DELETE
+        self._flat: dict[str, pa.Array] = {}
         self._columns: dict[str, pa.Array] = {}
-        self._order_array = pa.array(order, pa.int64())
+
+    def _unsorted(self, name: str) -> pa.Array:
+        col = self._flat.get(name)
+        if col is None:
+            raw = self.table.column(name)
+            col = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
+            self._flat[name] = col
+        return col
 
     def column(self, name: str) -> pa.Array:
         """Column `name` in merge order."""
         col = self._columns.get(name)
         if col is None:
-            raw = self.table.column(name)
-            flat = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
-            col = flat.take(self._order_array)
+            col = self._unsorted(name).take(pa.array(self.order, pa.int64()))
             self._columns[name] = col
         return col
 
+    def pick(self, name: str, positions: np.ndarray) -> pa.Array:
+        """Column `name` at merge-order `positions` (null at -1), without sorting the column."""
+        rows = np.where(positions >= 0, self.order[np.maximum(positions, 0)], -1)
+        return pick(self._unsorted(name), rows)
+
     def valid(self, name: str) -> np.ndarray:
         """Where column `name` (in merge order) is not null."""
-        col = self.column(name)
+        col = self._columns.get(name, self._unsorted(name))
         if col.null_count == 0:
-            return np.ones(len(col), dtype=bool)
-        return col.is_valid().to_numpy(zero_copy_only=False)
+            return np.ones(self.n, dtype=bool)
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        return valid if name in self._columns else valid[self.order]

@@ -15,11 +15,11 @@ class MergedGroups:
     `values` holds one merged value per group for each value field; `kinds` the `_VALUE_KIND`
     of each result. A group whose result is one of its records unchanged (a lone record, as
     Paimon's ReducerMergeFunctionWrapper passes it through, or the record that removed the
-    row) names that record's merge-order position in `verbatim` (-1: merged). `record_values`
-    replaces a field's per-record values for verbatim output (count's contribution).
+    row) names that record's merge-order position in `verbatim` (-1: merged). A field in
+    `counted` holds `count`s of written records: as is, a record holds its contribution (1 or 0).
     """
 
     values: dict[str, pa.Array]
     kinds: np.ndarray
     verbatim: np.ndarray
-    record_values: dict[str, pa.Array] = field(default_factory=dict)
+    counted: set[str] = field(default_factory=set)

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidDataError, LakehouseError
-from lakehouse_engine.mergetree.merge_engines.aggregators import aggregate, count_contribution
-from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, Segments, dense_ranks, pick
+from lakehouse_engine.mergetree.merge_engines.aggregators import aggregate
+from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, Segments, dense_ranks
 from lakehouse_engine.mergetree.merge_engines.merge_options import (
     COUNT,
     IGNORE_DELETE,
@@ -47,13 +47,13 @@ def merge_partial_update(groups: KeyGroups, opts: MergeOptions, value_fields: Se
         reset = seg.last(groups.is_delete)
         live = seg.positions > reset[groups.gids]
     updates = groups.is_add & live
-    values = {name: pick(groups.column(name), seg.last(updates & groups.valid(name)))
+    values = {name: groups.pick(name, seg.last(updates & groups.valid(name)))
               for name in value_fields}
-    return _result(groups, values, seg.count(updates) > 0, reset, {}, merged_retractions=False)
+    return _result(groups, values, seg.count(updates) > 0, reset, set(), merged_retractions=False)
 
 
 def _result(groups: KeyGroups, values: dict[str, pa.Array], updated: np.ndarray, reset: np.ndarray,
-            record_values: dict[str, pa.Array], merged_retractions: bool) -> MergedGroups:
+            counted: set[str], merged_retractions: bool) -> MergedGroups:
     """Kinds of the results: +I after an insert; else the -D that removed the row, as is; else
     (only retractions) a -U, which changes nothing when merged again and is dropped on read:
     the last -U as is, or with sequence groups (`merged_retractions`) the merged retractions."""
@@ -63,7 +63,7 @@ def _result(groups: KeyGroups, values: dict[str, pa.Array], updated: np.ndarray,
     verbatim = np.where(removed, reset, -1)
     if not merged_retractions:
         verbatim = np.where(retracted, groups.ends, verbatim)
-    return MergedGroups(values, kinds, verbatim, record_values)
+    return MergedGroups(values, kinds, verbatim, counted)
 
 
 class _SequenceGroups:
@@ -115,18 +115,18 @@ class _SequenceGroups:
         reset = self._removals()
         live = seg.positions > reset[groups.gids]
         values: dict[str, pa.Array] = {}
-        record_values: dict[str, pa.Array] = {}
+        counted: set[str] = set()
         grouped: set[str] = set()
         for g in self.active:
             fields = [f for f in g.fields if f in self.value_fields]
             grouped.update(fields)
             grouped.update(g.sequence_fields)
-            self._merge_group(g, live, fields, values, record_values)
+            self._merge_group(g, live, fields, values, counted)
         updates = groups.is_add & live
         for name in self.value_fields:
             if name not in grouped:
-                values[name] = pick(groups.column(name), seg.last(updates & groups.valid(name)))
-        return _result(groups, values, seg.count(updates) > 0, reset, record_values,
+                values[name] = groups.pick(name, seg.last(updates & groups.valid(name)))
+        return _result(groups, values, seg.count(updates) > 0, reset, counted,
                        merged_retractions=True)
 
     def _applies(self, g: SequenceGroup, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,13 +155,13 @@ class _SequenceGroups:
             reset[found] = first[found]
 
     def _merge_group(self, g: SequenceGroup, live: np.ndarray, fields: list[str],
-                     values: dict[str, pa.Array], record_values: dict[str, pa.Array]) -> None:
+                     values: dict[str, pa.Array], counted: set[str]) -> None:
         groups = self.groups
         taking, applies = self._applies(g, live)
         winner = groups.segments.last(applies)
         for f in g.sequence_fields:
             if f in self.value_fields:
-                values[f] = pick(groups.column(f), winner)
+                values[f] = groups.pick(f, winner)
         won_by_insert = np.where(winner >= 0, groups.is_add[np.maximum(winner, 0)], False)
         insert_winner = np.where(won_by_insert, winner, -1)
         ordered: np.ndarray | None = None
@@ -170,7 +170,7 @@ class _SequenceGroups:
                 continue
             agg = self.opts.aggregate_of(f, None)
             if agg is None:
-                values[f] = pick(groups.column(f), insert_winner)
+                values[f] = groups.pick(f, insert_winner)
                 continue
             if ordered is None:
                 rows = np.flatnonzero(taking)
@@ -181,4 +181,4 @@ class _SequenceGroups:
                                   ~groups.is_add[ordered],
                                   Segments(groups.gids[ordered], groups.count), self.raw_input)
             if agg.function == COUNT and self.raw_input:
-                record_values[f] = count_contribution(column)
+                counted.add(f)

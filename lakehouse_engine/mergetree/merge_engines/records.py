@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import UnsupportedError
 from lakehouse_engine.mergetree.merge_engines.aggregation import merge_aggregation
-from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, pick
+from lakehouse_engine.mergetree.merge_engines.aggregators import count_contribution
+from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups
 from lakehouse_engine.mergetree.merge_engines.merge_options import (
     AGGREGATION,
     PARTIAL_UPDATE,
@@ -65,21 +66,23 @@ def _assemble(table: pa.Table, groups: KeyGroups, merged: MergedGroups, carried:
     columns: list[pa.Array] = []
     for f in table.schema:
         if f.name == SEQUENCE_NUMBER:
-            seq = groups.column(SEQUENCE_NUMBER).to_numpy(zero_copy_only=False)
+            seq = groups.table.column(SEQUENCE_NUMBER).to_numpy()[groups.order]
             columns.append(pa.array(np.maximum.reduceat(seq, groups.starts), f.type))
         elif f.name == VALUE_KIND:
             kinds = np.where(as_is, groups.kinds[np.maximum(verbatim, 0)], merged.kinds)
             columns.append(pa.array(kinds.astype(np.int8), f.type))
         elif f.name in carried:
-            columns.append(pick(groups.column(f.name), groups.ends))
+            columns.append(groups.pick(f.name, groups.ends))
         else:
             value = merged.values[f.name]
             if as_is_mask is not None:
-                record = merged.record_values.get(f.name, groups.column(f.name))
-                value = pc.if_else(as_is_mask, pick(record, verbatim), value)
+                record = groups.pick(f.name, verbatim)
+                if f.name in merged.counted:
+                    record = count_contribution(record)
+                value = pc.if_else(as_is_mask, record, value)
             if value.null_count and not f.nullable:
                 # A removed or retracted row keeps NOT NULL fields from its last record, as
                 # Paimon's initRow does, so that the file can hold it.
-                value = pc.coalesce(value, pick(groups.column(f.name), groups.ends))
+                value = pc.coalesce(value, groups.pick(f.name, groups.ends))
             columns.append(value if value.type == f.type else value.cast(f.type, safe=False))
     return pa.Table.from_arrays(columns, schema=table.schema)
