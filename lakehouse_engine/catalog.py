@@ -17,11 +17,11 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
+from lakehouse_engine.schema_manager import SchemaManager
 from lakehouse_engine.table import FileStoreTable
 
 DB_SUFFIX = ".db"
 _BAD_NAME_RE = re.compile(r"[/\\.$\x00-\x1f\x7f]")
-_SCHEMA_RE = re.compile(r"^schema-(\d+)$")
 
 
 def validate_name(name: str, what: str) -> str:
@@ -124,12 +124,7 @@ class Catalog:
         return bool(self._schema_ids(self.table_path(identifier)))
 
     def _schema_ids(self, table_path: str) -> list[int]:
-        ids = []
-        for name in self.file_io.list_names(f"{table_path}/schema"):
-            m = _SCHEMA_RE.match(name)
-            if m:
-                ids.append(int(m.group(1)))
-        return sorted(ids)
+        return SchemaManager(self.file_io, PathFactory(table_path)).schema_ids()
 
     def create_table(self, identifier: str | Identifier, schema: Schema,
                      ignore_if_exists: bool = False) -> None:
@@ -154,11 +149,9 @@ class Catalog:
         """Load a table at its latest schema; TableNotExistError when there is none."""
         ident = Identifier.parse(identifier)
         path = self.table_path(ident)
-        ids = self._schema_ids(path)
-        if not ids:
+        if not self._schema_ids(path):
             raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
-        schema_path = PathFactory(path).schema_path(ids[-1])
-        schema = TableSchema.from_json(self.file_io.read_text(schema_path), schema_path)
+        schema = SchemaManager(self.file_io, PathFactory(path), ident.full_name()).latest()
         return FileStoreTable(self.file_io, ident.full_name(), path, schema)
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:

@@ -3,7 +3,10 @@
 Each chosen partition is read merged (deletes applied) split by split and written through a
 writer with a fixed bucket count, so memory stays bounded by the write buffer. The commit
 overwrites exactly those partitions, so readers see the old layout or the new, never a mix.
-Later writes use each partition's own bucket count, read from the manifests.
+Later writes use each partition's own bucket count, read from the manifests. Rescaling every
+partition of a fixed-bucket table also sets the table's `bucket` option (a new schema version),
+as other engines' writers hash with it; after rescaling only some partitions, only this engine's
+writers know the per-partition counts, so write to such a table with this engine.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
+from lakehouse_engine.schema_manager import SchemaManager
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
@@ -66,4 +70,9 @@ def rescale(table: FileStoreTable, bucket_num: int,
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
-    return TableCommit(table, writer.commit_user, specs).commit(messages)
+    ids = TableCommit(table, writer.commit_user, specs).commit(messages)
+    if partitions is None and mode > 0:
+        # Every partition has the new count now: so must the table option, which other engines'
+        # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
+        SchemaManager(table.file_io, table.path_factory, table.name).commit_options({"bucket": str(bucket_num)})
+    return ids

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
@@ -224,6 +225,21 @@ def check_in_partition(table: FileStoreTable, messages: list[CommitMessage],
 
 
 # ---- the executors ---------------------------------------------------------------------------
+def align_timestamps(data: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
+    """Spark TIMESTAMP (with a time zone) into Paimon TIMESTAMP (without) as Spark casts it.
+
+    Spark's Arrow batches carry the session time zone in the type; the wall-clock time in that
+    zone is what Spark's own `CAST(ts AS TIMESTAMP_NTZ)` gives. Other types are TableWrite's.
+    """
+    for i, name in enumerate(data.column_names):
+        target = arrow_schema.field(name).type if name in arrow_schema.names else None
+        actual = data.schema.field(i).type
+        if (target is not None and pa.types.is_timestamp(target) and target.tz is None
+                and pa.types.is_timestamp(actual) and actual.tz is not None):
+            data = data.set_column(i, name, pc.local_timestamp(data.column(i)))
+    return data
+
+
 class FixedBucketAssigner:
     """mapInArrow function: appends each row's bucket, computed with the engine's bucket hash."""
 
@@ -243,7 +259,8 @@ class FixedBucketAssigner:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            rows = conform_to_schema(pa.Table.from_batches([batch]), arrow_schema, table.name)
+            rows = align_timestamps(pa.Table.from_batches([batch]), arrow_schema)
+            rows = conform_to_schema(rows, arrow_schema, table.name)
             part_ids, partitions = codec.group_rows(rows)
             counts = np.array([self.bucket_counts.get(p.binary, default_count) for p in partitions],
                               dtype=np.int64)
@@ -274,6 +291,7 @@ class WriteTask:
 def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch]) -> list[CommitMessage]:
     """Write Arrow batches (a bucket column, if any, is dropped) and return the CommitMessages."""
     write = table.new_batch_write_builder().new_write()
+    arrow_schema = table.schema.arrow_schema()
     try:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
@@ -285,10 +303,10 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch]) -> l
             pending.append(batch)
             pending_rows += batch.num_rows
             if pending_rows >= _WRITE_CHUNK_ROWS:
-                write.write_arrow(pa.Table.from_batches(pending))
+                write.write_arrow(align_timestamps(pa.Table.from_batches(pending), arrow_schema))
                 pending, pending_rows = [], 0
         if pending:
-            write.write_arrow(pa.Table.from_batches(pending))
+            write.write_arrow(align_timestamps(pa.Table.from_batches(pending), arrow_schema))
         return write.prepare_commit()
     finally:
         write.close()

@@ -57,6 +57,7 @@ def test_partitions_keep_their_own_bucket_counts(catalog: Catalog) -> None:
     write(table, batch(range(40), "a", 0))
     table.compact()
     table.rescale(5, [{"dt": "a"}])
+    assert catalog.get_table("db.p").schema.options["bucket"] == "-2"  # one partition: option kept
     write(table, batch(range(30, 60), "a", 1))
     write(table, batch(range(10), "b", 1))
     table.compact()
@@ -78,6 +79,8 @@ def test_rescale_two_seven_three_keeps_rows_and_later_writes_find_their_buckets(
         assert rows(read(table), "id", "dt") == expected
         assert buckets_by_partition(table) == {"dt=a": {n}, "dt=b": {n}}
         assert_keys_in_their_hash_bucket(table)
+        # Other engines hash with the table option: a whole-table rescale changes it (new schema).
+        assert catalog.get_table("db.f").schema.options["bucket"] == str(n)
     write(table, batch([1, 150, 999], ["a", "b", "a"], 2))
     assert_keys_in_their_hash_bucket(table)
     assert read(table).num_rows == 201
