@@ -30,7 +30,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help test lint run bench soak dev clean distclean
+.PHONY: help test lint run bench soak dev docs clean distclean
 
 help:
 	@echo "make test       lint + pytest -m 'not slow' (PYTEST_ARGS='...' passed to pytest)"
@@ -94,3 +94,6 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) $(INTEROP_VENV)
+
+docs: $(VENV)
+	$(VENV)/bin/python -m lakehouse_engine.options_doc > docs/options.md
