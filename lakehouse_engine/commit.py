@@ -8,7 +8,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import CommitConflictError, CommitTimeoutError, LakehouseError
+from lakehouse_engine.errors import (
+    CommitConflictError,
+    CommitTimeoutError,
+    LakehouseError,
+    SnapshotNotExistError,
+)
 from lakehouse_engine.format.manifest import (
     DataFileMeta,
     FileKind,
@@ -276,7 +281,12 @@ class TableCommit:
             return False
         snapshots = self.table.snapshot_manager()
         for sid in range(latest.id, (base_id or 0), -1):
-            s = snapshots.snapshot(sid)
+            try:
+                s = snapshots.snapshot(sid)
+            except SnapshotNotExistError:
+                # Expired by a concurrent expiry: snapshots newer than our base that are already
+                # gone cannot be an attempt of ours still in doubt; older ones are gone too.
+                break
             if (s.commit_user == self.commit_user and s.commit_identifier == identifier
                     and s.commit_kind == kind):
                 return True
@@ -295,6 +305,11 @@ class TableCommit:
         return out
 
     def _check_deletes_live(self, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
+        deleted = [e.identifier for e in changes if e.kind == FileKind.DELETE]
+        if len(deleted) != len(set(deleted)):
+            raise CommitConflictError(
+                f"commit to table {self.table.name} deletes the same file twice: two compactions of "
+                f"one bucket in one commit; nothing was committed")
         live_ids = {e.identifier for e in live}
         gone = [e.file.file_name for e in changes
                 if e.kind == FileKind.DELETE and e.identifier not in live_ids]

@@ -39,6 +39,7 @@ from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
     changelog_files,
+    delete_files,
     delta_changes,
     live_data_files,
     metadata_references,
@@ -144,16 +145,22 @@ def expire_after_commit(table: FileStoreTable) -> None:
 
 
 def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
-    """Expire every snapshot with an id in [begin, end) and the files only they reference."""
+    """Expire every snapshot with an id below `end` and the files only they reference.
+
+    `begin` is the earliest snapshot as the hints tell it; nothing happens unless end > begin.
+    """
     if end <= begin:
         return 0
     snapshots = table.snapshot_manager()
     expiring = []
-    for sid in range(begin, end):
+    # Listed rather than counted from `begin`: a snapshot below a hole in the ids (an
+    # interrupted rollback to a tag leaves one) is older than `end` too, and must not be left
+    # behind pointing at files this run deletes.
+    for sid in (i for i in snapshots.list_snapshot_ids() if i < end):
         try:
             expiring.append(snapshots.snapshot(sid))
         except SnapshotNotExistError:
-            continue  # already expired by a concurrent run, or a hole left by a rollback
+            continue  # expired by a concurrent run since the listing
     retained = _first_snapshot_from(table, end)
     if not expiring or retained is None:
         return 0  # never expire the latest snapshot
@@ -229,19 +236,6 @@ def _tagged_data_files(table: FileStoreTable, tags: list[Snapshot], first: int, 
             out |= live_data_files(table, t, paths) | changelog_files(table, t, paths)
             wanted.discard(t.id)
     return out
-
-
-def delete_files(table: FileStoreTable, refs: References) -> None:
-    """Delete unreferenced files: data and index files, then manifests, then the lists naming them.
-
-    Deletes are quiet (a file already gone is what we want); an interrupted run leaves orphans.
-    """
-    fio = table.file_io
-    for path in sorted(refs.data_files) + sorted(refs.index_files):
-        fio.delete_file(path)
-    for names in (refs.manifests, refs.index_manifests, refs.manifest_lists):
-        for name in sorted(names):
-            fio.delete_file(table.path_factory.manifest_path(name))
 
 
 # ---- helpers --------------------------------------------------------------------------------------

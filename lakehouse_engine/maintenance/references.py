@@ -20,13 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.manifest import (
     DataFileMeta,
     FileKind,
     IndexManifestEntry,
     ManifestEntry,
-    decode_index_manifest_entries,
     merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
@@ -74,10 +72,6 @@ class References:
         paths = table.path_factory
         return ({paths.manifest_path(n) for n in self.metadata_names()}
                 | self.data_files | self.index_files)
-
-    def is_empty(self) -> bool:
-        return not (self.data_files or self.manifests or self.manifest_lists
-                    or self.index_manifests or self.index_files)
 
 
 # ---- paths ----------------------------------------------------------------------------------
@@ -132,20 +126,10 @@ def manifest_list_names(snapshot: Snapshot) -> list[str]:
 
 
 # ---- reading ----------------------------------------------------------------------------------
-def read_index_manifest(table: FileStoreTable, name: str) -> list[IndexManifestEntry]:
-    """Entries of an index manifest; CorruptFileError names it when it is missing or undecodable."""
-    path = table.path_factory.manifest_path(name)
-    try:
-        data = table.file_io.read_bytes(path)
-    except FileNotFoundError:
-        raise CorruptFileError(f"index manifest {path} is missing") from None
-    return decode_index_manifest_entries(data, path)
-
-
 def index_files(table: FileStoreTable, index_manifest: str) -> set[str]:
     """Paths of the index files an index manifest keeps live (ADDs not deleted after)."""
     live: dict[str, str] = {}
-    for e in read_index_manifest(table, index_manifest):
+    for e in table.manifest_io().read_index_manifest(index_manifest):
         if e.kind == FileKind.ADD:
             live[e.file_name] = index_file_path(table, e)
         else:
@@ -244,3 +228,16 @@ def tag_references(table: FileStoreTable, tags: Iterable[Snapshot],
         refs.update(metadata_references(table, [tag]))
         refs.data_files |= live_data_files(table, tag, paths) | changelog_files(table, tag, paths)
     return refs
+
+
+def delete_files(table: FileStoreTable, refs: References) -> None:
+    """Delete unreferenced files: data and index files, then manifests, then the lists naming them.
+
+    Deletes are quiet (a file already gone is what we want); an interrupted run leaves orphans.
+    """
+    fio = table.file_io
+    for path in sorted(refs.data_files) + sorted(refs.index_files):
+        fio.delete_file(path)
+    for names in (refs.manifests, refs.index_manifests, refs.manifest_lists):
+        for name in sorted(names):
+            fio.delete_file(table.path_factory.manifest_path(name))

@@ -34,12 +34,12 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.maintenance.expire import delete_files
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
     changelog_files,
     consecutive_runs,
+    delete_files,
     delta_changes,
     live_data_files,
     metadata_references,

@@ -22,6 +22,7 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
+    delete_files,
     snapshot_references,
     tag_references,
 )
@@ -150,8 +151,8 @@ def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None)
 def delete_tag(table: FileStoreTable, name: str) -> None:
     """Delete tag `name`, and the files only it kept when its snapshot has expired (as Paimon does).
 
-    The tag file goes first: if anything fails afterwards, what is left are orphan files that
-    `remove_orphan_files` deletes.
+    The tag file is deleted before those files: if anything fails in between, what is left are
+    orphan files that `remove_orphan_files` deletes.
     """
     tag = tag_snapshot(table, name)
     try:
@@ -163,15 +164,14 @@ def delete_tag(table: FileStoreTable, name: str) -> None:
         doomed = None
     table.file_io.delete_file(tag_path(table, name), quiet=False)
     if doomed is not None:
-        from lakehouse_engine.maintenance.expire import delete_files
-
         delete_files(table, doomed)
 
 
 def _files_only_tag_keeps(table: FileStoreTable, name: str, tag: Snapshot) -> References | None:
     """Files tag `name` references that no retained snapshot and no other tag does (None: keep all)."""
     snapshots = table.snapshot_manager()
-    earliest_id = snapshots.earliest_snapshot_id()
+    ids = snapshots.list_snapshot_ids()  # not the EARLIEST hint: every snapshot counts here
+    earliest_id = ids[0] if ids else None
     if earliest_id is None or tag.id >= earliest_id:
         # Its snapshot is retained (and references every file the tag does), or the history is
         # not the plain chain this cleanup relies on: leave any leftovers to orphan removal.

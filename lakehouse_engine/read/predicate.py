@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,18 @@ class Predicate:
     field: str | None = None
     literals: tuple[Any, ...] = ()
     children: tuple[Predicate, ...] = ()
+    arrow_type: pa.DataType | None = None
+
+    def _literal(self, value: Any) -> Any:
+        """A literal as a scalar of the field's type, so comparisons need no implicit cast."""
+        if self.arrow_type is None or value is None:
+            return value
+        if pa.types.is_decimal(self.arrow_type) and isinstance(value, int | float) and not isinstance(value, bool):
+            value = decimal.Decimal(str(value))
+        try:
+            return pa.scalar(value, type=self.arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            return value
 
     def fields(self) -> set[str]:
         """Every field the predicate reads."""
@@ -47,7 +60,7 @@ class Predicate:
                 expr = expr | c.to_arrow()
             return expr
         f = pc.field(self.field)
-        lit = self.literals[0] if self.literals else None
+        lit = self._literal(self.literals[0]) if self.literals else None
         if m == "equal":
             return f == lit
         if m == "notEqual":
@@ -65,14 +78,22 @@ class Predicate:
         if m == "isNotNull":
             return f.is_valid()
         if m == "in":
-            return f.isin(list(self.literals))
+            return f.isin(self._value_set())
         if m == "notIn":
-            return ~f.isin(list(self.literals)) & f.is_valid()
+            return ~f.isin(self._value_set()) & f.is_valid()
         if m == "between":
-            return (f >= self.literals[0]) & (f <= self.literals[1])
+            return (f >= self._literal(self.literals[0])) & (f <= self._literal(self.literals[1]))
         if m == "startsWith":
             return pc.starts_with(f, pattern=str(lit))
         raise SchemaError(f"unknown predicate method {m!r}")
+
+    def _value_set(self) -> Any:
+        if self.arrow_type is None:
+            return list(self.literals)
+        try:
+            return pa.array(list(self.literals), type=self.arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            return list(self.literals)
 
     def filter_table(self, table: pa.Table) -> pa.Table:
         return table.filter(self.to_arrow())
@@ -133,13 +154,14 @@ def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool
 class PredicateBuilder:
     """Builds predicates over a table's fields (pypaimon's `PredicateBuilder` names)."""
 
-    def __init__(self, field_names: Sequence[str]):
+    def __init__(self, field_names: Sequence[str], arrow_types: Mapping[str, pa.DataType] | None = None):
         self.field_names = list(field_names)
+        self.arrow_types = dict(arrow_types or {})
 
     def _leaf(self, method: str, name: str, *literals: Any) -> Predicate:
         if name not in self.field_names:
             raise SchemaError(f"predicate on unknown field '{name}' (fields: {', '.join(self.field_names)})")
-        return Predicate(method, name, tuple(literals))
+        return Predicate(method, name, tuple(literals), arrow_type=self.arrow_types.get(name))
 
     def equal(self, name: str, value: Any) -> Predicate:
         return self._leaf("equal", name, value)

@@ -52,7 +52,8 @@ class ReadBuilder:
         return self
 
     def new_predicate_builder(self) -> PredicateBuilder:
-        return PredicateBuilder(self.table.schema.field_names)
+        schema = self.table.schema
+        return PredicateBuilder(schema.field_names, {f.name: f.type.to_arrow() for f in schema.fields})
 
     def new_scan(self) -> TableScan:
         return TableScan(self.table, self._predicate, self._snapshot_id, self._tag)

@@ -73,6 +73,7 @@ from lakehouse_engine.spark.write import (
     check_columns,
     check_writable,
     commit_messages,
+    new_commit,
     write_batches,
 )
 from lakehouse_engine.table import FileStoreTable
@@ -255,17 +256,20 @@ class LakehouseCommitMessage(WriterCommitMessage):
 
 
 class LakehouseWriter(DataSourceArrowWriter):
-    """Each task writes its rows with TableWrite; the driver commits every task's messages once."""
+    """Each task writes its rows with TableWrite (write-only); the driver commits all messages once."""
 
     def __init__(self, ref: TableRef, overwrite: bool):
         self.ref = ref
         self.overwrite = overwrite
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakehouseCommitMessage:
-        return LakehouseCommitMessage(write_batches(self.ref.open(), iterator))
+        # Tasks here are not one per bucket: two compacting the same bucket would both rewrite it.
+        return LakehouseCommitMessage(write_batches(self.ref.open(), iterator, write_only=True))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        commit_messages(self.ref.open(), _flatten(messages), {} if self.overwrite else None)
+        table = self.ref.open()
+        static_partition: dict[str, Any] | None = {} if self.overwrite else None
+        commit_messages(table, new_commit(table, static_partition), _flatten(messages), static_partition)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # The job failed before committing: no snapshot can reference these files.

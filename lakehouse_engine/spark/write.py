@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 from lakehouse_engine.catalog import Catalog, Identifier
+from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import (
     CommitTimeoutError,
     InvalidDataError,
@@ -31,6 +32,7 @@ from lakehouse_engine.errors import (
     UnsupportedError,
 )
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.options import WRITE_ONLY
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import conform_to_schema
@@ -143,12 +145,13 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     """
     ref = TableRef.of(table_or_identifier, warehouse)
     table = ref.open()
-    static_partition = overwrite_partition(overwrite)
     check_columns(df.columns, table)
     routed = route_rows(df, table, ref)
+    static_partition = overwrite_partition(overwrite)
+    commit = new_commit(table, static_partition)  # rejects a bad overwrite before any file is written
     written = routed.mapInArrow(WriteTask(ref, _task_hook), MESSAGE_SCHEMA)
     messages = [pickle.loads(row[MESSAGE_COLUMN]) for row in written.collect()]
-    return commit_messages(table, messages, static_partition)
+    return commit_messages(table, commit, messages, static_partition)
 
 
 def overwrite_partition(overwrite: Mapping[str, Any] | bool | None) -> dict[str, Any] | None:
@@ -192,13 +195,17 @@ def partition_bucket_counts(table: FileStoreTable) -> dict[bytes, int]:
             for e in table.manifest_io().live_entries(latest) if e.total_buckets > 0}
 
 
-def commit_messages(table: FileStoreTable, messages: list[CommitMessage],
-                    static_partition: Mapping[str, Any] | None) -> list[int]:
-    """Commit the messages of one write as one snapshot (APPEND, or OVERWRITE of `static_partition`)."""
+def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None) -> TableCommit:
+    """The commit of one write: APPEND, or OVERWRITE of `static_partition` (`{}`: the table)."""
     builder = table.new_batch_write_builder()
     if static_partition is not None:
         builder.overwrite(static_partition)
-    commit = builder.new_commit()
+    return builder.new_commit()
+
+
+def commit_messages(table: FileStoreTable, commit: TableCommit, messages: list[CommitMessage],
+                    static_partition: Mapping[str, Any] | None) -> list[int]:
+    """Commit every message of one write as one snapshot; returns its id (none for no rows appended)."""
     try:
         if static_partition:
             check_in_partition(table, messages, static_partition)
@@ -288,8 +295,15 @@ class WriteTask:
             yield pa.RecordBatch.from_arrays([payload], schema=_MESSAGE_ARROW_SCHEMA)
 
 
-def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch]) -> list[CommitMessage]:
-    """Write Arrow batches (a bucket column, if any, is dropped) and return the CommitMessages."""
+def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch],
+                  write_only: bool = False) -> list[CommitMessage]:
+    """Write Arrow batches (a bucket column, if any, is dropped) and return the CommitMessages.
+
+    TableWrite compacts the buckets it wrote before returning its messages, which is right when
+    it is the bucket's only writer; `write_only` skips that, for tasks that may share buckets.
+    """
+    if write_only:
+        table = table.copy({WRITE_ONLY.key: "true"})
     write = table.new_batch_write_builder().new_write()
     arrow_schema = table.schema.arrow_schema()
     try:

@@ -140,6 +140,7 @@ class TableWrite:
         self.assigner: DynamicBucketAssigner | None = None
         self.router: CrossPartitionRouter | None = None
         self._assigner_args = (num_assigners, assigner_id, overwrite)
+        self.overwrite = overwrite
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
         self.bucket_keys = self.schema.bucket_keys
@@ -403,7 +404,8 @@ class TableWrite:
                 list(pool.map(self._flush, pending))
         for buf in self._buffers.values():
             self._flush(buf)
-        if self.primary_key and not self.write_only:
+        if self.primary_key and not self.write_only and not self.overwrite:
+            # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
             if len(touched) > 1:
                 with ThreadPoolExecutor(max_workers=min(len(touched), os.cpu_count() or 1)) as pool:

@@ -7,7 +7,8 @@ from then on. Afterwards, through a plain FileIO:
 
   1. the latest snapshot reads exactly the state before or after the operation, every snapshot
      and tag present reads (no file any of them references is missing);
-  2. a new writer commits on top, and the table reads that state plus its rows;
+  2. a new writer commits on top, and the table reads that state plus its rows, also after an
+     expiry down to two snapshots;
   3. `remove_orphan_files(older_than=now)` leaves exactly the files the snapshots and tags
      reference (schema, snapshot, hint and tag files aside).
 
@@ -78,6 +79,9 @@ class Operation:
     options: dict[str, str]
     prepare: Callable[[FileStoreTable], None]
     run: Callable[[FileStoreTable], Any]
+    #: What makes a new writer's rows visible when writing alone does not (postpone-bucket rows
+    #: wait for a compaction); it also finishes the operation, so the state after it is expected.
+    settle: Callable[[FileStoreTable], Any] | None = None
 
 
 OPERATIONS = [
@@ -90,6 +94,12 @@ OPERATIONS = [
               lambda t: t.rollback_to("t2")),
     Operation("delete tag of expired snapshot", WRITE_ONLY, history(6, {"t2": 2}, expire_to=2),
               lambda t: t.delete_tag("t2")),
+    Operation("full compaction", WRITE_ONLY, history(5), lambda t: t.compact(full=True)),
+    Operation("rescale", WRITE_ONLY, history(4), lambda t: t.rescale(3)),
+    Operation("dynamic bucket write+commit", {**WRITE_ONLY, "bucket": "-1"}, history(4),
+              lambda t: upsert(t, [1, 2, 50, 51], 77)),
+    Operation("postpone bucket compaction", {**WRITE_ONLY, "bucket": "-2"}, history(4),
+              lambda t: t.compact(), settle=lambda t: t.compact()),
 ]
 
 
@@ -113,13 +123,13 @@ def _modes(kind: str, k: int, every_mode: bool) -> tuple[str, ...]:
 
 
 def _check_crashed_table(table: FileStoreTable, before: dict[int, int], after: dict[int, int],
-                         figures: Figures) -> dict[int, int]:
+                         figures: Figures, settle: Callable[[FileStoreTable], Any] | None) -> dict[int, int]:
     """Steps 1 to 3 of the module doc on a table a fault interrupted; returns the state it read."""
     clear_manifest_cache()
     got = state(table)
     assert got in (before, after), "the table reads neither the state before nor after"
-    figures.outcomes["after" if got == after else "before"] = \
-        figures.outcomes.get("after" if got == after else "before", 0) + 1
+    outcome = "same rows" if before == after else "after" if got == after else "before"
+    figures.outcomes[outcome] = figures.outcomes.get(outcome, 0) + 1
     figures.rows_checked += len(got)
     for sid in table.snapshot_manager().list_snapshot_ids():
         figures.rows_checked += len(state(table, sid))
@@ -127,8 +137,13 @@ def _check_crashed_table(table: FileStoreTable, before: dict[int, int], after: d
         figures.rows_checked += len(state(table, tag=name))
     assert missing_files(table) == set()
     upsert(table, [NEW_KEY], 7)
-    assert state(table) == {**got, NEW_KEY: 7}
-    figures.rows_checked += len(got) + 1
+    if settle is not None:
+        settle(table)
+    carried_on = {**(got if settle is None else after), NEW_KEY: 7}
+    assert state(table) == carried_on
+    table.expire_snapshots(retain_max=2)  # whatever history the fault left, expiry copes
+    assert state(table) == carried_on and missing_files(table) == set()
+    figures.rows_checked += 2 * len(carried_on)
     table.remove_orphan_files(older_than=now_ms())
     assert files_on_disk(table) == expected_files(table)
     return got
@@ -154,7 +169,7 @@ def run_campaign(op: Operation, catalog: Catalog, workdir: Path, every_mode: boo
             assert io.fault is not None and io.fault[0] == kind, f"operation {k} was not a {kind}"
             figures.faults += 1
             try:
-                _check_crashed_table(fresh(table), before, after, figures)
+                _check_crashed_table(fresh(table), before, after, figures, op.settle)
             except AssertionError as exc:
                 raise AssertionError(f"{op.name}: fault {mode} operation {k} ({kind} "
                                      f"{io.fault[1]}): {exc}") from exc
@@ -222,7 +237,7 @@ def test_a_transient_fault_is_raised_or_absorbed_never_corrupting(catalog: Catal
         case = FileStoreTable(io, template.name, _copy(template, tmp_path / f"c{k}"), template.schema)
         with contextlib.suppress(OSError, LakehouseError):
             op.run(case)
-        _check_crashed_table(fresh(case), before, after, figures)
+        _check_crashed_table(fresh(case), before, after, figures, op.settle)
 
 
 # ---- a real writer process killed with SIGKILL ------------------------------------------------
@@ -247,12 +262,13 @@ def _commit_forever(warehouse: str, progress: Any) -> None:
         b += 1
 
 
-def kill_rounds(catalog: Catalog, rounds: int, seed: int) -> int:
-    """Kill a committing writer `rounds` times; after each, check and carry on. Returns rows checked."""
+def kill_rounds(catalog: Catalog, rounds: int, seed: int) -> Figures:
+    """Kill a committing writer `rounds` times; after each, check and carry on."""
     table = keyed_table(catalog, "k", options=BUSY_TABLE)
     rng = random.Random(seed)
     ctx = mp.get_context("spawn")
-    n = checked = 0
+    n = 0
+    figures = Figures(operations=rounds)
     for _ in range(rounds):
         progress = ctx.Value("i", n)
         writer = ctx.Process(target=_commit_forever, args=(catalog.warehouse, progress), daemon=True)
@@ -269,30 +285,36 @@ def kill_rounds(catalog: Catalog, rounds: int, seed: int) -> int:
         got = state(reader)
         n = max((k for k in got if k < 1000), default=0)
         assert n in (done, done + 1), f"read batch {n}, the writer had finished {done}"
+        outcome = "in-flight commit landed" if n == done + 1 else "in-flight commit lost or none"
+        figures.outcomes[outcome] = figures.outcomes.get(outcome, 0) + 1
         assert got == model(n)
         assert missing_files(reader) == set()
         for sid in reader.snapshot_manager().list_snapshot_ids():
-            checked += len(state(reader, sid))
+            figures.rows_checked += len(state(reader, sid))
         n += 1
         upsert(reader, _batch_keys(n), n)  # a new writer carries on
         assert state(reader) == model(n)
-        reader.remove_orphan_files(older_than=now_ms())
+        figures.faults += len(reader.remove_orphan_files(older_than=now_ms()))  # files left behind
         assert files_on_disk(reader) == expected_files(reader)
-        checked += 2 * len(got) + 1
-    return checked
+        figures.rows_checked += 2 * len(got) + 1
+    return figures
+
+
+def _report_kills(figures: Figures) -> None:
+    print(f"\n[kill -9] {figures.operations} committing writer processes killed, {figures.faults} "
+          f"orphan files left and removed, {figures.rows_checked} rows checked, outcomes "
+          f"{figures.outcomes}, nothing lost")
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_writer_killed_mid_commit_leaves_a_committed_state(catalog: Catalog) -> None:
-    checked = kill_rounds(catalog, rounds=2, seed=1)
-    print(f"\n[kill -9] 2 writer processes killed, {checked} rows checked, nothing lost")
+    _report_kills(kill_rounds(catalog, rounds=2, seed=1))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_many_writers_killed_mid_commit_leave_committed_states(catalog: Catalog) -> None:
-    checked = kill_rounds(catalog, rounds=25, seed=7)
-    print(f"\n[kill -9] 25 writer processes killed, {checked} rows checked, nothing lost")
+    _report_kills(kill_rounds(catalog, rounds=25, seed=7))
 
 
 # ---- damaged files ----------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_time_travel_reads_each_snapshot(orders_table) -> None:
 
 def test_predicates_prune_partitions_and_filter_rows(orders_table) -> None:
     write(orders_table, orders(list(range(20)), ["a"] * 10 + ["b"] * 10, [str(i) for i in range(20)]))
-    pb = PredicateBuilder(orders_table.schema.field_names)
+    pb = orders_table.new_read_builder().new_predicate_builder()
     scan_b = orders_table.new_read_builder().with_filter(pb.equal("dt", "b")).new_scan().plan().splits()
     assert {s.partition_values for s in scan_b} == {("b",)}
     cases = {
@@ -92,6 +92,7 @@ def test_predicates_prune_partitions_and_filter_rows(orders_table) -> None:
         pb.is_null("note"): [],
         pb.is_not_null("note"): list(range(20)),
         pb.and_predicates([pb.equal("dt", "a"), pb.greater_than("amount", Decimal("7"))]): [8, 9],
+        pb.greater_than("amount", 17): [18, 19],  # an int literal on a DECIMAL(12, 2) column
         pb.or_predicates([pb.equal("id", 1), pb.equal("id", 19)]): [1, 19],
     }
     for predicate, expected in cases.items():

@@ -4,6 +4,7 @@ pushdown state cannot change a result, and `df.write.format("lakehouse")` writes
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def test_reads_equal_engine_reads_with_filters(spark: Any, warehouse: str, table
         ("name IS NULL OR id IN (1, 2, 3)",
          lambda pb: pb.or_predicates([pb.is_null("name"), pb.is_in("id", [1, 2, 3])])),
         ("name LIKE 'v2-1%'", lambda pb: pb.startswith("name", "v2-1")),
-        ("amount > 40", lambda pb: pb.greater_than("amount", 40)),
+        ("amount > 40", lambda pb: pb.greater_than("amount", decimal.Decimal(40))),
     ]
     for sql, where in cases:
         assert rows(df.filter(sql).toArrow(), "id") == _engine(table, where), sql
@@ -135,23 +136,20 @@ def test_a_dataframe_keeps_reading_the_snapshot_it_was_loaded_at(spark: Any, tmp
 
 def test_a_filtered_query_never_changes_what_the_next_query_reads(spark: Any, warehouse: str) -> None:
     # Spark 4.1-4.3 keep a Python data source's pushdown result on the DataFrame's relation and
-    # reuse it for every later scan of it: if the filters had pruned the read, these would be wrong.
-    total = 150
+    # reuse it for every later scan of it: had the filters pruned the read, the second count
+    # would see 50 rows and the union [7, 7].
     every_day = "dt=2026-11-21;dt=2026-11-22;dt=2026-11-23"
     for df in (_load(spark, warehouse), _load(spark, warehouse, partitions=every_day)):
-        assert df.count() == total
         assert df.filter("dt = '2026-11-21'").count() == 50
-        assert df.count() == total
-        assert df.filter("id = 5").count() == 1
-        assert df.select("id").count() == total
+        assert df.count() == 150
         both = df.filter("id = 5").unionByName(df.filter("id = 7"))
         assert sorted(r.id for r in both.collect()) == [5, 7]
-        assert df.filter("id < 3").join(df.filter("id > 147"), "id", "full").count() == 5
 
 
 def test_dataframe_writer_appends_and_overwrites(spark: Any, catalog: Catalog) -> None:
+    # Two tasks write each bucket: were they to compact (trigger 2), both would rewrite it.
     ours = create_table(catalog, "ds_write", ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"],
-                        options={"bucket": 3})
+                        options={"bucket": 3, "num-sorted-run.compaction-trigger": 2})
     theirs = create_table(catalog, "ds_ref", ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"],
                           options={"bucket": 3})
 

@@ -3,15 +3,18 @@ engine's own writes, commit once, and never commit the files of a failed task at
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import InvalidDataError, SchemaError, UnsupportedError
+from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.spark import write as spark_write
+from lakehouse_engine.spark.write import align_timestamps
 from lakehouse_engine.write.commit_message import CommitMessage
 from tests.lakehouse_engine.conftest import create_table, read, rows
 from tests.lakehouse_engine.conftest import write as engine_write
@@ -103,6 +106,21 @@ def test_overwrite_with_rows_of_another_partition_commits_nothing(spark: Any, ca
         spark_write(spark.createDataFrame(orders(30)), table, overwrite={"dt": "2026-11-21"})
     assert len(table.snapshots()) == 1
     assert set(Path(table.path).rglob("*.parquet")) == before  # the rejected files were deleted
+
+
+def test_spark_timestamps_become_wall_clock_time_in_the_session_time_zone() -> None:
+    instant = datetime.datetime(2026, 11, 21, 7, 30, tzinfo=datetime.timezone.utc)
+    batch = pa.table({"id": [1], "ts": pa.array([instant], pa.timestamp("us", tz="Europe/Berlin"))})
+    aligned = align_timestamps(batch, ORDERS)
+    assert aligned.schema.field("ts").type == pa.timestamp("us")
+    assert aligned.column("ts").to_pylist() == [datetime.datetime(2026, 11, 21, 8, 30)]
+
+
+def test_overwrite_of_a_non_partition_field_fails_before_writing(spark: Any, catalog: Catalog) -> None:
+    table = _pk_table(catalog, "ow_key")
+    with pytest.raises(LakehouseError, match="not partition keys"):
+        spark_write(spark.createDataFrame(orders(3)), table, overwrite={"id": 1})
+    assert not list(Path(table.path).rglob("*.parquet"))
 
 
 def test_dataframe_must_have_the_tables_columns(spark: Any, catalog: Catalog) -> None:

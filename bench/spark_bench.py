@@ -1,0 +1,149 @@
+"""Spark (local[1], local[2]) against the engine in one process: write and full read of the same rows.
+
+The rows are the foundation benchmark's initial load (`bench_data.make_bench_data`: id BIGINT
+primary key, a 20-character string, BIGINT, DOUBLE, TIMESTAMP) into `bucket = 4`, staged once
+as 8 parquet files that both sides read (untimed staging; the timed write includes reading them):
+
+* engine: `pq.read_table` + `write_arrow` + commit; read = `to_arrow` of every split.
+* Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (engine hash, shuffle by bucket,
+  TableWrite per task, one commit); read = the `lakehouse` data source into Spark's `noop`
+  sink, which materialises every row in the JVM without writing it anywhere.
+
+Session start-up is not timed, and each session first writes and reads 50k rows untimed: the
+first jobs of a fresh JVM run several times slower (class loading, JIT). Run: `python -m bench.spark_bench --rows 1000000 5000000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
+from bench.machine import describe_machine, format_markdown_table
+from lakehouse_engine import Catalog, Schema
+from lakehouse_engine.table import FileStoreTable
+
+BUCKETS = 4
+SOURCE_FILES = 8
+WARM_UP_ROWS = 50_000
+COLUMNS = ["rows", "runner", "write s", "write rows/s", "write vs engine", "read s", "read rows/s",
+           "read vs engine", "verified"]
+
+
+def _stage(rows: int, directory: Path) -> None:
+    """The benchmark rows as parquet files, the input of every runner."""
+    data, _ = make_bench_data(rows, 0)
+    directory.mkdir(parents=True)
+    step = -(-rows // SOURCE_FILES)
+    for i in range(SOURCE_FILES):
+        pq.write_table(data.slice(i * step, step), directory / f"part-{i}.parquet")
+
+
+def _new_table(warehouse: Path) -> FileStoreTable:
+    catalog = Catalog(str(warehouse))
+    catalog.create_database("bench", ignore_if_exists=True)
+    catalog.create_table("bench.orders", Schema.from_pyarrow_schema(
+        BENCH_SCHEMA, primary_keys=[PRIMARY_KEY], options={"bucket": str(BUCKETS)}))
+    return catalog.get_table("bench.orders")
+
+
+def _engine_run(source: Path, warehouse: Path, rows: int) -> dict[str, Any]:
+    table = _new_table(warehouse)
+    t0 = time.perf_counter()
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_arrow(pq.read_table(source, schema=BENCH_SCHEMA))
+    commit.commit(write.prepare_commit())
+    write.close()
+    t1 = time.perf_counter()
+    rb = table.new_read_builder()
+    result = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    t2 = time.perf_counter()
+    return {"runner": "engine, one process", "write_s": t1 - t0, "read_s": t2 - t1,
+            "verified": result.num_rows == rows}
+
+
+def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int) -> dict[str, Any]:
+    from lakehouse_engine.spark import write
+
+    table = _new_table(warehouse)
+    t0 = time.perf_counter()
+    write(spark.read.parquet(str(source)), table)
+    t1 = time.perf_counter()
+    df = spark.read.format("lakehouse").option("warehouse", str(warehouse)).load("bench.orders")
+    df.write.format("noop").mode("overwrite").save()
+    t2 = time.perf_counter()
+    read_rows = sum(s.row_count for s in table.new_read_builder().new_scan().plan().splits())
+    return {"runner": f"Spark local[{cores}]", "write_s": t1 - t0, "read_s": t2 - t1,
+            "verified": read_rows == rows and df.count() == rows}
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    engine = {r["rows"]: r for r in results if r["runner"].startswith("engine")}
+    out = []
+    for r in results:
+        base = engine[r["rows"]]
+        out.append({
+            "rows": r["rows"], "runner": r["runner"],
+            "write s": f"{r['write_s']:.2f}", "write rows/s": f"{r['rows'] / r['write_s']:,.0f}",
+            "write vs engine": f"{r['write_s'] / base['write_s']:.2f}x",
+            "read s": f"{r['read_s']:.2f}", "read rows/s": f"{r['rows'] / r['read_s']:,.0f}",
+            "read vs engine": f"{r['read_s'] / base['read_s']:.2f}x",
+            "verified": r["verified"],
+        })
+    return format_markdown_table(out, COLUMNS)
+
+
+def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000),
+                    cores: Sequence[int] = (1, 2)) -> str:
+    """Seconds to write and to read `rows` rows per runner, as a Markdown table.
+
+    "vs engine" is the runner's time divided by the engine's (above 1.00x: slower).
+    """
+    from lakehouse_engine.spark.session import create_session
+
+    work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    results: list[dict[str, Any]] = []
+    try:
+        _stage(WARM_UP_ROWS, work / "source-warm-up")
+        for rows in rows_list:
+            _stage(rows, work / f"source-{rows}")
+            results.append({"rows": rows, **_engine_run(work / f"source-{rows}", work / f"engine-{rows}", rows)})
+        for n in cores:
+            spark = create_session(f"local[{n}]", app_name="lakehouse-bench", shuffle_partitions=BUCKETS,
+                                   driver_memory="6g")
+            try:
+                _spark_run(spark, work / "source-warm-up", work / f"warm-up-{n}", WARM_UP_ROWS, n)
+                for rows in rows_list:
+                    run = _spark_run(spark, work / f"source-{rows}", work / f"spark{n}-{rows}", rows, n)
+                    results.append({"rows": rows, **run})
+            finally:
+                spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results.sort(key=lambda r: (r["rows"], r["runner"] != "engine, one process", r["runner"]))
+    return _table(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000, 10_000_000])
+    parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args(argv)
+    machine = describe_machine()
+    print("Machine: " + ", ".join(f"{k}: {v}" for k, v in machine.items()) + "\n")
+    print(run_spark_bench(args.rows, args.cores))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,218 @@
+"""Asset checks on the table's row counts per bucket.
+
+Each check is a small pure function over what the engine reports (`*_result`), wrapped as a
+Dagster check. The ERROR checks are blocking: in a run that also materializes a downstream
+asset, that asset does not start when the check fails. Bucket skew only warns.
+"""
+
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.spark.write import BucketMode
+from lakehouse_engine.table import FileStoreTable
+from pipelines.ingest import DAILY_PARTITIONS
+from pipelines.lsm import (
+    BucketRow,
+    bucket_rows,
+    buckets_markdown,
+    lsm_write,
+    partition_name,
+    skew,
+    sorted_run_compaction,
+)
+from pipelines.maintenance import postpone_compaction, rescale
+from pipelines.resources import LakehouseResource, SparkResource
+from pipelines.sample_data import PRIMARY_KEY
+
+MAX_BUCKET_SKEW = 2.0            # largest bucket over the mean bucket of a partition
+MIN_ROWS_FOR_SKEW = 1_000        # smaller partitions are too small for the ratio to mean much
+MAX_DUPLICATES_SHOWN = 10
+_EMPTY = "the table has no snapshot yet"
+
+
+def run_days(context: dg.AssetCheckExecutionContext) -> list[str] | None:
+    """The daily partitions the check's run targets (None for a run of no partition)."""
+    tags = context.run.tags
+    if PARTITION_NAME_TAG in tags:
+        return [tags[PARTITION_NAME_TAG]]
+    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
+        return list(DAILY_PARTITIONS.get_partition_keys_in_range(
+            dg.PartitionKeyRange(tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG])))
+    return None
+
+
+def _latest(lakehouse: LakehouseResource) -> tuple[FileStoreTable, Snapshot] | None:
+    if not lakehouse.table_exists():
+        return None
+    table = lakehouse.get_table()
+    snapshot = table.latest_snapshot()
+    return (table, snapshot) if snapshot is not None else None
+
+
+# ---- the conditions ------------------------------------------------------------------------
+def row_counts_result(rows: Sequence[BucketRow], snapshot: Snapshot) -> dg.AssetCheckResult:
+    """Rows per bucket (from the manifests' files) add up to the snapshot's record count."""
+    total = sum(r.records for r in rows)
+    return dg.AssetCheckResult(
+        passed=total == snapshot.total_record_count,
+        description=None if total == snapshot.total_record_count else
+        f"buckets hold {total:,} rows in files but snapshot {snapshot.id} counts {snapshot.total_record_count:,}",
+        metadata={"snapshot_id": snapshot.id, "rows_in_buckets": total,
+                  "snapshot_record_count": snapshot.total_record_count, "buckets": len(rows),
+                  "difference": total - snapshot.total_record_count})
+
+
+def dynamic_target_result(keys_per_bucket: dict[tuple[str, int], int], target: int) -> dg.AssetCheckResult:
+    """No dynamic bucket holds more keys than `dynamic-bucket.target-row-num`."""
+    over = sorted((k, n) for k, n in keys_per_bucket.items() if n > target)
+    lines = ["| partition | bucket | keys |", "|---|---:|---:|"] + [f"| {p} | {b} | {n:,} |" for (p, b), n in over]
+    return dg.AssetCheckResult(
+        passed=not over,
+        description=f"{len(over)} buckets hold more than {target:,} keys" if over else None,
+        metadata={"target_row_num": target, "buckets": len(keys_per_bucket), "buckets_over_target": len(over),
+                  "max_keys_in_a_bucket": max(keys_per_bucket.values(), default=0),
+                  "over_target": dg.MetadataValue.md("\n".join(lines) if over else "none")})
+
+
+def postpone_empty_result(rows: Sequence[BucketRow]) -> dg.AssetCheckResult:
+    """No row is left in bucket-postpone."""
+    waiting = [r for r in rows if r.bucket == POSTPONE_BUCKET]
+    left = sum(r.records for r in waiting)
+    return dg.AssetCheckResult(
+        passed=not waiting,
+        description=f"{left:,} rows in {len(waiting)} partitions still wait in bucket-postpone" if waiting else None,
+        metadata={"rows_in_postpone_bucket": left, "partitions_with_postponed_rows": len(waiting),
+                  "postponed": dg.MetadataValue.md(buckets_markdown(waiting) if waiting else "none")})
+
+
+def skew_result(rows: Sequence[BucketRow], threshold: float = MAX_BUCKET_SKEW,
+                min_rows: int = MIN_ROWS_FOR_SKEW) -> dg.AssetCheckResult:
+    """In every partition of at least `min_rows` rows, the largest bucket over the mean stays under
+    `threshold` (WARN: a skewed bucket is slow, not wrong)."""
+    per_partition: dict[str, list[int]] = {}
+    for r in rows:
+        if r.bucket != POSTPONE_BUCKET:
+            per_partition.setdefault(r.partition, []).append(r.records)
+    ratios = {p: skew(c) for p, c in per_partition.items() if sum(c) >= min_rows}
+    worst = max(ratios.items(), key=lambda kv: kv[1], default=("", 0.0))
+    over = {p: s for p, s in ratios.items() if s >= threshold}
+    return dg.AssetCheckResult(
+        passed=not over,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(over)} partitions have a bucket at {worst[1]:.2f}x the mean (threshold {threshold})"
+        if over else None,
+        metadata={"threshold": threshold, "max_skew": float(round(worst[1], 3)),
+                  "most_skewed_partition": worst[0] or "none", "partitions_checked": len(ratios),
+                  "partitions_over_threshold": len(over)})
+
+
+def duplicates_result(duplicates: Sequence[dict[str, Any]], checked_partitions: str) -> dg.AssetCheckResult:
+    """No primary key appears twice in a merged read."""
+    lines = ["| " + " | ".join(PRIMARY_KEY) + " | copies |", "|" + "---|" * (len(PRIMARY_KEY) + 1)]
+    lines += ["| " + " | ".join(str(d[k]) for k in PRIMARY_KEY) + f" | {d['count']} |"
+              for d in duplicates[:MAX_DUPLICATES_SHOWN]]
+    return dg.AssetCheckResult(
+        passed=not duplicates,
+        description=f"{len(duplicates)} primary keys appear more than once" if duplicates else None,
+        metadata={"duplicate_keys": len(duplicates), "partitions_checked": checked_partitions,
+                  "examples": dg.MetadataValue.md("\n".join(lines) if duplicates else "none")})
+
+
+def _passed_empty(note: str = _EMPTY) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True, metadata={"note": note})
+
+
+# ---- the checks ----------------------------------------------------------------------------
+def row_counts_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """`bucket_row_counts_match_snapshot` on one asset (blocking)."""
+
+    @dg.asset_check(asset=asset, name="bucket_row_counts_match_snapshot", blocking=True,
+                    description="Rows per bucket in the manifests add up to the snapshot's record count.")
+    def _check(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+        latest = _latest(lakehouse)
+        if latest is None:
+            return _passed_empty()
+        table, snapshot = latest
+        return row_counts_result(bucket_rows(table), snapshot)
+
+    return _check
+
+
+@dg.asset_check(asset=lsm_write, blocking=True,
+                description="No dynamic bucket holds more keys than dynamic-bucket.target-row-num "
+                            "(its HASH index counts the keys).")
+def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+    from lakehouse_engine.bucket.dynamic import HASH_INDEX
+    from lakehouse_engine.format.manifest import FileKind
+
+    latest = _latest(lakehouse)
+    if latest is None:
+        return _passed_empty()
+    table, snapshot = latest
+    if BucketMode.of(table) is not BucketMode.DYNAMIC:
+        return _passed_empty(f"not a dynamic-bucket table ('bucket' = {table.options.bucket})")
+    codec = table.partition_codec()
+    entries = table.manifest_io().read_index_manifest(snapshot.index_manifest) if snapshot.index_manifest else []
+    keys = {(codec.from_binary(e.partition).path_string(), e.bucket): e.row_count
+            for e in entries if e.index_type == HASH_INDEX and e.kind == FileKind.ADD}
+    return dynamic_target_result(keys, table.options.require(DYNAMIC_BUCKET_TARGET_ROW_NUM))
+
+
+@dg.asset_check(asset=lsm_write, blocking=True,
+                description="No (order_id, dt) appears twice when the run's partitions are read "
+                            "merged through the `lakehouse` Spark data source.")
+def no_duplicate_primary_key(context: dg.AssetCheckExecutionContext, spark: SparkResource,
+                             lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+    from pyspark.sql import functions as F
+
+    if _latest(lakehouse) is None:
+        return _passed_empty()  # nothing to read: no reason to start Spark
+    days = run_days(context)
+    reader = (spark.spark_session.read.format("lakehouse").option("warehouse", lakehouse.warehouse)
+              .option("columns", ",".join(PRIMARY_KEY)))
+    if days:
+        reader = reader.option("partitions", ";".join(partition_name(d) for d in days))
+    dups = reader.load(lakehouse.table).groupBy(*PRIMARY_KEY).count().where(F.col("count") > 1)
+    found = [row.asDict() for row in dups.limit(1_000).collect()]
+    return duplicates_result(found, ", ".join(days) if days else "all")
+
+
+@dg.asset_check(asset=lsm_write, blocking=False,
+                description=f"In each partition the largest bucket holds under {MAX_BUCKET_SKEW}x the "
+                            f"mean bucket's rows (WARN).")
+def bucket_skew(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+    latest = _latest(lakehouse)
+    if latest is None:
+        return _passed_empty()
+    return skew_result(bucket_rows(latest[0]))
+
+
+@dg.asset_check(asset=postpone_compaction, blocking=True,
+                description="Nothing is left in bucket-postpone after postpone compaction.")
+def postpone_bucket_empty(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+    latest = _latest(lakehouse)
+    if latest is None:
+        return _passed_empty()
+    return postpone_empty_result(bucket_rows(latest[0]))
+
+
+ASSET_CHECKS = [
+    row_counts_check(lsm_write),
+    row_counts_check(sorted_run_compaction),
+    row_counts_check(rescale),
+    dynamic_buckets_within_target,
+    no_duplicate_primary_key,
+    bucket_skew,
+    postpone_bucket_empty,
+]

@@ -1,0 +1,382 @@
+"""The LSM side of the table: bucket assignment, the Spark write, and sorted-run compaction.
+
+Also what every asset and check shows of a table's buckets: rows, files and sorted runs per
+bucket as a markdown table and a markdown bar chart, with numeric summaries Dagster plots
+across materializations. All of it comes from `table.bucket_stats()` (manifests only).
+"""
+
+import json
+import pickle
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from lakehouse_engine.errors import CommitTimeoutError
+from lakehouse_engine.format.manifest import FileKind
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.spark.write import (
+    BUCKET_COLUMN,
+    MESSAGE_COLUMN,
+    MESSAGE_SCHEMA,
+    BucketMode,
+    FixedBucketAssigner,
+    TableRef,
+    partition_bucket_counts,
+)
+from lakehouse_engine.table import FileStoreTable
+from pipelines.ingest import DAILY_PARTITIONS, SINGLE_RUN, Ledger, ingested_events, read_staged
+from pipelines.resources import LakehouseResource, SparkResource
+from pipelines.sample_data import PARTITION_KEY
+
+BUCKET = "bucket"
+ROWS = "rows"
+_CHART_WIDTH = 40
+_CHART_MAX_LINES = 64
+
+
+# ---- per-bucket statistics and how they are shown ----------------------------------------------
+@dataclass(frozen=True)
+class BucketRow:
+    """One (partition, bucket) of `table.bucket_stats()`."""
+
+    partition: str
+    bucket: int
+    total_buckets: int
+    records: int
+    files: int
+    sorted_runs: int
+    size_bytes: int
+
+    @property
+    def label(self) -> str:
+        return bucket_label(self.partition, self.bucket)
+
+
+def bucket_label(partition: str, bucket: int) -> str:
+    """`dt=2026-11-21/3`, or `dt=2026-11-21/postpone` for bucket-postpone."""
+    return f"{partition}/{'postpone' if bucket == POSTPONE_BUCKET else bucket}"
+
+
+def partition_name(dt: str) -> str:
+    """The table partition of a daily partition key (`2026-11-21` -> `dt=2026-11-21`)."""
+    return f"{PARTITION_KEY}={dt}"
+
+
+def bucket_rows(table: FileStoreTable, dts: Iterable[str] | None = None) -> list[BucketRow]:
+    """The table's (partition, bucket) statistics, of the given days only when `dts` is set."""
+    stats = table.bucket_stats()
+    if dts is not None:
+        stats = stats.filter(pc.is_in(stats.column("partition"),
+                                      pa.array([partition_name(d) for d in dts])))
+    return [BucketRow(r["partition"], r["bucket"], r["total_buckets"], r["record_count"],
+                      r["file_count"], r["sorted_runs"], r["size_bytes"]) for r in stats.to_pylist()]
+
+
+def buckets_markdown(rows: Sequence[BucketRow]) -> str:
+    """Rows, files, sorted runs and bytes per bucket as a markdown table."""
+    if not rows:
+        return "The table has no data files yet."
+    lines = ["| partition | bucket | rows | files | sorted runs | bytes |", "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        bucket = "postpone" if r.bucket == POSTPONE_BUCKET else str(r.bucket)
+        lines.append(f"| {r.partition} | {bucket} | {r.records:,} | {r.files} | {r.sorted_runs} | {r.size_bytes:,} |")
+    return "\n".join(lines)
+
+
+def bar_chart_markdown(values: Sequence[tuple[str, int]], unit: str = "rows") -> str:
+    """A horizontal bar chart in a markdown code block, one bar per label."""
+    if not values:
+        return "Nothing to chart."
+    top = max(v for _, v in values) or 1
+    width = max(len(label) for label, _ in values[:_CHART_MAX_LINES])
+    lines = []
+    for label, value in values[:_CHART_MAX_LINES]:
+        bar = "█" * max(1 if value else 0, round(_CHART_WIDTH * value / top))
+        lines.append(f"{label:<{width}}  {bar:<{_CHART_WIDTH}}  {value:,}")
+    if len(values) > _CHART_MAX_LINES:
+        lines.append(f"... and {len(values) - _CHART_MAX_LINES} more")
+    return f"{unit} per bucket\n```\n" + "\n".join(lines) + "\n```"
+
+
+def skew(records: Sequence[int]) -> float:
+    """Largest over mean of the row counts (1.0 when even; 0.0 without rows)."""
+    total = sum(records)
+    return max(records) * len(records) / total if total else 0.0
+
+
+def bucket_metadata(rows: Sequence[BucketRow]) -> dict[str, Any]:
+    """Rows per bucket as a table and a chart, sorted runs per bucket, and numbers to plot."""
+    real = [r for r in rows if r.bucket != POSTPONE_BUCKET]
+    counts = [r.records for r in real]
+    return {
+        "rows_per_bucket": dg.MetadataValue.md(buckets_markdown(rows)),
+        "rows_per_bucket_chart": dg.MetadataValue.md(bar_chart_markdown([(r.label, r.records) for r in rows])),
+        "sorted_runs_per_bucket": dg.MetadataValue.md(
+            bar_chart_markdown([(r.label, r.sorted_runs) for r in rows], unit="sorted runs")),
+        "buckets": len(real),
+        "max_rows_in_a_bucket": max(counts, default=0),
+        "mean_rows_per_bucket": float(round(sum(counts) / len(counts), 1)) if counts else 0.0,
+        "bucket_skew": float(round(skew(counts), 3)) if counts else 0.0,
+        "max_sorted_runs": max((r.sorted_runs for r in rows), default=0),
+        "rows_in_postpone_bucket": sum(r.records for r in rows if r.bucket == POSTPONE_BUCKET),
+    }
+
+
+def buckets_over_trigger(rows: Iterable[BucketRow], trigger: int) -> list[BucketRow]:
+    """Real buckets holding more sorted runs than `num-sorted-run.compaction-trigger`."""
+    return [r for r in rows if r.bucket != POSTPONE_BUCKET and r.sorted_runs > trigger]
+
+
+# ---- bucket assignment -------------------------------------------------------------------------
+def dynamic_bucket_counts(ref: TableRef, rows: pa.Table) -> pa.Table:
+    """Rows per dynamic bucket for rows of one partition: (dt, bucket, rows).
+
+    Runs the engine's assigner over the table's current HASH index without writing index files,
+    so it shows where a single-assigner write would put the rows.
+    """
+    from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
+    from lakehouse_engine.format.bucket_hash import hash_rows
+    from lakehouse_engine.write.table_write import conform_to_schema
+
+    table = ref.open()
+    schema = table.schema
+    rows = conform_to_schema(rows, schema.arrow_schema(), table.name)
+    _, partitions = table.partition_codec().group_rows(rows)
+    hashes = hash_rows([rows.column(k) for k in schema.bucket_keys], schema.types_of(schema.bucket_keys))
+    buckets = DynamicBucketAssigner(table, table.latest_snapshot()).assign(partitions[0], hashes)
+    counts = pa.table({BUCKET: pa.array(buckets, pa.int32())}).group_by(BUCKET).aggregate([(BUCKET, "count")])
+    return pa.table({
+        PARTITION_KEY: pa.array([rows.column(PARTITION_KEY)[0].as_py()] * counts.num_rows, pa.string()),
+        BUCKET: counts.column(BUCKET),
+        ROWS: counts.column(f"{BUCKET}_count").cast(pa.int64()),
+    })
+
+
+PLAN_SCHEMA = StructType([StructField(PARTITION_KEY, StringType()), StructField(BUCKET, IntegerType()),
+                          StructField(ROWS, LongType())])
+
+
+def assign_buckets(rows: DataFrame, table: FileStoreTable) -> list[tuple[str, int, int]]:
+    """(dt, bucket, rows) for rows about to be written, computed on Spark for the table's mode."""
+    mode = BucketMode.of(table)
+    ref = TableRef.of(table)
+    if mode is BucketMode.FIXED:
+        assigner = FixedBucketAssigner(ref, partition_bucket_counts(table))
+        schema = StructType([*rows.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
+        counted = (rows.mapInArrow(assigner, schema)
+                   .groupBy(PARTITION_KEY, F.col(BUCKET_COLUMN).alias(BUCKET))
+                   .agg(F.count(F.lit(1)).alias(ROWS)))
+    elif mode is BucketMode.DYNAMIC:
+        def per_partition(group: pa.Table) -> pa.Table:  # Spark reads these type hints
+            return dynamic_bucket_counts(ref, group)
+
+        counted = rows.groupBy(PARTITION_KEY).applyInArrow(per_partition, PLAN_SCHEMA)
+    else:  # postpone: every row waits in bucket-postpone until postpone compaction
+        counted = (rows.groupBy(PARTITION_KEY).agg(F.count(F.lit(1)).alias(ROWS))
+                   .select(PARTITION_KEY, F.lit(POSTPONE_BUCKET).alias(BUCKET), ROWS))
+    return sorted((r[PARTITION_KEY], int(r[BUCKET]), int(r[ROWS])) for r in counted.collect())
+
+
+@dg.asset(
+    partitions_def=DAILY_PARTITIONS,
+    backfill_policy=SINGLE_RUN,
+    deps=[ingested_events],
+    group_name="lsm",
+    kinds={"spark", "paimon"},
+    description="The bucket of every staged row for the table's bucket mode (fixed, dynamic or "
+                "postpone): rows per bucket and the buckets the write will create.",
+)
+def bucket_assignment(context: dg.AssetExecutionContext, spark: SparkResource,
+                      lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Assign buckets to the staged rows not yet written and record the plan beside the staging."""
+    table = lakehouse.get_or_create_table()
+    mode = BucketMode.of(table)
+    pending = Ledger(lakehouse.ledger_path).read().pending(context.partition_keys)
+    base: dict[str, Any] = {"bucket_mode": mode.value, "table_buckets_option": table.options.bucket}
+    if not pending:
+        return dg.MaterializeResult(metadata={**base, "rows": 0, "new_buckets": 0,
+                                              "dagster/row_count": 0})
+    plan = assign_buckets(read_staged(spark.spark_session, lakehouse.staging_path, pending), table)
+    existing = {(r.partition, r.bucket) for r in bucket_rows(table, context.partition_keys)}
+    new = [(dt, b) for dt, b, _ in plan if (partition_name(dt), b) not in existing and b != POSTPONE_BUCKET]
+    path = lakehouse.staging_path / "bucket_plans" / f"{context.run.run_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"bucket_mode": mode.value, "buckets": [
+        {"dt": dt, "bucket": b, "rows": n, "new": (dt, b) in new} for dt, b, n in plan]}, indent=1))
+    labels = [(bucket_label(partition_name(dt), b), n) for dt, b, n in plan]
+    table_md = ["| partition | bucket | rows | new |", "|---|---:|---:|---|"]
+    table_md += [f"| {partition_name(dt)} | {b} | {n:,} | {'yes' if (dt, b) in new else ''} |" for dt, b, n in plan]
+    counts = [n for _, _, n in plan]
+    context.log.info(f"{sum(counts):,} rows into {len(plan)} buckets ({mode.value}), {len(new)} new")
+    return dg.MaterializeResult(metadata={
+        **base,
+        "rows": sum(counts),
+        "dagster/row_count": sum(counts),
+        "buckets_assigned": len(plan),
+        "new_buckets": len(new),
+        "new_bucket_list": ", ".join(bucket_label(partition_name(dt), b) for dt, b in new) or "none",
+        "rows_per_bucket": dg.MetadataValue.md("\n".join(table_md)),
+        "rows_per_bucket_chart": dg.MetadataValue.md(bar_chart_markdown(labels)),
+        "bucket_skew": float(round(skew(counts), 3)),
+        "plan": dg.MetadataValue.path(str(path)),
+    })
+
+
+# ---- the LSM write -----------------------------------------------------------------------------
+def added_files(table: FileStoreTable, snapshot_ids: Iterable[int]) -> list[Any]:
+    """The data files these snapshots added (their delta manifests' ADD entries)."""
+    io = table.manifest_io()
+    entries = []
+    for sid in snapshot_ids:
+        delta = io.read_entries(io.read_manifest_list(table.snapshot(sid).delta_manifest_list))
+        entries += [e for e in delta if e.kind == FileKind.ADD]
+    return entries
+
+
+@dg.asset(
+    partitions_def=DAILY_PARTITIONS,
+    backfill_policy=SINGLE_RUN,
+    deps=[bucket_assignment],
+    group_name="lsm",
+    kinds={"spark", "paimon"},
+    description="The Paimon primary-key table: staged rows written by Spark, one commit per run, "
+                "one new level-0 sorted run per bucket written.",
+)
+def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
+              lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Write the staged, uncommitted rows of the run's days in one Spark commit."""
+    import lakehouse_engine.spark as lakehouse_spark
+
+    table = lakehouse.get_or_create_table()
+    dts = list(context.partition_keys)
+    done: list[str] = []
+    with Ledger(lakehouse.ledger_path).update() as state:
+        pending = state.pending(dts)
+        ids: list[int] = []
+        if pending:
+            rows = read_staged(spark.spark_session, lakehouse.staging_path, pending)
+            ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse)
+            done = state.mark_written(pending, ids[-1] if ids else 0)
+    for batch in done:  # committed and recorded: the table holds these rows now
+        shutil.rmtree(lakehouse.staging_path / f"batch={batch}", ignore_errors=True)
+    table = lakehouse.get_table()  # re-opened: the latest schema and snapshot
+    snapshot = table.latest_snapshot()
+    files = added_files(table, ids)
+    metadata: dict[str, Any] = {
+        "snapshot_id": snapshot.id if snapshot else 0,
+        "commit_kind": snapshot.commit_kind if ids and snapshot else "none (nothing staged)",
+        "rows_written": sum(n for _, _, n in pending),
+        "files_added": len(files),
+        "records_in_files_added": sum(e.file.row_count for e in files),
+        "bytes_added": sum(e.file.file_size for e in files),
+        "table_records": snapshot.total_record_count if snapshot else 0,
+        "dagster/row_count": snapshot.total_record_count if snapshot else 0,
+        **bucket_metadata(bucket_rows(table, dts)),
+    }
+    context.log.info(f"snapshot {metadata['snapshot_id']}: {metadata['rows_written']:,} rows, "
+                     f"{len(files)} files added")
+    return dg.MaterializeResult(metadata=metadata)
+
+
+# ---- sorted-run compaction ----------------------------------------------------------------------
+class BucketTarget(dg.Config):
+    """One bucket to compact: its partition (`dt=2026-11-21`) and bucket number."""
+
+    partition: str
+    bucket: int
+
+
+class CompactionConfig(dg.Config):
+    """What to compact: `full` rewrites every bucket into one sorted run; otherwise the buckets
+    in `targets`, or with no targets every bucket over `num-sorted-run.compaction-trigger`."""
+
+    full: bool = False
+    targets: list[BucketTarget] = []
+
+
+def compact_buckets(spark: SparkSession, table: FileStoreTable, buckets: set[tuple[str, int]] | None,
+                    full: bool = False) -> list[int]:
+    """Compact these (partition, bucket)s (all when None) on Spark executors and commit once.
+
+    `lakehouse_engine.spark.compact` selects by partition only; this runs the same tasks for
+    exactly the requested buckets.
+    """
+    from lakehouse_engine.compact.table_compact import delete_new_files, plan_compaction
+    from lakehouse_engine.spark.compact import CompactRunner
+
+    codec = table.partition_codec()
+    tasks = [t for t in plan_compaction(table, full)
+             if buckets is None or (codec.from_binary(t.partition).path_string(), t.bucket) in buckets]
+    if not tasks:
+        return []
+    runs = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
+    results = runs.mapInArrow(CompactRunner(TableRef.of(table), tasks), MESSAGE_SCHEMA).collect()
+    messages = [pickle.loads(row[MESSAGE_COLUMN]) for row in results]
+    if not messages:
+        return []
+    commit = table.new_batch_write_builder().new_commit()
+    try:
+        ids: list[int] = commit.commit(messages)
+        return ids
+    except CommitTimeoutError:
+        delete_new_files(table, messages)  # nothing was committed: drop what the tasks wrote
+        raise
+    finally:
+        commit.close()
+
+
+@dg.asset(
+    deps=[lsm_write],
+    group_name="lsm",
+    kinds={"spark", "paimon"},
+    description="Universal compaction of the buckets whose sorted runs passed the trigger (or a "
+                "full compaction of every bucket), on Spark executors, one COMPACT commit.",
+)
+def sorted_run_compaction(context: dg.AssetExecutionContext, config: CompactionConfig,
+                          spark: SparkResource, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Compact the requested buckets (the sensor names them), or every bucket over the trigger."""
+    from lakehouse_engine.options import NUM_SORTED_RUN_COMPACTION_TRIGGER
+
+    if not lakehouse.table_exists():
+        return dg.MaterializeResult(metadata={"buckets_compacted": 0, "note": "the table does not exist yet"})
+    table = lakehouse.get_table()
+    trigger = table.options.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
+    before = {(r.partition, r.bucket): r for r in bucket_rows(table)}
+    wanted: set[tuple[str, int]] | None
+    if config.full:
+        wanted = None
+    elif config.targets:
+        wanted = {(t.partition, t.bucket) for t in config.targets}
+    else:
+        wanted = {(r.partition, r.bucket) for r in buckets_over_trigger(before.values(), trigger)}
+    ids = compact_buckets(spark.spark_session, table, wanted, config.full) if wanted is None or wanted else []
+    table = lakehouse.get_table()
+    after = {(r.partition, r.bucket): r for r in bucket_rows(table)}
+    changed = sorted(k for k in after if k not in before or after[k].files != before[k].files
+                     or after[k].sorted_runs != before[k].sorted_runs)
+    lines = ["| partition | bucket | sorted runs | files | rows in files |", "|---|---:|---|---|---|"]
+    for key in changed:
+        b, a = before.get(key), after[key]
+        lines.append(f"| {key[0]} | {key[1]} | {b.sorted_runs if b else 0} → {a.sorted_runs} | "
+                     f"{b.files if b else 0} → {a.files} | {b.records if b else 0:,} → {a.records:,} |")
+    snapshot = table.latest_snapshot()
+    context.log.info(f"compacted {len(changed)} buckets (trigger {trigger}); snapshots {ids}")
+    return dg.MaterializeResult(metadata={
+        "snapshot_id": snapshot.id if snapshot else 0,
+        "compaction": "full" if config.full else "universal",
+        "compaction_trigger": trigger,
+        "buckets_requested": len(before) if wanted is None else len(wanted),
+        "buckets_compacted": len(changed),
+        "compacted": dg.MetadataValue.md("\n".join(lines) if changed else "Nothing to compact."),
+        "snapshots_committed": ", ".join(map(str, ids)) or "none",
+        **bucket_metadata(list(after.values())),
+    })
+

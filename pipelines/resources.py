@@ -1,0 +1,151 @@
+"""Resources of the code location: a PySpark session and the lakehouse table the pipelines keep.
+
+The same assets run on a laptop (`local[*]`, a warehouse under `./warehouse`) or a cluster
+(`spark://host:port`) by configuration only: every field here can be set in the launchpad's
+run config, and `resources_from_env` reads the defaults from `LAKEHOUSE_*` variables.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
+
+from lakehouse_engine import Catalog, Schema
+from lakehouse_engine.errors import TableNotExistError
+from lakehouse_engine.table import FileStoreTable
+from pipelines.sample_data import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
+
+DEFAULT_TABLE = "shop.orders"
+DEFAULT_BUCKETS = 4
+DEFAULT_MASTER = "local[*]"
+
+# Options every table the pipelines create carries, under the resource's own `table_options`:
+# row kinds come with each event; `updated_at` orders the events of one key, because a Spark
+# shuffle does not keep the order in which rows arrived; and writers never compact, since
+# compaction is the sensor's and the nightly schedule's job (Paimon's dedicated compaction).
+PIPELINE_TABLE_OPTIONS = {
+    "rowkind.field": ROWKIND,
+    "sequence.field": "updated_at",
+    "write-only": "true",
+}
+
+
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy SparkSession: started on first use by the engine's `create_session`
+    (loopback, UTC, the `lakehouse` data source registered) and stopped when the run ends."""
+
+    master: str = Field(default=DEFAULT_MASTER, description="`local[*]`, `local[n]` or `spark://host:port`.")
+    app_name: str = Field(default="lakehouse-pipelines", description="Spark application name.")
+    shuffle_partitions: int = Field(default=4, description="`spark.sql.shuffle.partitions`.")
+    driver_memory: str = Field(default="2g", description="`spark.driver.memory` (when this run starts the JVM).")
+    spark_config: dict[str, Any] = Field(default_factory=dict, description="Further Spark settings.")
+    stop_on_teardown: bool = Field(
+        default=True,
+        description="Stop the session at the end of the run. Tests sharing one session turn it off.")
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            from lakehouse_engine.spark.session import create_session
+
+            self._spark_session = create_session(
+                self.master, app_name=self.app_name, shuffle_partitions=self.shuffle_partitions,
+                driver_memory=self.driver_memory,
+                conf={str(k): str(v) for k, v in self.spark_config.items()})
+
+    @property
+    def started(self) -> bool:
+        """Whether this run has started (or joined) a session yet."""
+        return self._spark_session is not None
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._spark_session is not None and self.stop_on_teardown:
+            self._spark_session.stop()
+        self._spark_session = None
+
+
+class LakehouseResource(dg.ConfigurableResource):
+    """The primary-key table the pipelines write (warehouse, `database.table`, bucket mode, options)
+    and the pipeline's own folders beside it: landing, staging, quarantine and the ingestion ledger."""
+
+    warehouse: str = Field(description="Warehouse root: a local path or a file:// URI.")
+    table: str = Field(default=DEFAULT_TABLE, description="`database.table`.")
+    bucket: int = Field(
+        default=DEFAULT_BUCKETS,
+        description="Bucket mode of a new table: a count > 0 (fixed), -1 (dynamic) or -2 (postpone).")
+    table_options: dict[str, str] = Field(
+        default_factory=dict, description="Further Paimon options of a new table (over the pipeline's).")
+    landing_dir: str | None = Field(
+        default=None, description="Where new files land; default `<warehouse>/landing/<table>`.")
+
+    # ---- the table ---------------------------------------------------------------------------
+    def catalog(self) -> Catalog:
+        return Catalog(self.warehouse)
+
+    def options(self) -> dict[str, str]:
+        """The options a new table is created with."""
+        return {**PIPELINE_TABLE_OPTIONS, **self.table_options, "bucket": str(self.bucket)}
+
+    def table_exists(self) -> bool:
+        return self.catalog().table_exists(self.table)
+
+    def get_table(self) -> FileStoreTable:
+        """The table at its latest schema; TableNotExistError before the first write."""
+        return self.catalog().get_table(self.table)
+
+    def get_or_create_table(self) -> FileStoreTable:
+        """The table, created first (order events, keyed by (order_id, dt), partitioned by dt)."""
+        catalog = self.catalog()
+        try:
+            return catalog.get_table(self.table)
+        except TableNotExistError:
+            catalog.create_database(self.table.split(".", 1)[0], ignore_if_exists=True)
+            catalog.create_table(self.table, Schema.from_pyarrow_schema(
+                EVENT_SCHEMA, primary_keys=list(PRIMARY_KEY), partition_keys=[PARTITION_KEY],
+                options=self.options()), ignore_if_exists=True)
+            return catalog.get_table(self.table)
+
+    # ---- the pipeline's folders (local disk: Spark reads them, the ledger locks a file) --------
+    @property
+    def root(self) -> Path:
+        """The warehouse as a local path."""
+        parsed = urlparse(self.warehouse)
+        if parsed.scheme in ("", "file"):
+            return Path(parsed.path if parsed.scheme else self.warehouse).absolute()
+        raise dg.DagsterInvariantViolationError(
+            f"warehouse {self.warehouse!r}: the pipelines keep landing, staging and quarantine "
+            f"folders on local disk; use a local path or a file:// URI")
+
+    @property
+    def landing_path(self) -> Path:
+        return Path(self.landing_dir).absolute() if self.landing_dir else self.root / "landing" / self.table
+
+    @property
+    def staging_path(self) -> Path:
+        return self.root / "staging" / self.table
+
+    @property
+    def quarantine_path(self) -> Path:
+        return self.root / "quarantine" / self.table
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / "ledger" / f"{self.table}.json"
+
+
+def resources_from_env() -> dict[str, Any]:
+    """The resources of the code location, configured from `LAKEHOUSE_WAREHOUSE` (./warehouse),
+    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET` and `LAKEHOUSE_SPARK_MASTER` (local[*])."""
+    warehouse = os.path.abspath(os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
+    return {
+        "spark": SparkResource(master=os.environ.get("LAKEHOUSE_SPARK_MASTER", DEFAULT_MASTER)),
+        "lakehouse": LakehouseResource(
+            warehouse=warehouse,
+            table=os.environ.get("LAKEHOUSE_TABLE", DEFAULT_TABLE),
+            bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS)))),
+    }

@@ -1,0 +1,90 @@
+"""Bucket assignment per bucket mode, and how buckets are shown (tables, charts, numbers)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.spark.write import TableRef
+from pipelines.ingest import EVENT_SPARK_SCHEMA
+from pipelines.lsm import (
+    BucketRow,
+    assign_buckets,
+    bar_chart_markdown,
+    bucket_metadata,
+    buckets_markdown,
+    buckets_over_trigger,
+    dynamic_bucket_counts,
+    skew,
+)
+from pipelines.resources import LakehouseResource, SparkResource
+from tests.pipelines.conftest import events
+
+
+def _row(bucket: int, records: int, runs: int = 1) -> BucketRow:
+    return BucketRow("dt=2026-11-01", bucket, 2, records, runs, runs, records * 20)
+
+
+def test_bucket_metadata_shows_rows_as_a_table_a_chart_and_numbers() -> None:
+    meta = bucket_metadata([_row(0, 300, runs=3), _row(1, 100), _row(POSTPONE_BUCKET, 50)])
+    table = meta["rows_per_bucket"].value
+    assert "| dt=2026-11-01 | 0 | 300 | 3 | 3 | 6,000 |" in table
+    assert "| dt=2026-11-01 | postpone | 50 |" in table
+    chart = meta["rows_per_bucket_chart"].value.splitlines()
+    assert chart[2].startswith("dt=2026-11-01/0") and chart[2].count("█") == 40 and chart[2].endswith("300")
+    assert chart[3].count("█") == 13
+    assert (meta["buckets"], meta["max_rows_in_a_bucket"], meta["mean_rows_per_bucket"]) == (2, 300, 200.0)
+    assert (meta["bucket_skew"], meta["max_sorted_runs"], meta["rows_in_postpone_bucket"]) == (1.5, 3, 50)
+
+
+def test_empty_tables_have_something_to_say() -> None:
+    assert buckets_markdown([]) == "The table has no data files yet."
+    assert bar_chart_markdown([]) == "Nothing to chart."
+    assert skew([]) == 0.0 and skew([0, 0]) == 0.0
+    assert bucket_metadata([])["bucket_skew"] == 0.0
+
+
+def test_buckets_over_the_trigger_are_strictly_above_it_and_never_postpone() -> None:
+    rows = [_row(0, 1, runs=5), _row(1, 1, runs=6), _row(POSTPONE_BUCKET, 1, runs=9)]
+    assert [r.bucket for r in buckets_over_trigger(rows, 5)] == [1]
+
+
+def test_dynamic_preview_fills_buckets_up_to_the_target(tmp_path: Path) -> None:
+    lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=-1,
+                                  table_options={"dynamic-bucket.target-row-num": "50"})
+    table = lakehouse.get_or_create_table()
+    rows = events(rows_per_day=300)
+    plan = dynamic_bucket_counts(TableRef.of(table), rows)
+    keys = len(set(rows.column("order_id").to_pylist()))
+    assert sum(plan.column("rows").to_pylist()) == rows.num_rows
+    assert sorted(plan.column("bucket").to_pylist()) == list(range(math.ceil(keys / 50)))
+    assert table.latest_snapshot() is None  # a preview writes nothing, index files included
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("bucket", [3, -1, -2])
+def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: SparkResource, bucket: int) -> None:
+    lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=bucket,
+                                  table_options={"dynamic-bucket.target-row-num": "40"})
+    table = lakehouse.get_or_create_table()
+    rows = events(rows_per_day=150, days=2)
+    plan = assign_buckets(spark_resource.spark_session.createDataFrame(rows, EVENT_SPARK_SCHEMA), table)
+    per_day = pc.value_counts(rows.column("dt")).to_pylist()
+    assert {dt: sum(n for d, _, n in plan if d == dt) for dt in ("2026-11-01", "2026-11-02")} == {
+        c["values"]: c["counts"] for c in per_day}
+    if bucket == 3:
+        hashes = hash_rows([rows.column("order_id")], table.schema.types_of(["order_id"]))
+        expected = pa.table({"dt": rows.column("dt"), "b": bucket_of(hashes, 3)})
+        counts = expected.group_by(["dt", "b"]).aggregate([("b", "count")])
+        assert plan == sorted(zip(counts.column("dt").to_pylist(), counts.column("b").to_pylist(),
+                                  counts.column("b_count").to_pylist(), strict=True))
+    elif bucket == -1:
+        assert max(b for _, b, _ in plan) >= 1
+    else:
+        assert {b for _, b, _ in plan} == {POSTPONE_BUCKET}

@@ -1,0 +1,208 @@
+"""Every asset and check through `materialize` on a small sample, on the shared Spark session.
+
+One run of the whole graph over two days sets the table up (module fixture); the tests after it
+read what it did, then drive the table further in file order: ingest again, trigger the sensor
+and compact, rescale, expire. After each, the table still equals the model of the valid events.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.json as pa_json
+import pytest
+
+from pipelines.automation import sorted_runs_sensor
+from pipelines.checks import ASSET_CHECKS
+from pipelines.ingest import ingested_events
+from pipelines.lsm import (
+    bucket_assignment,
+    bucket_rows,
+    lsm_write,
+    partition_name,
+    sorted_run_compaction,
+)
+from pipelines.maintenance import (
+    ExpiryConfig,
+    RescaleConfig,
+    postpone_compaction,
+    rescale,
+    snapshot_expiry,
+)
+from pipelines.resources import LakehouseResource, SparkResource
+from pipelines.run_main import write_landing
+from pipelines.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
+from pipelines.validation import MALFORMED, REASON, SOURCE_FILE
+from tests.pipelines.conftest import check_results, metadata_of
+
+pytestmark = pytest.mark.spark
+
+DAYS = ("2026-11-01", "2026-11-02")
+ASSETS = [ingested_events, bucket_assignment, lsm_write, sorted_run_compaction, postpone_compaction,
+          rescale, snapshot_expiry]
+RANGE = {"dagster/asset_partition_range_start": DAYS[0], "dagster/asset_partition_range_end": DAYS[-1]}
+
+
+@dataclass
+class Pipeline:
+    lakehouse: LakehouseResource
+    resources: dict[str, Any]
+    instance: dg.DagsterInstance
+    batches: list[pa.Table]
+    first: Any  # the result of the first run
+
+    def materialize(self, selection: Any, **kwargs: Any) -> Any:
+        return dg.materialize([*ASSETS, *ASSET_CHECKS], selection=selection, resources=self.resources,
+                              instance=self.instance, **kwargs)
+
+    def table_equals_model(self) -> bool:
+        table = self.lakehouse.get_table()
+        rb = table.new_read_builder()
+        merged = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+        expected = apply_to_model(self.batches)
+        got = merged.select(expected.column_names).sort_by([(k, "ascending") for k in PRIMARY_KEY])
+        return got.cast(expected.schema).equals(expected)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory, spark_resource: SparkResource) -> Pipeline:
+    warehouse = tmp_path_factory.mktemp("pipeline") / "warehouse"
+    lakehouse = LakehouseResource(warehouse=str(warehouse), bucket=2,
+                                  table_options={"num-sorted-run.compaction-trigger": "2"})
+    batches = generate_order_events(days=len(DAYS), rows_per_day=400, seed=3,
+                                    start=datetime.date.fromisoformat(DAYS[0]))
+    write_landing(lakehouse.landing_path, batches)
+    resources = {"spark": spark_resource, "lakehouse": lakehouse}
+    instance = dg.DagsterInstance.ephemeral()
+    first = dg.materialize([*ASSETS, *ASSET_CHECKS], resources=resources, instance=instance, tags=RANGE)
+    return Pipeline(lakehouse, resources, instance, batches, first)
+
+
+def test_one_run_materializes_every_asset_and_passes_every_check(pipeline: Pipeline) -> None:
+    assert pipeline.first.success
+    materialized = sorted((e.asset_key.to_user_string(), e.partition)
+                          for e in pipeline.first.get_asset_materialization_events())
+    per_day = [(a, d) for a in ("bucket_assignment", "ingested_events", "lsm_write") for d in DAYS]
+    once = [(a, None) for a in ("postpone_compaction", "rescale", "snapshot_expiry", "sorted_run_compaction")]
+    assert materialized == sorted(per_day + once)
+    checks = check_results(pipeline.first)
+    assert len(checks) == len(ASSET_CHECKS)
+    assert {name: e.passed for name, e in checks.items() if not e.passed} == {}
+
+
+def test_ingestion_stages_valid_rows_and_quarantines_the_rest_with_reasons(pipeline: Pipeline) -> None:
+    meta = metadata_of(pipeline.first, "ingested_events")
+    events = sum(b.num_rows for b in pipeline.batches)
+    assert (meta["new_files"], meta["rows_staged"], meta["rows_quarantined"]) == (10, events, 12)
+    parts = sorted((Path(meta["quarantine"])).glob("part-*.json"))
+    quarantined = pa.concat_tables([pa_json.read_json(p) for p in parts if p.stat().st_size])
+    reasons = quarantined.column(REASON).to_pylist()
+    assert reasons.count(MALFORMED) == 2
+    assert reasons.count("dt differs from the dt of its landing folder") == 2
+    assert reasons.count("order_id: not_nullable") == 2
+    assert reasons.count("amount: in_range(0, 9999999999.99)") == 2
+    assert reasons.count("quantity: in_range(1, 10000)") == 2
+    assert sum(r.startswith("_rowkind: isin(") for r in reasons) == 2
+    assert all(s.endswith("/rejects.jsonl") for s in quarantined.column(SOURCE_FILE).to_pylist())
+    assert meta["quarantine_reason_counts"][MALFORMED] == 2
+
+
+def test_bucket_assignment_reports_rows_and_new_buckets(pipeline: Pipeline) -> None:
+    meta = metadata_of(pipeline.first, "bucket_assignment")
+    assert meta["bucket_mode"] == "fixed"
+    assert meta["rows"] == metadata_of(pipeline.first, "ingested_events")["rows_staged"]
+    assert (meta["buckets_assigned"], meta["new_buckets"]) == (4, 4)
+    assert "| dt=2026-11-02 | 1 |" in meta["rows_per_bucket"]
+    assert "█" in meta["rows_per_bucket_chart"]
+    assert Path(meta["plan"]).exists()
+
+
+def test_the_lsm_write_commits_once_and_reports_its_buckets(pipeline: Pipeline) -> None:
+    meta = metadata_of(pipeline.first, "lsm_write")
+    snapshot = pipeline.lakehouse.get_table().snapshot(1)
+    assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (1, "APPEND", 4)
+    assert meta["rows_written"] == metadata_of(pipeline.first, "ingested_events")["rows_staged"]
+    assert meta["table_records"] == meta["records_in_files_added"] == snapshot.total_record_count
+    assert (meta["buckets"], meta["max_sorted_runs"]) == (4, 1)
+    assert "| dt=2026-11-01 | 0 |" in meta["rows_per_bucket"]
+    assert "sorted runs per bucket" in meta["sorted_runs_per_bucket"]
+    assert 1.0 <= meta["bucket_skew"] < 1.5
+    assert not Path(metadata_of(pipeline.first, "ingested_events")["staging"]).exists()  # committed: gone
+    assert pipeline.table_equals_model()
+
+
+def test_running_ingestion_again_adds_nothing(pipeline: Pipeline) -> None:
+    before = pipeline.lakehouse.get_table().latest_snapshot()
+    result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write), tags=RANGE)
+    assert result.success
+    assert metadata_of(result, "ingested_events")["new_files"] == 0
+    assert metadata_of(result, "lsm_write")["rows_written"] == 0
+    assert pipeline.lakehouse.get_table().latest_snapshot() == before
+
+
+def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeline: Pipeline) -> None:
+    lakehouse, day = pipeline.lakehouse, DAYS[0]
+    folder = lakehouse.landing_path / f"dt={day}"
+    originals = sorted(p for p in folder.iterdir() if p.name.startswith("orders-"))
+    for copy in (1, 2):  # the same events again under new names: new files, same merged rows
+        for path in originals:
+            shutil.copy(path, folder / f"again{copy}-{path.name}")
+        result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write),
+                                      partition_key=day)
+        assert metadata_of(result, "ingested_events")["new_files"] == len(originals)
+    runs = {(r.partition, r.bucket): r.sorted_runs for r in bucket_rows(lakehouse.get_table())}
+    assert runs == {(partition_name(day), 0): 3, (partition_name(day), 1): 3,
+                    (partition_name(DAYS[1]), 0): 1, (partition_name(DAYS[1]), 1): 1}
+
+    context = dg.build_sensor_context(instance=pipeline.instance, resources={"lakehouse": lakehouse})
+    verdict = sorted_runs_sensor(context)
+    assert isinstance(verdict, dg.SensorResult)
+    [request] = verdict.run_requests or []
+    result = pipeline.materialize(dg.AssetSelection.assets(sorted_run_compaction), run_config=request.run_config)
+    assert result.success
+    meta = metadata_of(result, "sorted_run_compaction")
+    assert (meta["buckets_requested"], meta["buckets_compacted"], meta["max_sorted_runs"]) == (2, 2, 1)
+    assert check_results(result)["sorted_run_compaction:bucket_row_counts_match_snapshot"].passed
+    after = dg.build_sensor_context(instance=pipeline.instance, resources={"lakehouse": lakehouse},
+                                    cursor=verdict.cursor)
+    assert isinstance(sorted_runs_sensor(after), dg.SkipReason)
+    assert pipeline.table_equals_model()
+
+
+def test_rescale_applies_the_configured_bucket_count(pipeline: Pipeline) -> None:
+    config = dg.RunConfig(ops={"rescale": RescaleConfig(bucket_num=3, partitions=[DAYS[1]])})
+    result = pipeline.materialize(dg.AssetSelection.assets(rescale), run_config=config)
+    assert result.success
+    meta = metadata_of(result, "rescale")
+    assert meta["partitions_rescaled"] == 1
+    assert f"| {partition_name(DAYS[1])} | 2 |" in meta["advice"] and "rescaled to 3" in meta["advice"]
+    counts = {r.partition: r.total_buckets for r in bucket_rows(pipeline.lakehouse.get_table())}
+    assert counts == {partition_name(DAYS[0]): 2, partition_name(DAYS[1]): 3}
+    assert check_results(result)["rescale:bucket_row_counts_match_snapshot"].passed
+    assert pipeline.table_equals_model()
+
+
+def test_snapshot_expiry_keeps_the_retained_snapshots_and_removes_orphans(pipeline: Pipeline) -> None:
+    table = pipeline.lakehouse.get_table()
+    latest = table.latest_snapshot()
+    assert latest is not None and len(table.snapshots()) > 2
+    orphan = Path(table.path) / f"dt={DAYS[0]}" / "bucket-0" / "data-orphan-0.parquet"
+    orphan.write_bytes(b"left by a failed writer")
+    os.utime(orphan, (time.time() - 3 * 86_400,) * 2)
+
+    config = dg.RunConfig(ops={"snapshot_expiry": ExpiryConfig(retain_max=2, retain_min=1)})
+    result = pipeline.materialize(dg.AssetSelection.assets(snapshot_expiry), run_config=config)
+    assert result.success
+    meta = metadata_of(result, "snapshot_expiry")
+    assert meta["snapshots_retained"] == 2 and meta["latest_snapshot"] == latest.id
+    assert meta["snapshots_expired"] == meta["snapshots_before"] - 2
+    assert meta["orphan_files_removed"] == 1 and not orphan.exists()
+    assert pipeline.table_equals_model()
