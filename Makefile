@@ -83,7 +83,7 @@ bench: $(VENV) $(INTEROP_VENV)
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
 
 dev: $(VENV)
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	mkdir -p .dagster_home && DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # ---------------------------------------------------------------- cleaning
 clean:
