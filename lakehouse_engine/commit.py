@@ -133,6 +133,8 @@ class TableCommit:
             d = self.table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
             for f in m.new_files + m.compact_after:
                 self.table.file_io.delete_file(f"{d}/{f.file_name}")
+            for e in m.new_index_files:
+                self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{e.file_name}")
 
     def close(self) -> None:
         pass

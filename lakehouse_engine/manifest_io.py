@@ -78,7 +78,10 @@ class ManifestIO:
         self.codec = _CODECS.get(compression, "zstandard")
 
     # ---- manifests --------------------------------------------------------------
-    def _read_cached(self, name: str, what: str, decode: Callable[[bytes, str], list[Any]]) -> list[Any]:
+    def _read_cached(self, name: str, what: str, decode: Callable[..., list[Any]],
+                     expected_size: int | None = None) -> list[Any]:
+        """Decode a metadata file once; with `expected_size` (recorded by whoever referenced it),
+        a truncated file is detected even when the Avro that is left still decodes."""
         path = self.paths.manifest_path(name)
         cached = _CACHE.get(path)
         if cached is not None:
@@ -87,12 +90,12 @@ class ManifestIO:
             data = self.file_io.read_bytes(path)
         except FileNotFoundError:
             raise CorruptFileError(f"{what} {path} is missing") from None
-        decoded = decode(data, path)
+        decoded = decode(data, path, expected_size=expected_size)
         _CACHE.put(path, decoded)
         return decoded
 
-    def read_manifest(self, name: str) -> list[ManifestEntry]:
-        return self._read_cached(name, "manifest file", decode_manifest_entries)
+    def read_manifest(self, name: str, expected_size: int | None = None) -> list[ManifestEntry]:
+        return self._read_cached(name, "manifest file", decode_manifest_entries, expected_size)
 
     def write_manifest(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
         """Write entries as one manifest file and return its ManifestFileMeta (with partition stats)."""
@@ -135,8 +138,8 @@ class ManifestIO:
         return SimpleStats(serialize_row(mins, codec.types), serialize_row(maxs, codec.types), nulls)
 
     # ---- manifest lists ---------------------------------------------------------
-    def read_manifest_list(self, name: str) -> list[ManifestFileMeta]:
-        return self._read_cached(name, "manifest list", decode_manifest_file_metas)
+    def read_manifest_list(self, name: str, expected_size: int | None = None) -> list[ManifestFileMeta]:
+        return self._read_cached(name, "manifest list", decode_manifest_file_metas, expected_size)
 
     def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> tuple[str, int]:
         name = self.paths.new_manifest_list_name()
@@ -161,13 +164,13 @@ class ManifestIO:
     # ---- snapshots --------------------------------------------------------------
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, every live data file."""
-        return (self.read_manifest_list(snapshot.base_manifest_list)
-                + self.read_manifest_list(snapshot.delta_manifest_list))
+        return (self.read_manifest_list(snapshot.base_manifest_list, snapshot.base_manifest_list_size)
+                + self.read_manifest_list(snapshot.delta_manifest_list, snapshot.delta_manifest_list_size))
 
     def read_entries(self, metas: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
         out: list[ManifestEntry] = []
         for m in metas:
-            out.extend(self.read_manifest(m.file_name))
+            out.extend(self.read_manifest(m.file_name, m.file_size))
         return out
 
     def live_entries(self, snapshot: Snapshot | None) -> list[ManifestEntry]:

@@ -191,6 +191,11 @@ class TableSchema:
             if f not in names:
                 raise InvalidOptionError(f"option '{BUCKET_KEY.key}' names unknown field '{f}'")
         if self.primary_keys:
+            from lakehouse_engine.mergetree.merge_engines.merge_options import (
+                validate_merge_options,
+            )
+
+            validate_merge_options(self)
             if opts.bucket_keys and not set(opts.bucket_keys) <= set(self.trimmed_primary_keys):
                 raise InvalidOptionError(
                     f"option 'bucket-key' ({', '.join(opts.bucket_keys)}) must be a subset of the "

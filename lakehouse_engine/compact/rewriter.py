@@ -127,7 +127,8 @@ class BucketCompactor:
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
                                self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,
-                               rows_in_sequence_order=in_order)
+                               rows_in_sequence_order=in_order, options=self.options,
+                               primary_keys=self.table.schema.primary_keys)
         writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)

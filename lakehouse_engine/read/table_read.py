@@ -12,7 +12,13 @@ import pyarrow as pa
 
 from lakehouse_engine.format.manifest import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
-from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER, merge_indices
+from lakehouse_engine.mergetree.merge import (
+    INSERT,
+    UPDATE_AFTER,
+    merge_columns_needed,
+    merge_indices,
+    merge_records,
+)
 from lakehouse_engine.options import IGNORE_DELETE, MERGE_ENGINE, SEQUENCE_FIELD_SORT_ORDER
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
@@ -45,7 +51,7 @@ class TableRead:
         self.ignore_delete = bool(opts.get(IGNORE_DELETE))
         self.sequence_fields = opts.sequence_fields
         self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
-        merge_cols = list(needed)
+        merge_cols = merge_columns_needed(opts, needed) if self.primary_key else list(needed)
         for f in self.key_names + self.sequence_fields:
             if f not in merge_cols:
                 merge_cols.append(f)
@@ -122,6 +128,12 @@ class TableRead:
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
         table = _concat([self._read_file(p, columns) for _, p in ordered])
+        if self.merge_engine not in ("deduplicate", "first-row"):
+            # partial-update and aggregation compute new rows rather than pick one per key.
+            return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
+                                 self.sequence_descending, self.ignore_delete, drop_retracts=True,
+                                 rows_in_sequence_order=in_order, options=self.table.options,
+                                 primary_keys=self.table.schema.primary_keys)
         idx = merge_indices(table, self.key_names, self.merge_engine, self.sequence_fields,
                             self.sequence_descending, self.ignore_delete, drop_retracts=True,
                             rows_in_sequence_order=in_order)

@@ -2,6 +2,8 @@
 
 The only package of the engine that imports pyspark; everything it runs on executors is the
 engine itself (TableWrite, compaction, TableRead), re-opened from the warehouse in each task.
+`write` handles every bucket mode (fixed, bucket-unaware append, dynamic, cross-partition
+upsert, postpone); `compact` compacts all buckets, some partitions or exactly the buckets named.
 """
 
 from lakehouse_engine.spark.compact import compact

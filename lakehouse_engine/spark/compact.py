@@ -1,9 +1,13 @@
-"""Distributed compaction: one Spark task per (partition, bucket), one COMPACT commit on the driver."""
+"""Distributed compaction: one Spark task per (partition, bucket), one COMPACT commit on the driver.
+
+Postpone bucket tables first move their postponed rows into real buckets, on the driver, with the
+engine's postpone compaction (its own COMPACT commit).
+"""
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -11,7 +15,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.errors import CommitTimeoutError
+from lakehouse_engine.errors import CommitTimeoutError, LakehouseError
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA, TableRef
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -19,12 +24,17 @@ from lakehouse_engine.write.commit_message import CommitMessage
 _TASK_ID = "id"
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])
 
+PartitionSpec = Mapping[str, Any]
+
 
 def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full: bool = False,
-            partitions: Sequence[Mapping[str, Any]] | None = None,
+            partitions: Sequence[PartitionSpec] | None = None,
+            buckets: Iterable[tuple[PartitionSpec, int]] | None = None,
             warehouse: str | None = None) -> list[int]:
     """Compact a table's buckets on Spark executors and commit once; returns the snapshot ids.
 
+    0. A postpone bucket table (`bucket` = -2) first moves its postponed rows into real buckets
+       on the driver (`compact_postpone`, one COMPACT snapshot).
     1. The driver plans one CompactTask per (partition, bucket) that has work (`plan_compaction`).
     2. Spark runs task i in partition i of `spark.range(n, numPartitions=n)`: one task each.
     3. Each task re-opens the table and runs `run_compact_task`; its CommitMessage comes back as a
@@ -36,23 +46,39 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
         table: a table, or its `database.table` name (then `warehouse` is required).
         full: rewrite every bucket into one sorted run (else Paimon's universal compaction picks).
         partitions: compact only these partitions (dicts of partition values); all when None.
+        buckets: compact only these (partition values, bucket) pairs, e.g. `[({"dt": "2026-11-21"},
+            3)]`; a partition dict may name some partition keys only (`{}`: every partition).
+            Bucket -2 is a partition's postpone bucket: listing it moves that partition's
+            postponed rows. With `partitions` too, a bucket must be in one of them.
         warehouse: the warehouse path or URI executors open the table from.
+
+    Raises:
+        LakehouseError: a partition dict names a field that is not a partition key.
     """
     from lakehouse_engine.compact.table_compact import plan_compaction
 
     ref = TableRef.of(table, warehouse)
     opened = ref.open()
-    tasks = plan_compaction(opened, full, partitions)
+    wanted = None if buckets is None else [(dict(spec), int(bucket)) for spec, bucket in buckets]
+    _check_partition_keys(opened, [*(partitions or []), *(spec for spec, _ in wanted or [])])
+    ids: list[int] = []
+    if opened.options.bucket == POSTPONE_BUCKET:
+        ids += _compact_postponed(opened, partitions, wanted)
+    if wanted is not None and not any(bucket != POSTPONE_BUCKET for _, bucket in wanted):
+        return ids
+    codec = opened.partition_codec()
+    tasks = [t for t in plan_compaction(opened, full, partitions)
+             if wanted is None or _bucket_wanted(codec.from_binary(t.partition).as_dict(), t.bucket, wanted)]
     if not tasks:
-        return []
+        return ids
     runs = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
     results = runs.mapInArrow(CompactRunner(ref, tasks), MESSAGE_SCHEMA).collect()
     messages: list[CommitMessage] = [pickle.loads(row[MESSAGE_COLUMN]) for row in results]
     if not messages:
-        return []
+        return ids
     commit = opened.new_batch_write_builder().new_commit()
     try:
-        return commit.commit(messages)
+        return ids + commit.commit(messages)
     except CommitTimeoutError:
         # Nothing was committed: drop the files the compaction wrote (not the ones it only moved).
         from lakehouse_engine.compact.table_compact import delete_new_files
@@ -61,6 +87,42 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
         raise
     finally:
         commit.close()
+
+
+def _compact_postponed(table: FileStoreTable, partitions: Sequence[PartitionSpec] | None,
+                       wanted: list[tuple[dict[str, Any], int]] | None) -> list[int]:
+    """Move the postponed rows the arguments ask for into real buckets (on the driver)."""
+    from lakehouse_engine.compact.postpone import compact_postpone
+
+    if wanted is None:
+        return compact_postpone(table, list(partitions) if partitions else None)
+    specs = [spec for spec, bucket in wanted if bucket == POSTPONE_BUCKET]
+    if partitions:
+        specs = [s for s in (_intersect(a, b) for a in specs for b in partitions) if s is not None]
+    # (compact_postpone takes no partitions as "all": only call it with some.)
+    return compact_postpone(table, specs) if specs else []
+
+
+def _check_partition_keys(table: FileStoreTable, specs: Iterable[PartitionSpec]) -> None:
+    unknown = sorted({k for spec in specs for k in spec} - set(table.schema.partition_keys))
+    if unknown:
+        raise LakehouseError(f"compact: {unknown} are not partition keys of table {table.name}")
+
+
+def _matches(values: Mapping[str, Any], spec: PartitionSpec) -> bool:
+    return all(str(values.get(k)) == str(v) for k, v in spec.items())
+
+
+def _bucket_wanted(values: Mapping[str, Any], bucket: int,
+                   wanted: Sequence[tuple[PartitionSpec, int]]) -> bool:
+    return any(b == bucket and _matches(values, spec) for spec, b in wanted)
+
+
+def _intersect(a: PartitionSpec, b: PartitionSpec) -> dict[str, Any] | None:
+    """The partitions both specs select, as one spec; None when they exclude each other."""
+    if any(k in b and str(b[k]) != str(v) for k, v in a.items()):
+        return None
+    return {**a, **b}
 
 
 class CompactRunner:

@@ -341,7 +341,8 @@ class TableWrite:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
                                  self.sequence_descending, self.ignore_delete,
-                                 rows_in_sequence_order=True)
+                                 rows_in_sequence_order=True, options=self.options,
+                                 primary_keys=self.schema.primary_keys, raw_input=True)
         writer = DataFileWriter(self.table.file_io, self.schema,
                                 self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
@@ -441,6 +442,8 @@ class TableWrite:
             d = self.table.path_factory.bucket_dir(part.spec, m.bucket)
             for f in m.new_files + m.compact_after:
                 self.table.file_io.delete_file(f"{d}/{f.file_name}")
+            for e in m.new_index_files:
+                self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{e.file_name}")
 
     def close(self) -> None:
         self._buffers.clear()
