@@ -213,7 +213,10 @@ def test_raw_ints_and_aware_datetimes() -> None:
     aware = dt.datetime(2021, 3, 4, 7, 6, 7, 890123, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     assert serialize_row([aware], [P("TIMESTAMP(6)")]) == serialize_row([base], [P("TIMESTAMP(6)")])
     ltz = P("TIMESTAMP(6) WITH LOCAL TIME ZONE")
-    arr = pa.array([aware]).cast(pa.timestamp("us", tz="UTC"))
+    # From an explicit epoch: pa.array(<aware datetime>) drops tzinfo once pandera (imported by
+    # the pipeline tests) has set PYARROW_IGNORE_TIMEZONE=1 in the process.
+    epoch_us = (aware - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+    arr = pa.array([epoch_us], pa.timestamp("us", tz="UTC"))
     assert serialize_rows([arr], [ltz]) == [serialize_row([base], [ltz])]
 
 
