@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="foundation,compaction,buckets,spark",
                         help="comma-separated sections to run (foundation, compaction, buckets, spark)")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
+    parser.add_argument("--spark-scale", type=float, default=1.0, help="size factor of the Spark section")
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
 
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         _, md = foundation(args.rows, args.upsert, args.repeat, args.pypaimon and INTEROP_PYTHON.exists())
         print(md)
     command = (f"make bench  # = python -m bench.run_all --rows {args.rows} --upsert {args.upsert} "
-               f"--repeat {args.repeat} --only {','.join(sorted(only))} --scale {args.scale}")
+               f"--repeat {args.repeat} --only {','.join(sorted(only))} --scale {args.scale} "
+               f"--spark-scale {args.spark_scale}")
     doc = [
         "# Benchmarks",
         "",
@@ -146,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             doc.append(f"## Spark\n\nnot run: {e}\n")
         else:
-            doc.append(run_spark_bench())
+            sizes = tuple(max(10_000, int(r * args.spark_scale)) for r in (1_000_000, 5_000_000, 10_000_000))
+            doc.append("## Spark: write and read through PySpark next to the single-process engine\n\n"
+                       + run_spark_bench(rows_list=sizes))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(doc))
     print(f"\nwritten to {args.out}", file=sys.stderr)
