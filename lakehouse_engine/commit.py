@@ -14,6 +14,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SnapshotNotExistError,
 )
+from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest import (
     DataFileMeta,
     FileKind,
@@ -162,7 +163,9 @@ class TableCommit:
             if kind == OVERWRITE:
                 changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
             if kind == COMPACT:
-                self._check_deletes_live(changes, mio.live_entries(latest))
+                live = mio.live_entries(latest)
+                self._check_deletes_live(changes, live)
+                self._check_levels_disjoint(changes, live)
             if kind == APPEND:
                 self._check_bucket_counts(changes, latest)
             index_manifest, index_files = self._index_manifest(latest, kind)
@@ -319,6 +322,33 @@ class TableCommit:
             raise CommitConflictError(
                 f"commit to table {self.table.name} deletes files that are no longer live "
                 f"(another compaction or overwrite removed them): {gone[:5]}")
+
+    def _check_levels_disjoint(self, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
+        """Above level 0 each level of a bucket is one sorted run: after this commit no two of its
+        files may overlap in key range (two compactions that raced into the same level would)."""
+        schema = self.table.schema
+        if not schema.has_primary_key:
+            return
+        touched = {(e.partition, e.bucket, e.file.level) for e in changes
+                   if e.kind == FileKind.ADD and e.file.level > 0}
+        if not touched:
+            return
+        gone = {e.identifier for e in changes if e.kind == FileKind.DELETE}
+        key_types = schema.types_of(schema.trimmed_primary_keys)
+        by_level: dict[tuple[bytes, int, int], list[ManifestEntry]] = {}
+        for e in live + [c for c in changes if c.kind == FileKind.ADD]:
+            where = (e.partition, e.bucket, e.file.level)
+            if where in touched and e.identifier not in gone:
+                by_level.setdefault(where, []).append(e)
+        for (_, bucket, level), entries in by_level.items():
+            ranges = sorted((tuple(deserialize_row(e.file.min_key, key_types)),
+                             tuple(deserialize_row(e.file.max_key, key_types)), e.file.file_name)
+                            for e in entries)
+            for (_, hi, a), (lo, _, b) in zip(ranges, ranges[1:], strict=False):
+                if lo <= hi:
+                    raise CommitConflictError(
+                        f"commit to table {self.table.name}: files {a} and {b} of bucket {bucket} would "
+                        f"overlap at level {level} (a concurrent compaction wrote there); nothing was committed")
 
     def _merge_manifests(self, metas: list[ManifestFileMeta], new_files: list[str]) -> list[ManifestFileMeta]:
         """Rewrite many small manifests as few: merged ADD entries only, near the target size each."""

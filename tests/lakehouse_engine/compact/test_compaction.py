@@ -139,3 +139,25 @@ def test_append_table_compaction_merges_small_files_oldest_first(catalog: Catalo
         write(capped, pa.table({"id": [i], "v": [f"r{i}"]}, schema=schema))
     capped.compact()
     assert capped.bucket_stats().column("file_count").to_pylist() == [3]  # oldest 4 merged into 1
+
+
+def test_two_compactions_writing_overlapping_files_into_one_level_conflict(catalog: Catalog) -> None:
+    table = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                         options={"bucket": "1", "write-only": "true", "compaction.file-size": "1 b"})
+    write(table, batch(list(range(0, 50)), 0))
+    write(table, batch(list(range(25, 75)), 1))
+    tasks = plan_compaction(table, full=True)
+    first = [run_compact_task(table, t) for t in tasks]
+    table.new_batch_write_builder().new_commit().commit([m for m in first if m is not None])
+    # A second full compaction of the new state is fine; a stale one would delete gone files.
+    write(table, batch(list(range(60, 80)), 2))
+    (task,) = plan_compaction(table, full=True)
+    message = run_compact_task(table, task)
+    assert message is not None
+    # Forge a concurrent writer's file: keep the top-level file, add an overlapping one beside it.
+    top = [f for f in message.compact_after if f.level == table.options.num_levels - 1]
+    overlapping = top[0]
+    forged = type(message)(message.partition, message.bucket, message.total_buckets,
+                           compact_after=[overlapping])
+    with pytest.raises(CommitConflictError, match="would overlap at level"):
+        table.new_batch_write_builder().new_commit().commit([message, forged])
