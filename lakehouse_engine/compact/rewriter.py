@@ -91,6 +91,20 @@ class BucketCompactor:
                 self._rewrite(candidate, output_level, drop_delete, before, after)
             candidate.clear()
 
+        try:
+            self._run(unit, output_level, drop_delete, before, after, candidate, upgrade, rewrite)
+        except Exception:
+            # Nothing of a failed compaction may stay behind: delete what it wrote so far.
+            kept = {f.file_name for f in before}
+            for f in after:
+                if f.file_name not in kept:
+                    self.table.file_io.delete_file(f"{self.bucket_dir}/{f.file_name}")
+            raise
+        levels.update(before, after)
+        return before, after
+
+    def _run(self, unit: CompactUnit, output_level: int, drop_delete: bool, before: list[DataFileMeta],
+             after: list[DataFileMeta], candidate: list[list[DataFileMeta]], upgrade: Any, rewrite: Any) -> None:
         for section in interval_partition(unit.files, self._key):
             if len(section) > 1 or section[0].file_size < self.min_file_size:
                 candidate.append(section)
@@ -98,8 +112,6 @@ class BucketCompactor:
                 rewrite()
                 upgrade(section[0])
         rewrite()
-        levels.update(before, after)
-        return before, after
 
     def _rewrite(self, sections: list[list[DataFileMeta]], output_level: int, drop_delete: bool,
                  before: list[DataFileMeta], after: list[DataFileMeta]) -> None:

@@ -117,12 +117,14 @@ def index_file_path(table: FileStoreTable, entry: IndexManifestEntry) -> str:
     return f"{table.path_factory.index_dir}/{entry.file_name}"
 
 
-def manifest_list_names(snapshot: Snapshot) -> list[str]:
-    """The manifest lists a snapshot names: base, delta and (when present) changelog."""
-    names = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+def _manifest_lists(snapshot: Snapshot) -> list[tuple[str, int | None]]:
+    """(name, recorded size) of the manifest lists a snapshot names: base, delta and changelog
+    (when present); the size lets a truncated list be detected."""
+    lists = [(snapshot.base_manifest_list, snapshot.base_manifest_list_size),
+             (snapshot.delta_manifest_list, snapshot.delta_manifest_list_size)]
     if snapshot.changelog_manifest_list:
-        names.append(snapshot.changelog_manifest_list)
-    return names
+        lists.append((snapshot.changelog_manifest_list, snapshot.changelog_manifest_list_size))
+    return lists
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -137,16 +139,16 @@ def index_files(table: FileStoreTable, index_manifest: str) -> set[str]:
     return set(live.values())
 
 
-def _entries(table: FileStoreTable, list_name: str) -> list[ManifestEntry]:
+def _entries(table: FileStoreTable, list_name: str, size: int | None) -> list[ManifestEntry]:
     mio = table.manifest_io()
-    return mio.read_entries(mio.read_manifest_list(list_name))
+    return mio.read_entries(mio.read_manifest_list(list_name, size))
 
 
 def live_data_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
     """Paths of every data file live in `snapshot` (a merge of its base and delta manifests)."""
     paths = paths or DataPaths(table)
-    merged = merge_entries(_entries(table, snapshot.base_manifest_list)
-                           + _entries(table, snapshot.delta_manifest_list))
+    mio = table.manifest_io()
+    merged = merge_entries(mio.read_entries(mio.data_manifests(snapshot)))
     return {p for e in merged if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 
@@ -156,7 +158,7 @@ def delta_changes(table: FileStoreTable, snapshot: Snapshot,
     paths = paths or DataPaths(table)
     added: set[str] = set()
     deleted: set[str] = set()
-    for e in _entries(table, snapshot.delta_manifest_list):
+    for e in _entries(table, snapshot.delta_manifest_list, snapshot.delta_manifest_list_size):
         (added if e.kind == FileKind.ADD else deleted).update(paths.of_entry(e))
     return added, deleted
 
@@ -166,7 +168,8 @@ def changelog_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths 
     if not snapshot.changelog_manifest_list:
         return set()
     paths = paths or DataPaths(table)
-    return {p for e in _entries(table, snapshot.changelog_manifest_list)
+    return {p for e in _entries(table, snapshot.changelog_manifest_list,
+                                snapshot.changelog_manifest_list_size)
             if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 
@@ -175,11 +178,11 @@ def metadata_references(table: FileStoreTable, snapshots: Iterable[Snapshot]) ->
     mio = table.manifest_io()
     refs = References()
     for s in snapshots:
-        for list_name in manifest_list_names(s):
+        for list_name, size in _manifest_lists(s):
             if list_name in refs.manifest_lists:
                 continue
             refs.manifest_lists.add(list_name)
-            refs.manifests.update(m.file_name for m in mio.read_manifest_list(list_name))
+            refs.manifests.update(m.file_name for m in mio.read_manifest_list(list_name, size))
         if s.index_manifest and s.index_manifest not in refs.index_manifests:
             refs.index_manifests.add(s.index_manifest)
             refs.index_files |= index_files(table, s.index_manifest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError
+from lakehouse_engine.errors import CorruptFileError, InvalidDataError, LakehouseError, SchemaError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -38,6 +39,7 @@ from lakehouse_engine.write.commit_message import CommitMessage
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
+log = logging.getLogger(__name__)
 UNAWARE_BUCKET = 0
 
 
@@ -373,7 +375,14 @@ class TableWrite:
         unit = pick_unit(levels, self.options, full)
         if unit is None:
             return
-        before, after = BucketCompactor(self.table, buf.partition, buf.bucket).compact(levels, unit)
+        try:
+            before, after = BucketCompactor(self.table, buf.partition, buf.bucket).compact(levels, unit)
+        except CorruptFileError as e:
+            # The bucket's files changed under this writer (a dedicated compaction replaced them and
+            # expiry removed them). Compaction here is an optimisation: write the data without it.
+            log.warning("table %s, bucket %s: skipping the writer's compaction: %s", self.table.name,
+                        buf.bucket, e)
+            return
         after_names = {f.file_name for f in buf.compact_after}
         before_names = {f.file_name for f in buf.compact_before}
         bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)

@@ -374,7 +374,7 @@ def test_a_missing_file_raises_corrupt_file_error_naming_it(damaged: FileStoreTa
 
 
 def _truncation_outcomes(table: FileStoreTable, kind: str) -> dict[str, list[int]]:
-    """Read after cutting the file at many points: which cuts raise and which read short."""
+    """Read after cutting the file at many points: which cuts raise and which read (fewer) rows."""
     path = _metadata_file(table, kind)
     data = path.read_bytes()
     full = _read_fresh(table)
@@ -391,25 +391,18 @@ def _truncation_outcomes(table: FileStoreTable, kind: str) -> dict[str, list[int
             assert path.name in str(exc)
             outcomes["named"].append(cut)
             continue
-        assert got != full and set(got.items()) < set(full.items()), f"cut at {cut} read wrong rows"
+        assert set(got.items()) <= set(full.items()), f"cut at {cut} read wrong rows"
         outcomes["short"].append(cut)
     path.write_bytes(data)
     return outcomes
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_truncated_file_never_reads_wrong_rows(damaged: FileStoreTable, kind: str) -> None:
+def test_every_truncation_of_a_file_is_named(damaged: FileStoreTable, kind: str) -> None:
+    # Avro cut right after its header decodes as an empty file: only the sizes that manifest
+    # lists and snapshots record catch that, so the cut is tried on purpose.
     outcomes = _truncation_outcomes(damaged, kind)
-    assert outcomes["named"]
-    if kind in ("snapshot", "data file"):
-        assert outcomes["short"] == []
-
-
-@pytest.mark.xfail(strict=False, reason="manifest_io reads manifests without the sizes their lists "
-                   "record: an Avro file cut right after its header decodes as empty (see docs/reliability.md)")
-@pytest.mark.parametrize("kind", ["manifest list", "manifest"])
-def test_every_truncation_of_a_manifest_is_detected(damaged: FileStoreTable, kind: str) -> None:
-    assert _truncation_outcomes(damaged, kind)["short"] == []
+    assert outcomes["short"] == [] and len(outcomes["named"]) > 50
 
 
 @pytest.mark.parametrize("bogus", ["1", "2", "99", "garbage", "", "-5"])
