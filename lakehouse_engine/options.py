@@ -143,6 +143,9 @@ IGNORE_DELETE = _opt("ignore-delete", "bool", False, "Ignore delete records.")
 ROWKIND_FIELD = _opt("rowkind.field", "string", None, "Field holding each row's kind (+I, -U, +U, -D).")
 SEQUENCE_FIELD = _opt("sequence.field", "string", None, "Field(s) ordering records of one key; the largest wins.")
 SEQUENCE_FIELD_SORT_ORDER = _opt("sequence.field.sort-order", "enum", "ascending", "Order of sequence.field.", choices=("ascending", "descending"))
+PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE = _opt("partial-update.remove-record-on-delete", "bool", False, "Partial-update: a -D record removes the whole row.")
+PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = _opt("partial-update.remove-record-on-sequence-group", "string", None, "Partial-update: a -D of these sequence groups removes the whole row.")
+AGGREGATION_REMOVE_RECORD_ON_DELETE = _opt("aggregation.remove-record-on-delete", "bool", False, "Aggregation: a -D record removes the whole row.")
 FIELDS_DEFAULT_AGG_FUNC = _opt("fields.default-aggregate-function", "string", None, "Aggregation merge engine: function of fields without their own.")
 
 # ---- compaction --------------------------------------------------------------
