@@ -105,6 +105,8 @@ OPERATIONS = [
 
 @dataclass
 class Figures:
+    """What a campaign did, for docs/reliability.md: operations, faults, rows compared, outcomes."""
+
     operations: int = 0
     faults: int = 0
     rows_checked: int = 0
