@@ -177,8 +177,8 @@ def run_remove_orphan_files(args: argparse.Namespace, ctx: Context) -> None:
 
 def run_rollback(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
-    if args.snapshot is not None:
-        table.snapshot(args.snapshot)  # fail with the engine's message before changing anything
+    # rollback_to checks the target before changing anything, and also accepts an expired
+    # snapshot that a tag still holds (it restores it from the tag).
     with ctx.progress(f"rolling back {table.name}"):
         table.rollback_to(args.snapshot if args.snapshot is not None else args.tag)
     latest = table.latest_snapshot()
