@@ -16,7 +16,6 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest import (
-    DataFileMeta,
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
@@ -110,9 +109,7 @@ class TableCommit:
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
-                from lakehouse_engine.compact.table_compact import delete_new_files
-
-                delete_new_files(self.table, messages)
+                delete_message_files(self.table, messages, compaction_only=True)
                 if not new_entries:
                     self._committed = True
                     raise
@@ -129,13 +126,7 @@ class TableCommit:
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed."""
-        codec = self.table.partition_codec()
-        for m in messages:
-            d = self.table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
-            for f in m.new_files + m.compact_after:
-                self.table.file_io.delete_file(f"{d}/{f.file_name}")
-            for e in m.new_index_files:
-                self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{e.file_name}")
+        delete_message_files(self.table, messages)
 
     def close(self) -> None:
         pass
@@ -303,8 +294,7 @@ class TableCommit:
         codec = self.table.partition_codec()
         out = []
         for e in live:
-            values = codec.from_binary(e.partition).as_dict()
-            if not any(all(_partition_value_matches(values.get(k), v) for k, v in spec.items()) for spec in specs):
+            if not codec.from_binary(e.partition).matches(specs):
                 continue
             out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
         return out
@@ -363,12 +353,22 @@ class TableCommit:
         return merged
 
 
-def _partition_value_matches(actual: object, wanted: object) -> bool:
-    if actual == wanted:
-        return True
-    return str(actual) == str(wanted)
+def delete_message_files(table: FileStoreTable, messages: Sequence[CommitMessage],
+                         compaction_only: bool = False) -> None:
+    """Delete the files `messages` wrote, which will not be committed.
 
-
-def data_file_entries(messages: Sequence[CommitMessage]) -> list[DataFileMeta]:
-    """Every new data file named by `messages`."""
-    return [f for m in messages for f in m.new_files + m.compact_after]
+    A file a compaction only moved up a level is the same physical file as its committed
+    original and is never deleted. With `compaction_only`, the new data files and index files
+    (committed by the APPEND before the compaction) are kept too.
+    """
+    codec = table.partition_codec()
+    for m in messages:
+        d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+        upgraded = {f.file_name for f in m.compact_before}
+        written = [f for f in m.compact_after if f.file_name not in upgraded]
+        if not compaction_only:
+            written += m.new_files
+            for e in m.new_index_files:
+                table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
+        for f in written:
+            table.file_io.delete_file(f"{d}/{f.file_name}")

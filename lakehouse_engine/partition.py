@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,17 @@ class Partition:
 
     def as_dict(self) -> dict[str, object]:
         return {k: v for (k, _), v in zip(self.spec, self.values, strict=True)}
+
+    def matches(self, specs: Sequence[Mapping[str, object]] | None) -> bool:
+        """True when this partition matches any of the partial specs (`{}` matches all; None: all).
+
+        Values compare as text, so `{"dt": "2026-11-21"}` matches a DATE or STRING partition alike.
+        """
+        if specs is None:
+            return True
+        values = self.as_dict()
+        return any(all(values.get(k) == v or str(values.get(k)) == str(v) for k, v in spec.items())
+                   for spec in specs)
 
     def path_string(self) -> str:
         """The partition as `k=v/...` (unescaped, for people)."""

@@ -56,8 +56,7 @@ def plan_append_compaction(table: FileStoreTable, full: bool,
     codec = table.partition_codec()
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
     for e in table.manifest_io().live_entries(snapshot):
-        values = codec.from_binary(e.partition).as_dict()
-        if partitions and not any(all(str(values.get(k)) == str(v) for k, v in p.items()) for p in partitions):
+        if partitions and not codec.from_binary(e.partition).matches(partitions):
             continue
         groups[(e.partition, e.bucket)].append(e)
     target, min_num, max_num = _options(table)

@@ -29,10 +29,6 @@ if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
 
-def _matches(values: Mapping[str, Any], specs: Sequence[Mapping[str, Any]] | None) -> bool:
-    return not specs or any(all(str(values.get(k)) == str(v) for k, v in p.items()) for p in specs)
-
-
 def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Move every postpone file (of `partitions`, or all) into real buckets; one COMPACT snapshot."""
     snapshot = table.latest_snapshot()
@@ -43,7 +39,7 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     counts: dict[bytes, int] = {}
     for e in table.manifest_io().live_entries(snapshot):
         if e.bucket == POSTPONE_BUCKET:
-            if _matches(codec.from_binary(e.partition).as_dict(), partitions):
+            if codec.from_binary(e.partition).matches(partitions or None):
                 postponed[e.partition].append(e.file)
         elif e.total_buckets > 0:
             counts[e.partition] = e.total_buckets

@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from lakehouse_engine.commit import delete_message_files
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.compact.rewriter import BucketCompactor
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
 from lakehouse_engine.errors import LakehouseError
-from lakehouse_engine.format.manifest import DataFileMeta
 from lakehouse_engine.options import (
     COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
     COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
@@ -57,10 +57,6 @@ def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit |
     return universal_compaction(options).pick(levels.num_levels, runs)
 
 
-def _matches(values: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    return all(str(values.get(k)) == str(v) for k, v in wanted.items())
-
-
 def plan_compaction(table: FileStoreTable, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
@@ -80,7 +76,7 @@ def plan_compaction(table: FileStoreTable, full: bool = False,
     for e in table.manifest_io().live_entries(snapshot):
         if e.bucket == POSTPONE_BUCKET:
             continue
-        if partitions and not any(_matches(codec.from_binary(e.partition).as_dict(), p) for p in partitions):
+        if partitions and not codec.from_binary(e.partition).matches(partitions):
             continue
         groups[(e.partition, e.bucket)].append(e)
     tasks = []
@@ -113,13 +109,7 @@ def run_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage 
 
 def delete_new_files(table: FileStoreTable, messages: Sequence[CommitMessage]) -> None:
     """Delete files a compaction wrote (not the ones it only moved up a level)."""
-    codec = table.partition_codec()
-    for m in messages:
-        kept = {f.file_name for f in m.compact_before}
-        d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
-        for f in m.compact_after:
-            if f.file_name not in kept:
-                table.file_io.delete_file(f"{d}/{f.file_name}")
+    delete_message_files(table, messages, compaction_only=True)
 
 
 def compact_table(table: FileStoreTable, full: bool = False,
@@ -145,6 +135,3 @@ def compact_table(table: FileStoreTable, full: bool = False,
     commit = table.new_batch_write_builder().new_commit()
     return ids + commit.commit(messages)
 
-
-def data_files_of(messages: Sequence[CommitMessage]) -> list[DataFileMeta]:
-    return [f for m in messages for f in m.compact_after]

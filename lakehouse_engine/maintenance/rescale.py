@@ -52,9 +52,9 @@ def rescale(table: FileStoreTable, bucket_num: int,
     present = {e.partition for e in table.manifest_io().live_entries(snapshot) if e.bucket != POSTPONE_BUCKET}
     chosen = []
     for binary in sorted(present):
-        values = codec.from_binary(binary).as_dict()
-        if partitions is None or any(all(str(values.get(k)) == str(v) for k, v in p.items()) for p in partitions):
-            chosen.append((binary, values))
+        part = codec.from_binary(binary)
+        if part.matches(partitions):
+            chosen.append((binary, part.as_dict()))
     if not chosen:
         return []
     writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},

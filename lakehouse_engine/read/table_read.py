@@ -7,7 +7,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.format.manifest import DataFileMeta
@@ -150,5 +149,3 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
         return tables[0]
     return pa.concat_tables(tables, promote_options="none")
 
-
-__all__ = ["TableRead", "np"]

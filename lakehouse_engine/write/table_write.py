@@ -446,13 +446,9 @@ class TableWrite:
 
     def abort(self, messages: Iterable[CommitMessage]) -> None:
         """Delete the files of messages that will never be committed."""
-        for m in messages:
-            part = self.partitions.from_binary(m.partition)
-            d = self.table.path_factory.bucket_dir(part.spec, m.bucket)
-            for f in m.new_files + m.compact_after:
-                self.table.file_io.delete_file(f"{d}/{f.file_name}")
-            for e in m.new_index_files:
-                self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{e.file_name}")
+        from lakehouse_engine.commit import delete_message_files
+
+        delete_message_files(self.table, list(messages))
 
     def close(self) -> None:
         self._buffers.clear()
