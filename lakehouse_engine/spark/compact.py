@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.errors import CommitTimeoutError, LakehouseError
+from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA, TableRef
 from lakehouse_engine.table import FileStoreTable
@@ -68,7 +69,7 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
         return ids
     codec = opened.partition_codec()
     tasks = [t for t in plan_compaction(opened, full, partitions)
-             if wanted is None or _bucket_wanted(codec.from_binary(t.partition).as_dict(), t.bucket, wanted)]
+             if wanted is None or _bucket_wanted(codec.from_binary(t.partition), t.bucket, wanted)]
     if not tasks:
         return ids
     runs = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
@@ -109,13 +110,8 @@ def _check_partition_keys(table: FileStoreTable, specs: Iterable[PartitionSpec])
         raise LakehouseError(f"compact: {unknown} are not partition keys of table {table.name}")
 
 
-def _matches(values: Mapping[str, Any], spec: PartitionSpec) -> bool:
-    return all(str(values.get(k)) == str(v) for k, v in spec.items())
-
-
-def _bucket_wanted(values: Mapping[str, Any], bucket: int,
-                   wanted: Sequence[tuple[PartitionSpec, int]]) -> bool:
-    return any(b == bucket and _matches(values, spec) for spec, b in wanted)
+def _bucket_wanted(partition: Partition, bucket: int, wanted: Sequence[tuple[PartitionSpec, int]]) -> bool:
+    return any(b == bucket and partition.matches([spec]) for spec, b in wanted)
 
 
 def _intersect(a: PartitionSpec, b: PartitionSpec) -> dict[str, Any] | None:
