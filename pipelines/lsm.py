@@ -23,13 +23,11 @@ from lakehouse_engine.errors import CommitTimeoutError
 from lakehouse_engine.format.manifest import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.write import (
-    BUCKET_COLUMN,
     MESSAGE_COLUMN,
     MESSAGE_SCHEMA,
     BucketMode,
-    FixedBucketAssigner,
     TableRef,
-    partition_bucket_counts,
+    bucket_column,
 )
 from lakehouse_engine.table import FileStoreTable
 from pipelines.ingest import DAILY_PARTITIONS, SINGLE_RUN, Ledger, ingested_events, read_staged
@@ -169,10 +167,7 @@ def assign_buckets(rows: DataFrame, table: FileStoreTable) -> list[tuple[str, in
     mode = BucketMode.of(table)
     ref = TableRef.of(table)
     if mode is BucketMode.FIXED:
-        assigner = FixedBucketAssigner(ref, partition_bucket_counts(table))
-        schema = StructType([*rows.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
-        counted = (rows.mapInArrow(assigner, schema)
-                   .groupBy(PARTITION_KEY, F.col(BUCKET_COLUMN).alias(BUCKET))
+        counted = (rows.groupBy(PARTITION_KEY, bucket_column(rows, table, ref).alias(BUCKET))
                    .agg(F.count(F.lit(1)).alias(ROWS)))
     elif mode is BucketMode.DYNAMIC:
         def per_partition(group: pa.Table) -> pa.Table:  # Spark reads these type hints

@@ -18,7 +18,8 @@ from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.errors import CommitTimeoutError, LakehouseError
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA, TableRef
+from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 

@@ -1,5 +1,5 @@
-"""Distributed writes: route a DataFrame's rows to the tasks that may write them, run the engine's
-TableWrite in each task, and commit the tasks' CommitMessages once on the driver.
+"""Distributed writes: route a DataFrame's rows to the tasks that may write them (`routing`), run
+the engine's TableWrite in each task, and commit the tasks' CommitMessages once on the driver.
 
 Routing depends on the table's bucket mode: fixed buckets shuffle by (partition, bucket) with
 the engine's hash; dynamic buckets shuffle by key hash so that each task is one of n bucket
@@ -13,138 +13,60 @@ losing speculative attempts are never committed: they are orphans for `remove_or
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+from pyspark.sql import DataFrame
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lakehouse_engine.bucket.dynamic import HASH_INDEX, assigner_of
 from lakehouse_engine.bucket.hash_index import decode_hashes
-from lakehouse_engine.catalog import Catalog, Identifier
+from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import (
     CommitTimeoutError,
     InvalidDataError,
     LakehouseError,
     SchemaError,
-    UnsupportedError,
 )
-from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest import FileKind
-from lakehouse_engine.options import (
-    DYNAMIC_BUCKET_ASSIGNER_PARALLELISM,
-    DYNAMIC_BUCKET_INITIAL_BUCKETS,
-    WRITE_ONLY,
+from lakehouse_engine.options import WRITE_ONLY
+from lakehouse_engine.spark.routing import (
+    ROWS_COLUMN,
+    assigner_count,
+    bucket_column,
+    route_rows,
+    route_values,
+    spark_hash_int,
+    unpack_routed,
+)
+from lakehouse_engine.spark.tables import (
+    BucketMode,
+    TableRef,
+    align_timestamps,
+    check_writable,
+    partition_bucket_counts,
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite, conform_to_schema
 
-# The column that carries each row's bucket through the shuffle (dropped before writing).
-BUCKET_COLUMN = "__lakehouse_bucket"
-# Dynamic bucket mode: the row's assigner, and the value Spark's hash partitioning sends to the
-# task of that assigner (both dropped before writing).
-ASSIGNER_COLUMN = "__lakehouse_assigner"
-ROUTE_COLUMN = "__lakehouse_route"
-_ROUTING_COLUMNS = (BUCKET_COLUMN, ASSIGNER_COLUMN, ROUTE_COLUMN)
+# Re-exported: the routing and table helpers callers have imported from here.
+__all__ = ["BucketMode", "TableRef", "align_timestamps", "assigner_count", "bucket_column",
+           "check_writable", "partition_bucket_counts", "route_rows", "route_values",
+           "spark_hash_int", "write", "write_batches", "WriteTask"]
+
 MESSAGE_COLUMN = "message"
 MESSAGE_SCHEMA = StructType([StructField(MESSAGE_COLUMN, BinaryType(), False)])
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])
 # A task hands TableWrite at least this many rows at a time (Spark's Arrow batches are small).
 _WRITE_CHUNK_ROWS = 262_144
-# The seed of Spark's `HashPartitioning` (Murmur3Hash's default).
-_SPARK_HASH_SEED = 42
 
 TaskHook = Callable[[list[CommitMessage]], None]
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """Where an executor re-opens a table: the warehouse (a path or URI) and `database.table`."""
-
-    warehouse: str
-    identifier: str
-
-    def open(self) -> FileStoreTable:
-        return Catalog(self.warehouse).get_table(self.identifier)
-
-    @staticmethod
-    def of(table_or_identifier: FileStoreTable | str | Identifier,
-           warehouse: str | None = None) -> TableRef:
-        """The reference of a table object or name; a table on a local disk knows its warehouse.
-
-        Raises:
-            LakehouseError: the table is named without a warehouse, or lives on a remote
-                filesystem and no warehouse URI was given.
-        """
-        if isinstance(table_or_identifier, FileStoreTable):
-            table = table_or_identifier
-            if warehouse is None:
-                warehouse = _local_warehouse_of(table)
-            return TableRef(warehouse, table.name)
-        ident = Identifier.parse(table_or_identifier)
-        if warehouse is None:
-            raise LakehouseError(f"table {ident} is given by name: pass warehouse= (a path or URI)")
-        return TableRef(warehouse, ident.full_name())
-
-
-def _local_warehouse_of(table: FileStoreTable) -> str:
-    # A table lives at <warehouse>/<database>.db/<table>.
-    root = os.path.dirname(os.path.dirname(table.path))
-    if not table.file_io.is_local or Catalog(root).table_path(table.name) != table.path:
-        raise LakehouseError(
-            f"cannot tell the warehouse of table {table.name} at {table.path}: pass warehouse= "
-            f"(the URI executors open the catalog with)")
-    return root
-
-
-class BucketMode(Enum):
-    """How rows of a table find their bucket (Paimon's bucket modes)."""
-
-    FIXED = "fixed"        # bucket > 0: hash of the bucket key modulo the partition's bucket count
-    UNAWARE = "unaware"    # append table with bucket = -1: no buckets, rows written where they are
-    DYNAMIC = "dynamic"    # primary key with bucket = -1: assigners keep a key -> bucket index
-    POSTPONE = "postpone"  # bucket = -2: rows wait in bucket-postpone until compaction assigns them
-
-    @staticmethod
-    def of(table: FileStoreTable) -> BucketMode:
-        bucket = table.options.bucket
-        if bucket > 0:
-            return BucketMode.FIXED
-        if bucket == -2:
-            return BucketMode.POSTPONE
-        return BucketMode.DYNAMIC if table.schema.has_primary_key else BucketMode.UNAWARE
-
-
-def check_writable(table: FileStoreTable, *, routed: bool = False) -> BucketMode:
-    """The table's bucket mode, or UnsupportedError when these Spark tasks cannot write it.
-
-    `routed`: the rows reach the tasks through `route_rows` (what `write` does), which every
-    mode supports. Without it (`df.write.format("lakehouse")`, whose tasks write whatever rows
-    they hold) only fixed-bucket and append tables are written: a dynamic bucket assigner must
-    see every key of its slice, and postpone bucket tables are left to `write` too.
-    """
-    mode = BucketMode.of(table)
-    if routed:
-        return mode
-    if mode is BucketMode.DYNAMIC:
-        raise UnsupportedError(
-            f"table {table.name}: df.write.format('lakehouse') cannot write dynamic bucket mode "
-            f"('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
-            f"use lakehouse_engine.spark.write(df, table)")
-    if mode is BucketMode.POSTPONE:
-        raise UnsupportedError(
-            f"table {table.name}: df.write.format('lakehouse') does not write postpone bucket "
-            f"mode ('bucket' = -2); use lakehouse_engine.spark.write(df, table)")
-    return mode
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -200,98 +122,6 @@ def check_columns(columns: Iterable[str], table: FileStoreTable) -> None:
                           f"columns {missing}, unexpected columns {extra}")
 
 
-def assigner_count(spark: SparkSession, table: FileStoreTable) -> int:
-    """How many bucket assigners (one Spark task each) a dynamic bucket write runs.
-
-    1 for cross-partition upsert tables (one global key index); else the table's
-    `dynamic-bucket.assigner-parallelism`, else `min(dynamic-bucket.initial-buckets or Spark's
-    default parallelism, spark.sql.shuffle.partitions)`.
-    """
-    if table.schema.cross_partition_update:
-        return 1
-    configured = table.options.get(DYNAMIC_BUCKET_ASSIGNER_PARALLELISM)
-    if configured:
-        return int(configured)
-    shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    initial = table.options.get(DYNAMIC_BUCKET_INITIAL_BUCKETS)
-    if not initial:
-        try:
-            initial = spark.sparkContext.defaultParallelism
-        except Exception:  # Spark Connect has no SparkContext
-            initial = shuffle_partitions
-    return max(1, min(int(initial), shuffle_partitions))
-
-
-def route_rows(df: DataFrame, table: FileStoreTable, ref: TableRef,
-               num_assigners: int | None = None) -> DataFrame:
-    """The rows arranged so that the tasks writing them never share a bucket.
-
-    Fixed: every (partition, bucket) in exactly one task. Dynamic: each of `num_assigners`
-    tasks holds exactly the keys of one assigner (`abs(hash % n)`); by default as many as
-    `assigner_count` says. Postpone and bucket-unaware append tables: unchanged, no shuffle.
-    """
-    mode = check_writable(table, routed=True)
-    if mode in (BucketMode.UNAWARE, BucketMode.POSTPONE):
-        # No bucket to choose: any task may append to any partition (Paimon does not shuffle either).
-        return df
-    if mode is BucketMode.DYNAMIC:
-        n = num_assigners or assigner_count(df.sparkSession, table)
-        if n == 1:
-            return df.repartition(1)  # one assigner (a cross-partition table's global index)
-        schema = StructType([*df.schema.fields, StructField(ASSIGNER_COLUMN, IntegerType(), False),
-                             StructField(ROUTE_COLUMN, IntegerType(), False)])
-        with_assigner = df.mapInArrow(AssignerRouter(ref, n), schema)
-        # An explicit partition count: adaptive execution keeps it (it never coalesces these).
-        return with_assigner.repartition(n, ROUTE_COLUMN)
-    assigner = FixedBucketAssigner(ref, partition_bucket_counts(table))
-    # A new StructType: `df.schema.add` would change the DataFrame's cached schema in place.
-    schema = StructType([*df.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
-    with_bucket = df.mapInArrow(assigner, schema)
-    return with_bucket.repartition(*table.schema.partition_keys, BUCKET_COLUMN)
-
-
-def partition_bucket_counts(table: FileStoreTable) -> dict[bytes, int]:
-    """Bucket count of each partition that has files (a rescaled partition keeps its own)."""
-    latest = table.latest_snapshot()
-    if latest is None:
-        return {}
-    return {e.partition: e.total_buckets
-            for e in table.manifest_io().live_entries(latest) if e.total_buckets > 0}
-
-
-def spark_hash_int(value: int, seed: int = _SPARK_HASH_SEED) -> int:
-    """Spark's `Murmur3_x86_32.hashInt`: what `HashPartitioning` hashes an INT column value with."""
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-    k1 = rotl((value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
-    h1 = (rotl((seed & 0xFFFFFFFF) ^ k1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h1 ^= 4  # the input length in bytes
-    h1 ^= h1 >> 16
-    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
-    h1 ^= h1 >> 13
-    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
-def route_values(n: int) -> list[int]:
-    """For each task i < n, an INT that `repartition(n, column)` sends to task i.
-
-    Spark puts a row into partition `pmod(hashInt(value, 42), n)`; the i-th value is the smallest
-    non-negative integer landing in partition i, so the n assigners get n distinct tasks.
-    """
-    values: list[int | None] = [None] * n
-    missing, candidate = n, 0
-    while missing:
-        task = spark_hash_int(candidate) % n  # Python's % is Spark's pmod for n > 0
-        if values[task] is None:
-            values[task] = candidate
-            missing -= 1
-        candidate += 1
-    return [v for v in values if v is not None]
-
-
 def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None) -> TableCommit:
     """The commit of one write: APPEND, or OVERWRITE of `static_partition` (`{}`: the table)."""
     builder = table.new_batch_write_builder()
@@ -338,84 +168,6 @@ def check_in_partition(table: FileStoreTable, messages: list[CommitMessage],
 
 
 # ---- the executors ---------------------------------------------------------------------------
-def align_timestamps(data: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
-    """Spark TIMESTAMP (with a time zone) into Paimon TIMESTAMP (without) as Spark casts it.
-
-    Spark's Arrow batches carry the session time zone in the type; the wall-clock time in that
-    zone is what Spark's own `CAST(ts AS TIMESTAMP_NTZ)` gives. Other types are TableWrite's.
-    """
-    for i, name in enumerate(data.column_names):
-        target = arrow_schema.field(name).type if name in arrow_schema.names else None
-        actual = data.schema.field(i).type
-        if (target is not None and pa.types.is_timestamp(target) and target.tz is None
-                and pa.types.is_timestamp(actual) and actual.tz is not None):
-            data = data.set_column(i, name, pc.local_timestamp(data.column(i)))
-    return data
-
-
-class FixedBucketAssigner:
-    """mapInArrow function: appends each row's bucket, computed with the engine's bucket hash."""
-
-    def __init__(self, ref: TableRef, bucket_counts: Mapping[bytes, int]):
-        self.ref = ref
-        self.bucket_counts = dict(bucket_counts)
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = self.ref.open()
-        schema = table.schema
-        arrow_schema = schema.arrow_schema()
-        codec = table.partition_codec()
-        keys = schema.bucket_keys
-        key_types = schema.types_of(keys)
-        default_count = table.options.bucket
-        field = pa.field(BUCKET_COLUMN, pa.int32(), nullable=False)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows = align_timestamps(pa.Table.from_batches([batch]), arrow_schema)
-            rows = conform_to_schema(rows, arrow_schema, table.name)
-            part_ids, partitions = codec.group_rows(rows)
-            counts = np.array([self.bucket_counts.get(p.binary, default_count) for p in partitions],
-                              dtype=np.int64)
-            hashes = hash_rows([rows.column(k) for k in keys], key_types)
-            if (counts == counts[0]).all():
-                buckets = bucket_of(hashes, int(counts[0]))
-            else:  # partitions rescaled to different counts: bucket_of row by row
-                buckets = np.abs(np.fmod(hashes.astype(np.int64), counts[part_ids])).astype(np.int32)
-            yield batch.append_column(field, pa.array(buckets, type=pa.int32()))
-
-
-class AssignerRouter:
-    """mapInArrow function: appends each row's dynamic bucket assigner and its route value.
-
-    The assigner is `abs(hash % n)` of the key hash TableWrite computes (the primary key minus
-    the partition fields); the route value makes `repartition(n, route)` put assigner i in task i.
-    """
-
-    def __init__(self, ref: TableRef, num_assigners: int):
-        self.ref = ref
-        self.num_assigners = num_assigners
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = self.ref.open()
-        schema = table.schema
-        arrow_schema = schema.arrow_schema()
-        keys = schema.trimmed_primary_keys
-        key_types = schema.types_of(keys)
-        routes = np.array(route_values(self.num_assigners), dtype=np.int32)
-        assigner_field = pa.field(ASSIGNER_COLUMN, pa.int32(), nullable=False)
-        route_field = pa.field(ROUTE_COLUMN, pa.int32(), nullable=False)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows = align_timestamps(pa.Table.from_batches([batch]), arrow_schema)
-            rows = conform_to_schema(rows, arrow_schema, table.name)
-            assigners = assigner_of(hash_rows([rows.column(k) for k in keys], key_types),
-                                    self.num_assigners).astype(np.int32)
-            yield (batch.append_column(assigner_field, pa.array(assigners, type=pa.int32()))
-                   .append_column(route_field, pa.array(routes[assigners], type=pa.int32())))
-
-
 class WriteTask:
     """mapInArrow function: writes the task's rows with TableWrite, yields its pickled CommitMessages."""
 
@@ -438,12 +190,12 @@ class WriteTask:
 
 def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], write_only: bool = False,
                   *, num_assigners: int = 1, overwrite: Mapping[str, Any] | None = None) -> list[CommitMessage]:
-    """Write Arrow batches (routing columns are dropped) and return the CommitMessages.
+    """Write Arrow batches (table rows, or routed rows packed by `RowPacker`) and return the
+    CommitMessages.
 
     TableWrite compacts the buckets it wrote before returning its messages, which is right when
     it is the bucket's only writer; `write_only` skips that, for tasks that may share buckets.
-    `num_assigners` > 1: the batches are the rows of one dynamic bucket assigner (their
-    `__lakehouse_assigner` column says which). `overwrite`: the partition (`{}`: the table) the
+    `num_assigners` > 1: the batches are the routed rows of one dynamic bucket assigner. `overwrite`: the partition (`{}`: the table) the
     commit replaces; dynamic bucket indexes then start empty.
     """
     sink = _TaskSink(table, write_only, num_assigners, overwrite)
@@ -451,8 +203,7 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], writ
     try:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        for batch in batches:
-            batch = sink.strip_routing(batch)
+        for batch in _table_rows(sink, batches):
             if batch.num_rows == 0:
                 continue
             pending.append(batch)
@@ -465,6 +216,17 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], writ
         return sink.prepare_commit()
     finally:
         sink.close()
+
+
+def _table_rows(sink: _TaskSink, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The table rows of a task's batches: routed batches are unpacked, others pass as they are."""
+    for batch in batches:
+        if ROWS_COLUMN not in batch.schema.names:
+            yield batch
+            continue
+        for assigner, rows in unpack_routed(batch):
+            sink.check_assigner(assigner)
+            yield rows
 
 
 class _TaskSink:
@@ -493,20 +255,17 @@ class _TaskSink:
         self._aligned: dict[bytes, bool] = {}
         self._index_files: dict[bytes, list[tuple[int, str]]] | None = None
 
-    def strip_routing(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The batch without routing columns; checks every row belongs to this task's assigner."""
-        names = batch.schema.names
-        if ASSIGNER_COLUMN in names and batch.num_rows:
-            ids = pc.unique(batch.column(names.index(ASSIGNER_COLUMN))).to_pylist()
-            if self.assigner_id is None:
-                self.assigner_id = ids[0]
-            if ids != [self.assigner_id]:
-                raise LakehouseError(
-                    f"table {self.table.name}: one Spark task got rows of dynamic bucket assigners "
-                    f"{sorted({self.assigner_id, *ids})} of {self.num_assigners}; each assigner "
-                    f"must be exactly one task")
-        drop = [c for c in _ROUTING_COLUMNS if c in names]
-        return batch.drop_columns(drop) if drop else batch
+    def check_assigner(self, assigner: int) -> None:
+        """Remember the task's dynamic bucket assigner; every routed row must be of that one."""
+        if assigner < 0:
+            return
+        if self.assigner_id is None:
+            self.assigner_id = assigner
+        elif assigner != self.assigner_id:
+            raise LakehouseError(
+                f"table {self.table.name}: one Spark task got rows of dynamic bucket assigners "
+                f"{sorted({self.assigner_id, assigner})} of {self.num_assigners}; each assigner "
+                f"must be exactly one task")
 
     def _writer(self, write_only: bool) -> TableWrite:
         writer = self._writers.get(write_only)
@@ -519,7 +278,7 @@ class _TaskSink:
                 if self.assigner_id is None:
                     raise LakehouseError(
                         f"table {self.table.name}: rows reached a dynamic bucket write task "
-                        f"without their '{ASSIGNER_COLUMN}' column")
+                        f"without being routed to an assigner")
                 writer = builder.new_write(num_assigners=self.num_assigners, assigner_id=self.assigner_id)
             else:
                 writer = builder.new_write()

@@ -1,0 +1,120 @@
+"""What Spark jobs share about a table: how executors re-open it (`TableRef`), its bucket mode,
+which modes a Spark job writes, and the timestamp alignment of Spark's Arrow batches."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_engine.catalog import Catalog, Identifier
+from lakehouse_engine.errors import LakehouseError, UnsupportedError
+from lakehouse_engine.table import FileStoreTable
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where an executor re-opens a table: the warehouse (a path or URI) and `database.table`."""
+
+    warehouse: str
+    identifier: str
+
+    def open(self) -> FileStoreTable:
+        return Catalog(self.warehouse).get_table(self.identifier)
+
+    @staticmethod
+    def of(table_or_identifier: FileStoreTable | str | Identifier,
+           warehouse: str | None = None) -> TableRef:
+        """The reference of a table object or name; a table on a local disk knows its warehouse.
+
+        Raises:
+            LakehouseError: the table is named without a warehouse, or lives on a remote
+                filesystem and no warehouse URI was given.
+        """
+        if isinstance(table_or_identifier, FileStoreTable):
+            table = table_or_identifier
+            if warehouse is None:
+                warehouse = _local_warehouse_of(table)
+            return TableRef(warehouse, table.name)
+        ident = Identifier.parse(table_or_identifier)
+        if warehouse is None:
+            raise LakehouseError(f"table {ident} is given by name: pass warehouse= (a path or URI)")
+        return TableRef(warehouse, ident.full_name())
+
+
+def _local_warehouse_of(table: FileStoreTable) -> str:
+    # A table lives at <warehouse>/<database>.db/<table>.
+    root = os.path.dirname(os.path.dirname(table.path))
+    if not table.file_io.is_local or Catalog(root).table_path(table.name) != table.path:
+        raise LakehouseError(
+            f"cannot tell the warehouse of table {table.name} at {table.path}: pass warehouse= "
+            f"(the URI executors open the catalog with)")
+    return root
+
+
+class BucketMode(Enum):
+    """How rows of a table find their bucket (Paimon's bucket modes)."""
+
+    FIXED = "fixed"        # bucket > 0: hash of the bucket key modulo the partition's bucket count
+    UNAWARE = "unaware"    # append table with bucket = -1: no buckets, rows written where they are
+    DYNAMIC = "dynamic"    # primary key with bucket = -1: assigners keep a key -> bucket index
+    POSTPONE = "postpone"  # bucket = -2: rows wait in bucket-postpone until compaction assigns them
+
+    @staticmethod
+    def of(table: FileStoreTable) -> BucketMode:
+        bucket = table.options.bucket
+        if bucket > 0:
+            return BucketMode.FIXED
+        if bucket == -2:
+            return BucketMode.POSTPONE
+        return BucketMode.DYNAMIC if table.schema.has_primary_key else BucketMode.UNAWARE
+
+
+def check_writable(table: FileStoreTable, *, routed: bool = False) -> BucketMode:
+    """The table's bucket mode, or UnsupportedError when these Spark tasks cannot write it.
+
+    `routed`: the rows reach the tasks through `route_rows` (what `write` does), which every
+    mode supports. Without it (`df.write.format("lakehouse")`, whose tasks write whatever rows
+    they hold) only fixed-bucket and append tables are written: a dynamic bucket assigner must
+    see every key of its slice, and postpone bucket tables are left to `write` too.
+    """
+    mode = BucketMode.of(table)
+    if routed:
+        return mode
+    if mode is BucketMode.DYNAMIC:
+        raise UnsupportedError(
+            f"table {table.name}: df.write.format('lakehouse') cannot write dynamic bucket mode "
+            f"('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
+            f"use lakehouse_engine.spark.write(df, table)")
+    if mode is BucketMode.POSTPONE:
+        raise UnsupportedError(
+            f"table {table.name}: df.write.format('lakehouse') does not write postpone bucket "
+            f"mode ('bucket' = -2); use lakehouse_engine.spark.write(df, table)")
+    return mode
+
+
+def align_timestamps(data: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
+    """Spark TIMESTAMP (with a time zone) into Paimon TIMESTAMP (without) as Spark casts it.
+
+    Spark's Arrow batches carry the session time zone in the type; the wall-clock time in that
+    zone is what Spark's own `CAST(ts AS TIMESTAMP_NTZ)` gives. Other types are TableWrite's.
+    """
+    for i, name in enumerate(data.column_names):
+        target = arrow_schema.field(name).type if name in arrow_schema.names else None
+        actual = data.schema.field(i).type
+        if (target is not None and pa.types.is_timestamp(target) and target.tz is None
+                and pa.types.is_timestamp(actual) and actual.tz is not None):
+            data = data.set_column(i, name, pc.local_timestamp(data.column(i)))
+    return data
+
+
+def partition_bucket_counts(table: FileStoreTable) -> dict[bytes, int]:
+    """Bucket count of each partition that has files (a rescaled partition keeps its own)."""
+    latest = table.latest_snapshot()
+    if latest is None:
+        return {}
+    return {e.partition: e.total_buckets
+            for e in table.manifest_io().live_entries(latest) if e.total_buckets > 0}
