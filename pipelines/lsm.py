@@ -6,7 +6,6 @@ across materializations. All of it comes from `table.bucket_stats()` (manifests 
 """
 
 import json
-import pickle
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,12 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine.errors import CommitTimeoutError
 from lakehouse_engine.format.manifest import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.write import (
-    MESSAGE_COLUMN,
-    MESSAGE_SCHEMA,
     BucketMode,
     TableRef,
     bucket_column,
@@ -301,31 +297,21 @@ def compact_buckets(spark: SparkSession, table: FileStoreTable, buckets: set[tup
                     full: bool = False) -> list[int]:
     """Compact these (partition, bucket)s (all when None) on Spark executors and commit once.
 
-    `lakehouse_engine.spark.compact` selects by partition only; this runs the same tasks for
-    exactly the requested buckets.
+    Partitions are named as `bucket_rows` names them (`dt=2026-11-21`); they are turned back into
+    the partition values of the table's live files for `lakehouse_engine.spark.compact`.
     """
-    from lakehouse_engine.compact.table_compact import delete_new_files, plan_compaction
-    from lakehouse_engine.spark.compact import CompactRunner
+    from lakehouse_engine.spark.compact import compact
 
+    if buckets is None:
+        return compact(spark, table, full=full)
+    latest = table.latest_snapshot()
+    if latest is None:
+        return []
     codec = table.partition_codec()
-    tasks = [t for t in plan_compaction(table, full)
-             if buckets is None or (codec.from_binary(t.partition).path_string(), t.bucket) in buckets]
-    if not tasks:
-        return []
-    runs = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
-    results = runs.mapInArrow(CompactRunner(TableRef.of(table), tasks), MESSAGE_SCHEMA).collect()
-    messages = [pickle.loads(row[MESSAGE_COLUMN]) for row in results]
-    if not messages:
-        return []
-    commit = table.new_batch_write_builder().new_commit()
-    try:
-        ids: list[int] = commit.commit(messages)
-        return ids
-    except CommitTimeoutError:
-        delete_new_files(table, messages)  # nothing was committed: drop what the tasks wrote
-        raise
-    finally:
-        commit.close()
+    partitions = {p.path_string(): p for p in
+                  (codec.from_binary(b) for b in {e.partition for e in table.manifest_io().live_entries(latest)})}
+    wanted = [(partitions[name].as_dict(), bucket) for name, bucket in sorted(buckets) if name in partitions]
+    return compact(spark, table, full=full, buckets=wanted) if wanted else []
 
 
 @dg.asset(

@@ -151,19 +151,21 @@ def test_unpartitioned_fixed_bucket_write_equals_the_engines_write(spark: Any, c
 
 
 def test_later_rows_of_a_key_win_across_many_packed_streams(spark: Any, catalog: Catalog) -> None:
-    # 60,000 rows with 20-byte payloads make several streams per task; every key appears three
-    # times in one input partition, the last with the final value.
+    # 60,000 rows with 100-byte payloads, in one input partition: several packed streams per
+    # write task. Every key appears three times, the last time with its final value.
     table = create_table(catalog, "order_kept", pa.schema([
         pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())]),
         primary_keys=["id"], options={"bucket": 2})
     ids = np.tile(np.arange(20_000), 3)
-    versions = np.repeat(["first-version-xxxxx", "second-version-xxxx", "final-version-xxxxx"], 20_000)
+    versions = np.repeat([f"{name}-" + "x" * 90 for name in ("first", "second", "final")], 20_000)
     df = spark.createDataFrame(pa.table({"id": ids, "v": versions})).coalesce(1)
+    cells = Counter(r[0] for r in route_rows(df, table, TableRef.of(table)).select(ROUTE_COLUMN).collect())
+    assert len(cells) == 2 and min(cells.values()) >= 3
     spark_write(df, table)
 
     result = read(table)
     assert result.num_rows == 20_000
-    assert set(result.column("v").to_pylist()) == {"final-version-xxxxx"}
+    assert set(result.column("v").to_pylist()) == {"final-" + "x" * 90}
 
 
 def test_bucket_column_equals_the_engines_buckets(spark: Any, catalog: Catalog) -> None:
