@@ -37,6 +37,7 @@ from lakehouse_engine.options import (
     DYNAMIC_BUCKET_ASSIGNER_PARALLELISM,
     DYNAMIC_BUCKET_INITIAL_BUCKETS,
 )
+from lakehouse_engine.partition import Partition
 from lakehouse_engine.spark.bucket_expr import bucket_expression, key_hash_expression
 from lakehouse_engine.spark.tables import (
     BucketMode,
@@ -85,18 +86,22 @@ def route_rows(df: DataFrame, table: FileStoreTable, ref: TableRef,
             return df.repartition(1)  # one assigner (a cross-partition table's global index)
         packer = RowPacker(ref, n, dynamic=True)
     else:
-        n = write_task_count(df.sparkSession, table)
-        packer = RowPacker(ref, n, bucket_counts=partition_bucket_counts(table))
+        counts = partition_bucket_counts(table)
+        n = write_task_count(df.sparkSession, table, counts)
+        packer = RowPacker(ref, n, bucket_counts=counts)
     # An explicit partition count: adaptive execution keeps it (it never coalesces these).
     return df.mapInArrow(packer, ROUTED_SCHEMA).repartition(n, ROUTE_COLUMN)
 
 
-def write_task_count(spark: SparkSession, table: FileStoreTable) -> int:
+def write_task_count(spark: SparkSession, table: FileStoreTable,
+                     bucket_counts: Mapping[bytes, int] | None = None) -> int:
     """How many write tasks a fixed-bucket write runs: `spark.sql.shuffle.partitions`, and for an
-    unpartitioned table no more than its buckets (more tasks would only be empty)."""
+    unpartitioned table no more than its buckets (more tasks would only be empty).
+    `bucket_counts`: `partition_bucket_counts(table)`, when the caller has it already."""
     n = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     if not table.schema.partition_keys:
-        n = min(n, max([table.options.bucket, *partition_bucket_counts(table).values()]))
+        counts = partition_bucket_counts(table) if bucket_counts is None else bucket_counts
+        n = min(n, max([table.options.bucket, *counts.values()]))
     return max(1, n)
 
 
@@ -123,13 +128,15 @@ def assigner_count(spark: SparkSession, table: FileStoreTable) -> int:
 
 
 def fixed_buckets(table: FileStoreTable, rows: pa.Table, hashes: np.ndarray,
-                  bucket_counts: Mapping[bytes, int]) -> np.ndarray:
+                  bucket_counts: Mapping[bytes, int],
+                  groups: tuple[np.ndarray, list[Partition]] | None = None) -> np.ndarray:
     """The bucket (int32) of each row of a fixed-bucket table from its key hash; a partition with
-    files keeps its own bucket count (`bucket_counts`), others use the `bucket` option."""
+    files keeps its own bucket count (`bucket_counts`), others use the `bucket` option. `groups`:
+    the rows' `group_rows` result, when the caller has it already."""
     default = table.options.bucket
     if all(c == default for c in bucket_counts.values()):
         return bucket_of(hashes, default)
-    part_ids, partitions = table.partition_codec().group_rows(rows)
+    part_ids, partitions = groups if groups is not None else table.partition_codec().group_rows(rows)
     counts = np.array([bucket_counts.get(p.binary, default) for p in partitions], dtype=np.int64)
     return np.abs(np.fmod(hashes.astype(np.int64), counts[part_ids])).astype(np.int32)
 
@@ -157,14 +164,13 @@ class RowPacker:
             return assigner_of(hash_rows([rows.column(k) for k in keys], schema.types_of(keys)),
                                self.num_tasks)
         keys = schema.bucket_keys
-        buckets = fixed_buckets(table, rows, hash_rows([rows.column(k) for k in keys],
-                                                      schema.types_of(keys)), self.bucket_counts)
-        tasks = buckets.astype(np.int64)
-        if schema.partition_keys:
-            part_ids, partitions = table.partition_codec().group_rows(rows)
-            spread = np.array([zlib.crc32(p.binary) for p in partitions], dtype=np.int64)
-            tasks += spread[part_ids]
-        return tasks % self.num_tasks
+        hashes = hash_rows([rows.column(k) for k in keys], schema.types_of(keys))
+        if not schema.partition_keys:
+            return fixed_buckets(table, rows, hashes, self.bucket_counts).astype(np.int64) % self.num_tasks
+        part_ids, partitions = table.partition_codec().group_rows(rows)
+        buckets = fixed_buckets(table, rows, hashes, self.bucket_counts, (part_ids, partitions))
+        spread = np.array([zlib.crc32(p.binary) for p in partitions], dtype=np.int64)
+        return (buckets.astype(np.int64) + spread[part_ids]) % self.num_tasks
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = self.ref.open()
