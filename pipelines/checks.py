@@ -19,7 +19,7 @@ from dagster._core.storage.tags import (
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.write import BucketMode
+from lakehouse_engine.spark.tables import BucketMode
 from lakehouse_engine.table import FileStoreTable
 from pipelines.ingest import DAILY_PARTITIONS
 from pipelines.lsm import (

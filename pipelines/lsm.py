@@ -20,11 +20,8 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from lakehouse_engine.format.manifest import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.write import (
-    BucketMode,
-    TableRef,
-    bucket_column,
-)
+from lakehouse_engine.spark.routing import bucket_column
+from lakehouse_engine.spark.tables import BucketMode, TableRef
 from lakehouse_engine.table import FileStoreTable
 from pipelines.ingest import DAILY_PARTITIONS, SINGLE_RUN, Ledger, ingested_events, read_staged
 from pipelines.resources import LakehouseResource, SparkResource

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.write import BucketMode
+from lakehouse_engine.spark.tables import BucketMode
 from pipelines.lsm import BucketRow, bucket_metadata, bucket_rows, lsm_write, sorted_run_compaction
 from pipelines.resources import LakehouseResource
 from pipelines.sample_data import PARTITION_KEY
@@ -138,12 +138,11 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
     targets: dict[str, int] = {}
     if mode is BucketMode.DYNAMIC:
         context.log.info("dynamic bucket tables grow by dynamic-bucket.target-row-num; nothing to rescale")
-    elif config.bucket_num is not None:
-        targets = {a.partition: config.bucket_num for a in advice
-                   if (not chosen or a.partition in chosen) and a.buckets != config.bucket_num}
-    elif config.apply_advice:
-        targets = {a.partition: a.advised for a in advice
-                   if (not chosen or a.partition in chosen) and a.buckets != a.advised}
+    elif config.bucket_num is not None or config.apply_advice:
+        wanted = {a.partition: a.advised if config.bucket_num is None else config.bucket_num for a in advice
+                  if not chosen or a.partition in chosen}
+        targets = {a.partition: wanted[a.partition] for a in advice
+                   if a.partition in wanted and a.buckets != wanted[a.partition]}
     by_count: dict[int, list[dict[str, str]]] = defaultdict(list)
     for partition, count in sorted(targets.items()):
         by_count[count].append({PARTITION_KEY: partition.split("=", 1)[1]})

@@ -22,6 +22,7 @@ from lakehouse_engine.bucket.hash_index import (
     encode_hashes,
 )
 from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.format.bucket_hash import bucket_of
 from lakehouse_engine.format.manifest import FileKind, IndexManifestEntry
 from lakehouse_engine.options import DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_TARGET_ROW_NUM
 
@@ -34,8 +35,9 @@ HASH_INDEX = "HASH"
 
 
 def assigner_of(hashes: np.ndarray, num_assigners: int) -> np.ndarray:
-    """Which of n assigners owns each key hash: `abs(hash % n)` with Java's remainder."""
-    return np.abs(np.fmod(hashes.astype(np.int64), num_assigners))
+    """Which of n assigners owns each key hash: `abs(hash % n)` with Java's remainder (int64),
+    the same arithmetic as a fixed bucket of n buckets."""
+    return bucket_of(hashes, num_assigners).astype(np.int64)
 
 
 @dataclass

@@ -111,11 +111,15 @@ def hash_rows(
     return hash_block(encode_rows(columns, types, names=names))
 
 
-def bucket_of(hashes: np.ndarray, num_buckets: int) -> np.ndarray:
-    """Fixed-bucket assignment `abs(hash % num_buckets)` with Java's truncating remainder (int32)."""
-    if num_buckets <= 0:
-        raise InvalidOptionError(f"bucket count must be positive, got {num_buckets}")
-    rem = np.fmod(np.asarray(hashes, dtype=np.int64), num_buckets)
+def bucket_of(hashes: np.ndarray, num_buckets: int | np.ndarray) -> np.ndarray:
+    """Fixed-bucket assignment `abs(hash % num_buckets)` with Java's truncating remainder (int32).
+
+    `num_buckets` is one count, or one per row (rows of partitions rescaled to their own counts).
+    """
+    counts = np.asarray(num_buckets, dtype=np.int64)
+    if counts.size and counts.min() <= 0:
+        raise InvalidOptionError(f"bucket count must be positive, got {int(counts.min())}")
+    rem = np.fmod(np.asarray(hashes, dtype=np.int64), counts)
     return np.abs(rem).astype(np.int32)
 
 

@@ -1,4 +1,4 @@
-"""Paimon's bucket hash as Spark column expressions, so that routing rows never leaves the JVM.
+"""Paimon's bucket hash as Spark column expressions: buckets computed in the JVM, no row in Python.
 
 Java's `BinaryRow.hashCode()` is MurmurHash3 (x86, 32-bit, seed 42) over the row's bytes read as
 little-endian 4-byte words, and a BinaryRow is a whole number of 8-byte words. Spark's
@@ -13,6 +13,9 @@ Types laid out here: BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, DATE, CHAR, VARCHA
 VARBINARY (the usual key types). `key_hash_expression` returns None for others (timestamps,
 decimals, floating point, TIME), and for DataFrame columns whose Spark type is not the table's;
 callers then hash in Python with an Arrow UDF that receives only the key columns.
+
+Writes do not use this (their rows go to Python anyway, where `routing.RowPacker` hashes them);
+`routing.bucket_column` does, for jobs that only count or group rows by bucket.
 """
 
 from __future__ import annotations

@@ -68,14 +68,8 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
-from lakehouse_engine.spark.write import (
-    TableRef,
-    check_columns,
-    check_writable,
-    commit_messages,
-    new_commit,
-    write_batches,
-)
+from lakehouse_engine.spark.tables import TableRef, check_writable
+from lakehouse_engine.spark.write import check_columns, commit_messages, new_commit, write_batches
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 

@@ -138,7 +138,7 @@ def fixed_buckets(table: FileStoreTable, rows: pa.Table, hashes: np.ndarray,
         return bucket_of(hashes, default)
     part_ids, partitions = groups if groups is not None else table.partition_codec().group_rows(rows)
     counts = np.array([bucket_counts.get(p.binary, default) for p in partitions], dtype=np.int64)
-    return np.abs(np.fmod(hashes.astype(np.int64), counts[part_ids])).astype(np.int32)
+    return bucket_of(hashes, counts[part_ids])
 
 
 class RowPacker:

@@ -38,10 +38,7 @@ from lakehouse_engine.options import WRITE_ONLY
 from lakehouse_engine.spark.routing import (
     ROWS_COLUMN,
     assigner_count,
-    bucket_column,
     route_rows,
-    route_values,
-    spark_hash_int,
     unpack_routed,
 )
 from lakehouse_engine.spark.tables import (
@@ -49,16 +46,10 @@ from lakehouse_engine.spark.tables import (
     TableRef,
     align_timestamps,
     check_writable,
-    partition_bucket_counts,
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite, conform_to_schema
-
-# Re-exported: the routing and table helpers callers have imported from here.
-__all__ = ["BucketMode", "TableRef", "align_timestamps", "assigner_count", "bucket_column",
-           "check_writable", "partition_bucket_counts", "route_rows", "route_values",
-           "spark_hash_int", "write", "write_batches", "WriteTask"]
 
 MESSAGE_COLUMN = "message"
 MESSAGE_SCHEMA = StructType([StructField(MESSAGE_COLUMN, BinaryType(), False)])
@@ -195,8 +186,9 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], writ
 
     TableWrite compacts the buckets it wrote before returning its messages, which is right when
     it is the bucket's only writer; `write_only` skips that, for tasks that may share buckets.
-    `num_assigners` > 1: the batches are the routed rows of one dynamic bucket assigner. `overwrite`: the partition (`{}`: the table) the
-    commit replaces; dynamic bucket indexes then start empty.
+    `num_assigners` > 1: the batches are the routed rows of one dynamic bucket assigner.
+    `overwrite`: the partition (`{}`: the table) the commit replaces; dynamic bucket indexes then
+    start empty.
     """
     sink = _TaskSink(table, write_only, num_assigners, overwrite)
     arrow_schema = table.schema.arrow_schema()

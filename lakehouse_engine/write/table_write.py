@@ -302,10 +302,8 @@ class TableWrite:
             _, known = self._restore()
         totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
         hashes = hash_rows([table.column(k) for k in self.bucket_keys], self.bucket_key_types)
-        if (totals == totals[0]).all():
-            return bucket_of(hashes, int(totals[0])).astype(np.int64), totals
-        per_row = totals[part_ids]
-        return np.abs(np.fmod(hashes.astype(np.int64), per_row)), totals
+        counts = int(totals[0]) if (totals == totals[0]).all() else totals[part_ids]
+        return bucket_of(hashes, counts).astype(np.int64), totals
 
     def _buffer(self, part: Partition, bucket: int, total_buckets: int, rows: pa.Table,
                 kinds: np.ndarray) -> None:

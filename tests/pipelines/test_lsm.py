@@ -11,7 +11,7 @@ import pytest
 
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.write import TableRef
+from lakehouse_engine.spark.tables import TableRef
 from pipelines.ingest import EVENT_SPARK_SCHEMA
 from pipelines.lsm import (
     BucketRow,

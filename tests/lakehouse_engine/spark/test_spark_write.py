@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,8 @@ from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaErro
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.spark import compact as spark_compact
 from lakehouse_engine.spark import write as spark_write
-from lakehouse_engine.spark.write import (
-    BucketMode,
-    TableRef,
-    align_timestamps,
-    check_writable,
-    route_rows,
-    route_values,
-    spark_hash_int,
-)
+from lakehouse_engine.spark.routing import route_rows, route_values, spark_hash_int
+from lakehouse_engine.spark.tables import BucketMode, TableRef, align_timestamps, check_writable
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
 from tests.interop.conftest import run_pypaimon
@@ -42,6 +36,30 @@ pytestmark = pytest.mark.spark
 def _pk_table(catalog: Catalog, name: str, bucket: int = 3) -> Any:
     return create_table(catalog, name, ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"],
                         options={"bucket": bucket})
+
+
+def fail_first_attempts(markers: Path) -> Callable[[list[CommitMessage]], None]:
+    """A task hook failing each task's first attempt after its files are written; it records the
+    attempt's data files (new and compaction outputs) and index files in `markers`."""
+    markers.mkdir()
+    marker_dir = str(markers)
+
+    def fail_first_attempt(messages: list[CommitMessage]) -> None:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0 and messages:
+            files = {"data": [f.file_name for m in messages for f in m.new_files + m.compact_after],
+                     "index": [e.file_name for m in messages for e in m.new_index_files]}
+            (Path(marker_dir) / f"partition-{ctx.partitionId()}").write_text(json.dumps(files))
+            raise RuntimeError("injected failure after this attempt wrote its files")
+
+    return fail_first_attempt
+
+
+def failed_attempts(markers: Path) -> list[dict[str, list[str]]]:
+    """What the failed attempts recorded: one dict of 'data' and 'index' file names each."""
+    return [json.loads(p.read_text()) for p in markers.iterdir()]
 
 
 def test_fixed_bucket_write_equals_the_engines_write(spark: Any, catalog: Catalog) -> None:
@@ -160,22 +178,10 @@ def test_a_failed_task_attempt_is_retried_and_its_files_never_committed(
         spark: Any, catalog: Catalog, tmp_path: Path) -> None:
     table = _pk_table(catalog, "retried")
     markers = tmp_path / "failed-attempts"
-    markers.mkdir()
-    marker_dir = str(markers)
-
-    def fail_first_attempt(messages: list[CommitMessage]) -> None:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx is not None and ctx.attemptNumber() == 0 and messages:
-            files = [f.file_name for m in messages for f in m.new_files]
-            (Path(marker_dir) / f"partition-{ctx.partitionId()}").write_text(json.dumps(files))
-            raise RuntimeError("injected failure after this attempt wrote its files")
-
     data = orders(200)
-    ids = spark_write(spark.createDataFrame(data), table, _task_hook=fail_first_attempt)
+    ids = spark_write(spark.createDataFrame(data), table, _task_hook=fail_first_attempts(markers))
 
-    failed_files = {f for p in markers.iterdir() for f in json.loads(p.read_text())}
+    failed_files = {f for m in failed_attempts(markers) for f in m["data"]}
     on_disk = {p.name for p in Path(table.path).rglob("data-*")}
     assert failed_files and failed_files <= on_disk  # the failed attempts did write files
     assert ids == [1]
@@ -385,23 +391,10 @@ def test_a_failed_dynamic_bucket_task_attempt_is_never_committed(
         spark: Any, catalog: Catalog, tmp_path: Path) -> None:
     table = _dynamic_table(catalog, "dyn_retried")
     markers = tmp_path / "failed-attempts"
-    markers.mkdir()
-    marker_dir = str(markers)
-
-    def fail_first_attempt(messages: list[CommitMessage]) -> None:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx is not None and ctx.attemptNumber() == 0 and messages:
-            files = {"data": [f.file_name for m in messages for f in m.new_files + m.compact_after],
-                     "index": [e.file_name for m in messages for e in m.new_index_files]}
-            (Path(marker_dir) / f"partition-{ctx.partitionId()}").write_text(json.dumps(files))
-            raise RuntimeError("injected failure after this attempt wrote its files")
-
     data = orders(300)
-    ids = spark_write(spark.createDataFrame(data), table, _task_hook=fail_first_attempt)
+    ids = spark_write(spark.createDataFrame(data), table, _task_hook=fail_first_attempts(markers))
 
-    failed = [json.loads(p.read_text()) for p in markers.iterdir()]
+    failed = failed_attempts(markers)
     assert len(failed) == 3  # every assigner's task failed once
     failed_data = {f for m in failed for f in m["data"]}
     failed_index = {f for m in failed for f in m["index"]}
