@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--upsert", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each measurement (foundation: best; Spark: median and range)")
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--only", default="foundation,compaction,buckets,spark",
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sizes = tuple(max(10_000, int(r * args.spark_scale)) for r in (1_000_000, 5_000_000, 10_000_000))
             doc.append("## Spark: write and read through PySpark next to the single-process engine\n\n"
-                       + run_spark_bench(rows_list=sizes))
+                       + run_spark_bench(rows_list=sizes, repeat=args.repeat))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(doc))
     print(f"\nwritten to {args.out}", file=sys.stderr)

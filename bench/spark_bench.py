@@ -4,7 +4,8 @@ The rows are the foundation benchmark's initial load (`bench_data.make_bench_dat
 primary key, a 20-character string, BIGINT, DOUBLE, TIMESTAMP) into `bucket = 4`, staged once
 as 8 parquet files that both sides read (untimed staging; the timed write includes reading them):
 
-* engine: `pq.read_table` + `write_arrow` + commit; read = `to_arrow` of every split.
+* engine: `pq.read_table` + `write_arrow` + commit; read = `to_arrow` of every split. One
+  process, which sorts and encodes the buckets on all cores (threads: Arrow releases the GIL).
 * Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (rows packed per write task with
   the engine's hash, one shuffle, TableWrite per task, one commit); read = the `lakehouse` data
   source into Spark's `noop` sink, which materialises every row in the JVM without writing it.
@@ -13,13 +14,18 @@ as 8 parquet files that both sides read (untimed staging; the timed write includ
   writing. No Python-side writer on Spark can be faster than this.
 
 Session start-up is not timed, and each session first writes and reads 50k rows untimed: the
-first jobs of a fresh JVM run several times slower (class loading, JIT). Run: `python -m bench.spark_bench --rows 1000000 5000000`.
+first jobs of a fresh JVM run several times slower (class loading, JIT). Every runner repeats
+each size `--repeat` times (3 by default; sizes interleaved, a fresh table each time) and the
+table shows the median and the range: on this 2-core VM one run of the same job varies by up
+to a third. Sessions are `create_session`'s (Arrow batches of up to 128Ki rows / 16 MiB).
+Run: `python -m bench.spark_bench --rows 1000000 5000000 --repeat 3`.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -38,8 +44,9 @@ from lakehouse_engine.table import FileStoreTable
 BUCKETS = 4
 SOURCE_FILES = 8
 WARM_UP_ROWS = 50_000
-COLUMNS = ["rows", "runner", "write s", "write rows/s", "write vs engine", "hand-off s",
-           "hand-off vs engine write", "read s", "read rows/s", "read vs engine", "verified"]
+COLUMNS = ["rows", "runner", "write s", "write s range", "write rows/s", "write vs engine", "hand-off s",
+           "hand-off vs engine write", "write - hand-off vs engine", "read s", "read rows/s", "read vs engine", "verified"]
+TIMES = ("write_s", "read_s", "handoff_s")
 
 
 def _stage(rows: int, directory: Path) -> None:
@@ -97,6 +104,17 @@ def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int)
             "verified": read_rows == rows and df.count() == rows and handed == rows}
 
 
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One runner's repeated runs of one size: the median of each time, the write range."""
+    out = {k: v for k, v in runs[0].items() if k not in TIMES}
+    for key in TIMES:
+        if key in runs[0]:
+            out[key] = statistics.median(r[key] for r in runs)
+    out["write_range"] = (min(r["write_s"] for r in runs), max(r["write_s"] for r in runs))
+    out["verified"] = all(r["verified"] for r in runs)
+    return out
+
+
 def _table(results: list[dict[str, Any]]) -> str:
     engine = {r["rows"]: r for r in results if r["runner"].startswith("engine")}
     out = []
@@ -104,10 +122,13 @@ def _table(results: list[dict[str, Any]]) -> str:
         base = engine[r["rows"]]
         out.append({
             "rows": r["rows"], "runner": r["runner"],
-            "write s": f"{r['write_s']:.2f}", "write rows/s": f"{r['rows'] / r['write_s']:,.0f}",
+            "write s": f"{r['write_s']:.2f}", "write s range": "{:.2f}-{:.2f}".format(*r["write_range"]),
+            "write rows/s": f"{r['rows'] / r['write_s']:,.0f}",
             "write vs engine": f"{r['write_s'] / base['write_s']:.2f}x",
             "hand-off s": f"{r['handoff_s']:.2f}" if "handoff_s" in r else "",
             "hand-off vs engine write": f"{r['handoff_s'] / base['write_s']:.2f}x" if "handoff_s" in r else "",
+            "write - hand-off vs engine":
+                f"{(r['write_s'] - r['handoff_s']) / base['write_s']:.2f}x" if "handoff_s" in r else "",
             "read s": f"{r['read_s']:.2f}", "read rows/s": f"{r['rows'] / r['read_s']:,.0f}",
             "read vs engine": f"{r['read_s'] / base['read_s']:.2f}x",
             "verified": r["verified"],
@@ -116,44 +137,58 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 
 def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000),
-                    cores: Sequence[int] = (1, 2)) -> str:
-    """Seconds to write and to read `rows` rows per runner, as a Markdown table.
+                    cores: Sequence[int] = (1, 2), repeat: int = 3) -> str:
+    """Seconds to write and to read `rows` rows per runner (median of `repeat` runs), as Markdown.
 
-    "vs engine" is the runner's time divided by the engine's (above 1.00x: slower).
+    "vs engine" is the runner's median time divided by the engine's (above 1.00x: slower);
+    "write - hand-off vs engine" is what the Spark write costs beyond Spark's own hand-off of the
+    rows to Python, against the engine's whole write.
     """
     from lakehouse_engine.spark.session import create_session
 
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
-    results: list[dict[str, Any]] = []
+    runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
+
+    def record(rows: int, run: dict[str, Any], warehouse: Path) -> None:
+        runs.setdefault((rows, run["runner"]), []).append({"rows": rows, **run})
+        shutil.rmtree(warehouse, ignore_errors=True)
+
     try:
         _stage(WARM_UP_ROWS, work / "source-warm-up")
         for rows in rows_list:
             _stage(rows, work / f"source-{rows}")
-            results.append({"rows": rows, **_engine_run(work / f"source-{rows}", work / f"engine-{rows}", rows)})
+        for i in range(repeat):
+            for rows in rows_list:
+                warehouse = work / f"engine-{rows}-{i}"
+                record(rows, _engine_run(work / f"source-{rows}", warehouse, rows), warehouse)
         for n in cores:
             spark = create_session(f"local[{n}]", app_name="lakehouse-bench", shuffle_partitions=BUCKETS,
                                    driver_memory="6g")
             try:
                 _spark_run(spark, work / "source-warm-up", work / f"warm-up-{n}", WARM_UP_ROWS, n)
-                for rows in rows_list:
-                    run = _spark_run(spark, work / f"source-{rows}", work / f"spark{n}-{rows}", rows, n)
-                    results.append({"rows": rows, **run})
+                for i in range(repeat):
+                    for rows in rows_list:
+                        warehouse = work / f"spark{n}-{rows}-{i}"
+                        record(rows, _spark_run(spark, work / f"source-{rows}", warehouse, rows, n), warehouse)
             finally:
                 spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results = [_summary(r) for r in runs.values()]
     results.sort(key=lambda r: (r["rows"], r["runner"] != "engine, one process", r["runner"]))
-    return _table(results)
+    return (f"Median of {repeat} runs per row (range: fastest-slowest write).\n\n" if repeat > 1 else "") \
+        + _table(results)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000, 10_000_000])
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per runner and size (median reported)")
     args = parser.parse_args(argv)
     machine = describe_machine()
     print("Machine: " + ", ".join(f"{k}: {v}" for k, v in machine.items()) + "\n")
-    print(run_spark_bench(args.rows, args.cores))
+    print(run_spark_bench(args.rows, args.cores, args.repeat))
     return 0
 
 

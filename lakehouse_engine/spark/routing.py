@@ -45,6 +45,7 @@ from lakehouse_engine.spark.tables import (
     align_timestamps,
     check_writable,
     partition_bucket_counts,
+    rechunk,
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.table_write import conform_to_schema
@@ -64,6 +65,8 @@ _ROUTED_ARROW_SCHEMA = pa.schema([pa.field(ROUTE_COLUMN, pa.int32(), nullable=Fa
 _STREAM_BYTES = 1 << 20
 # ... and all its pending rows once they reach this many in all.
 _PENDING_BYTES = 64 << 20
+# A packing task routes its input in chunks of at least this many rows.
+_PACK_CHUNK_ROWS = 131_072
 # The seed of Spark's `HashPartitioning` (Murmur3Hash's default).
 _SPARK_HASH_SEED = 42
 
@@ -156,6 +159,7 @@ class RowPacker:
         self.num_tasks = num_tasks
         self.dynamic = dynamic
         self.bucket_counts = dict(bucket_counts or {})
+        self.chunk_rows = _PACK_CHUNK_ROWS
 
     def _tasks(self, table: FileStoreTable, rows: pa.Table) -> np.ndarray:
         schema = table.schema
@@ -195,10 +199,8 @@ class RowPacker:
                     pa.array(streams, type=pa.binary()),
                 ], schema=_ROUTED_ARROW_SCHEMA)
 
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows = align_timestamps(pa.Table.from_batches([batch]), arrow_schema)
+        for chunk in rechunk(batches, self.chunk_rows):
+            rows = align_timestamps(chunk, arrow_schema)
             rows = conform_to_schema(rows, arrow_schema, table.name)
             tasks = self._tasks(table, rows)
             order = np.argsort(tasks, kind="stable")  # keeps each task's rows in arrival order

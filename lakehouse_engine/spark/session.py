@@ -10,6 +10,10 @@ from pyspark.sql import SparkSession
 
 from lakehouse_engine.spark.datasource import register_data_source
 
+# The most rows and bytes of one Arrow batch Spark hands to Python in the sessions made here.
+ARROW_BATCH_ROWS = 131_072
+ARROW_BATCH_BYTES = 16 << 20
+
 
 def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
                    shuffle_partitions: int = 4, driver_memory: str = "2g",
@@ -17,8 +21,9 @@ def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
     """Start (or get) a session on `master` with the `lakehouse` data source registered.
 
     Binds to `SPARK_LOCAL_IP` (127.0.0.1 unless set), runs Python workers on this interpreter,
-    uses UTC as the session time zone and `shuffle_partitions` shuffle partitions; `conf` adds
-    or overrides settings. `driver_memory` applies only when this call starts the JVM. An
+    uses UTC as the session time zone, `shuffle_partitions` shuffle partitions and Arrow batches
+    of up to `ARROW_BATCH_ROWS` rows / `ARROW_BATCH_BYTES` bytes; `conf` adds or overrides
+    settings. `driver_memory` applies only when this call starts the JVM. An
     active session is returned as it is (with the data source registered), whatever `master`.
 
     Args:
@@ -39,6 +44,11 @@ def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # Arrow batches into Python of up to 128Ki rows or 16 MiB instead of 10,000 rows: the
+        # engine's per-batch work costs less on larger batches (make bench: about 15% off a
+        # Spark write of 5M rows), and the byte bound keeps wide rows' batches small.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         # PySpark needs one str hash seed shared by the driver and its Python workers.
         "spark.executorEnv.PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
     }

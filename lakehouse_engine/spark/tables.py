@@ -1,9 +1,11 @@
 """What Spark jobs share about a table: how executors re-open it (`TableRef`), its bucket mode,
-which modes a Spark job writes, and the timestamp alignment of Spark's Arrow batches."""
+which modes a Spark job writes, and the shape of Spark's Arrow batches (timestamp alignment,
+re-chunking the batches Spark hands to Python)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -109,6 +111,33 @@ def align_timestamps(data: pa.Table, arrow_schema: pa.Schema) -> pa.Table:
                 and pa.types.is_timestamp(actual) and actual.tz is not None):
             data = data.set_column(i, name, pc.local_timestamp(data.column(i)))
     return data
+
+
+def rechunk(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """The rows of `batches` in their order, as tables of `rows` rows (the last may have fewer):
+    small batches are combined, large ones sliced (zero-copy); empty batches are dropped.
+
+    Spark hands Python Arrow batches of `spark.sql.execution.arrow.maxRecordsPerBatch` rows
+    (10,000 by default): per-batch work (hashing, sorting, encoding) costs less on larger
+    chunks, and a bounded chunk bounds what one step holds in memory.
+    """
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        if count < rows:
+            continue
+        data = pa.Table.from_batches(pending)
+        start = 0
+        while count - start >= rows:
+            yield data.slice(start, rows)
+            start += rows
+        pending, count = data.slice(start).to_batches(), count - start
+    if count:
+        yield pa.Table.from_batches(pending)
 
 
 def partition_bucket_counts(table: FileStoreTable) -> dict[bytes, int]:

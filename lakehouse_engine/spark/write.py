@@ -46,6 +46,7 @@ from lakehouse_engine.spark.tables import (
     TableRef,
     align_timestamps,
     check_writable,
+    rechunk,
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -193,18 +194,8 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], writ
     sink = _TaskSink(table, write_only, num_assigners, overwrite)
     arrow_schema = table.schema.arrow_schema()
     try:
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
-        for batch in _table_rows(sink, batches):
-            if batch.num_rows == 0:
-                continue
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows >= _WRITE_CHUNK_ROWS:
-                sink.write(align_timestamps(pa.Table.from_batches(pending), arrow_schema))
-                pending, pending_rows = [], 0
-        if pending:
-            sink.write(align_timestamps(pa.Table.from_batches(pending), arrow_schema))
+        for rows in rechunk(_table_rows(sink, batches), _WRITE_CHUNK_ROWS):
+            sink.write(align_timestamps(rows, arrow_schema))
         return sink.prepare_commit()
     finally:
         sink.close()

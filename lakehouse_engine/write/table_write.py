@@ -325,10 +325,22 @@ class TableWrite:
     # ---- flushing --------------------------------------------------------------------
     def _flush_until(self, limit: int) -> None:
         """Flush the largest buffers until the buffered bytes fall to `limit` (bounded memory)."""
+        chosen, left = [], self._buffered_bytes
         for buf in sorted(self._buffers.values(), key=lambda b: b.nbytes, reverse=True):
-            if self._buffered_bytes <= limit:
+            if left <= limit:
                 break
-            self._flush(buf)
+            chosen.append(buf)
+            left -= buf.nbytes
+        self._flush_all(chosen)
+
+    def _flush_all(self, buffers: list[_BucketBuffer]) -> None:
+        """Flush buffers, several at once: sorting and Parquet encoding release the GIL."""
+        pending = [b for b in buffers if b.tables]
+        if len(pending) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
+                list(pool.map(self._flush, pending))
+        elif pending:
+            self._flush(pending[0])
 
     def _flush(self, buf: _BucketBuffer) -> None:
         if not buf.tables:
@@ -405,13 +417,7 @@ class TableWrite:
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
         messages = []
-        pending = [b for b in self._buffers.values() if b.tables]
-        if len(pending) > 1:
-            # Parquet encoding releases the GIL: flush buckets on all cores.
-            with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
-                list(pool.map(self._flush, pending))
-        for buf in self._buffers.values():
-            self._flush(buf)
+        self._flush_all(list(self._buffers.values()))
         if self.primary_key and not self.write_only and not self.overwrite:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]

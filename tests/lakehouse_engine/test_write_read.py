@@ -139,6 +139,27 @@ def test_small_write_buffer_flushes_several_sorted_runs_with_the_same_result(cat
     assert got[150] == "batch-1" and got[2099] == "batch-19" and got[0] == "batch-0"
 
 
+def test_full_buffer_flushes_several_buckets_at_once_with_the_same_result(catalog: Catalog) -> None:
+    # A full buffer flushes its largest buckets on several threads; with a low stop trigger the
+    # flushing threads also compact their buckets. The result is the last value of every key.
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    t = create_table(catalog, "buffered_buckets", schema, primary_keys=["id"],
+                     options={"bucket": "4", "write-buffer-size": "48 kb",
+                              "num-sorted-run.compaction-trigger": "2", "num-sorted-run.stop-trigger": "3"})
+    wb = t.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    for i in range(30):
+        ids = list(range(i * 300, i * 300 + 900))  # each batch overlaps the two before it
+        w.write_arrow(pa.table({"id": ids, "v": [f"batch-{i}"] * 900}, schema=schema))
+    messages = w.prepare_commit()
+    c.commit(messages)
+    assert len({m.bucket for m in messages}) == 4
+    assert sum(len(m.compact_after) for m in messages) > 0  # compacted while flushing
+    got = {r["id"]: r["v"] for r in read(t).to_pylist()}
+    expected = {k: f"batch-{min(k // 300, 29)}" for k in range(29 * 300 + 900)}
+    assert got == expected
+
+
 def test_files_roll_at_target_file_size(catalog: Catalog) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())])
     t = create_table(catalog, "rolling", schema, primary_keys=["id"],

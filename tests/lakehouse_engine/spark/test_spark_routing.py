@@ -16,6 +16,7 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.spark import routing
 from lakehouse_engine.spark import write as spark_write
 from lakehouse_engine.spark.bucket_expr import key_hash_expression
 from lakehouse_engine.spark.routing import (
@@ -26,7 +27,7 @@ from lakehouse_engine.spark.routing import (
     unpack_routed,
     write_task_count,
 )
-from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.spark.tables import TableRef, rechunk
 from lakehouse_engine.types import DataType
 from tests.lakehouse_engine.conftest import create_table, read, rows
 from tests.lakehouse_engine.conftest import write as engine_write
@@ -150,9 +151,12 @@ def test_unpartitioned_fixed_bucket_write_equals_the_engines_write(spark: Any, c
     assert len(live_file_names(ours)) == 3  # one writer per bucket
 
 
-def test_later_rows_of_a_key_win_across_many_packed_streams(spark: Any, catalog: Catalog) -> None:
-    # 60,000 rows with 100-byte payloads, in one input partition: several packed streams per
-    # write task. Every key appears three times, the last time with its final value.
+def test_later_rows_of_a_key_win_across_many_packed_streams(spark: Any, catalog: Catalog,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # 60,000 rows with 100-byte payloads, in one input partition, routed in chunks of 4,096
+    # rows: several packed streams per write task, each of several chunks. Every key appears
+    # three times, the last time with its final value.
+    monkeypatch.setattr(routing, "_PACK_CHUNK_ROWS", 4_096)  # the packer takes it on the driver
     table = create_table(catalog, "order_kept", pa.schema([
         pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())]),
         primary_keys=["id"], options={"bucket": 2})
@@ -166,6 +170,15 @@ def test_later_rows_of_a_key_win_across_many_packed_streams(spark: Any, catalog:
     result = read(table)
     assert result.num_rows == 20_000
     assert set(result.column("v").to_pylist()) == {"final-" + "x" * 90}
+
+
+@pytest.mark.parametrize("sizes", [[3, 0, 4, 1, 9, 2], [25], [0], [], [5, 5]])
+def test_rechunk_combines_small_batches_and_slices_large_ones_in_order(sizes: list[int]) -> None:
+    counter = iter(range(sum(sizes)))
+    batches = [pa.record_batch({"i": [next(counter) for _ in range(n)]}) for n in sizes]
+    chunks = list(rechunk(batches, 5))
+    assert [c.num_rows for c in chunks] == [5] * (sum(sizes) // 5) + ([sum(sizes) % 5] if sum(sizes) % 5 else [])
+    assert [v for c in chunks for v in c.column("i").to_pylist()] == list(range(sum(sizes)))
 
 
 def test_bucket_column_equals_the_engines_buckets(spark: Any, catalog: Catalog) -> None:
