@@ -5,13 +5,14 @@ a partition spread evenly over them. Dynamic bucket tables: each of n tasks is o
 assigner and gets exactly the keys `abs(hash % n)` assigns to it.
 
 The shuffle carries packed rows: a packing task (`RowPacker`, one per input partition) computes
-each row's task with the engine's hash in NumPy and ships the rows of each target task as Arrow IPC
-streams of about a megabyte, one binary cell per stream; `repartition(n, route)` then moves these
-cells, and each write task unpacks them (`unpack_routed`). Every row crosses from the JVM into
-Python once, and Spark shuffles a few large binary rows instead of millions of small ones (which
-measured about 15% faster end to end than shuffling plain rows with a bucket column, see
-docs/spark.md). A task receives the streams of one packing task in the order they were packed, so
-rows of one key from one input partition keep their order.
+each row's task with the engine's hash in NumPy (on chunks of `_PACK_CHUNK_ROWS` rows) and ships
+the rows of each target task as Arrow IPC streams of a megabyte or more, one binary cell per
+stream; `repartition(n, route)` then moves these cells, and each write task unpacks them
+(`unpack_routed`). Every row crosses from the JVM into Python once, and Spark shuffles a few
+large binary rows instead of millions of small ones (which measured about 15% faster end to end
+than shuffling plain rows with a bucket column, see docs/spark.md). A task receives the streams
+of one packing task in the order they were packed, so rows of one key from one input partition
+keep their order.
 
 The route value of task i is an INT that Spark's hash partitioning sends to partition i
 (`route_values`). `bucket_column` gives the same buckets as a Spark column (Spark expressions from
