@@ -39,7 +39,7 @@ from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, expected_merged, make_be
 from bench.machine import describe_machine, format_markdown_table
 from bench.png import line_chart
 from lakehouse_engine import Catalog, Schema
-from lakehouse_engine.format.manifest import FileKind
+from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.table import FileStoreTable
 
 ROOT = Path(__file__).resolve().parents[1]

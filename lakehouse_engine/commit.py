@@ -15,7 +15,7 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
 )
 from lakehouse_engine.format.binary_row import deserialize_row
-from lakehouse_engine.format.manifest import (
+from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,

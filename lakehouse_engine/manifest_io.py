@@ -10,17 +10,19 @@ from typing import Any
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import serialize_row
 from lakehouse_engine.format.manifest import (
-    FileKind,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    SimpleStats,
     decode_index_manifest_entries,
     decode_manifest_entries,
     decode_manifest_file_metas,
     encode_index_manifest_entries,
     encode_manifest_entries,
     encode_manifest_file_metas,
+)
+from lakehouse_engine.format.manifest_entries import (
+    FileKind,
+    IndexManifestEntry,
+    ManifestEntry,
+    ManifestFileMeta,
+    SimpleStats,
     merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot

@@ -154,7 +154,7 @@ def row_counts_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
                             "(its HASH index counts the keys).")
 def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
     from lakehouse_engine.bucket.dynamic import HASH_INDEX
-    from lakehouse_engine.format.manifest import FileKind
+    from lakehouse_engine.format.manifest_entries import FileKind
 
     latest = _latest(lakehouse)
     if latest is None:

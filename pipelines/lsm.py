@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine.format.manifest import FileKind
+from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.routing import bucket_column
 from lakehouse_engine.spark.tables import BucketMode, TableRef

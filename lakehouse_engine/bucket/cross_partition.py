@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-from lakehouse_engine.format.binary_row import serialize_rows
+from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.mergetree.merge import DELETE, INSERT, UPDATE_AFTER
 from lakehouse_engine.options import CROSS_PARTITION_UPSERT_INDEX_TTL, MERGE_ENGINE

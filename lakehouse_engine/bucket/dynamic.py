@@ -23,7 +23,7 @@ from lakehouse_engine.bucket.hash_index import (
 )
 from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.format.bucket_hash import bucket_of
-from lakehouse_engine.format.manifest import FileKind, IndexManifestEntry
+from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry
 from lakehouse_engine.options import DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_TARGET_ROW_NUM
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
 from lakehouse_engine.options import COMPACTION_MAX_FILE_NUM, COMPACTION_MIN_FILE_NUM
 from lakehouse_engine.write.commit_message import CommitMessage

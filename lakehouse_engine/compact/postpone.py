@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_engine.errors import UnsupportedError
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET

@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.compact.universal import CompactUnit
 from lakehouse_engine.format.binary_row import deserialize_row
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
 from lakehouse_engine.mergetree.merge import merge_records
 from lakehouse_engine.options import (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakehouse_engine.compact.levels import LevelSortedRun
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 
 
 @dataclass(frozen=True)

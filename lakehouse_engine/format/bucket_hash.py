@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.format.binary_row import Column, RowBlock, encode_rows
+from lakehouse_engine.format.binary_row import Column
+from lakehouse_engine.format.binary_rows import RowBlock, encode_rows
 from lakehouse_engine.types import DataType
 
 SEED = 42

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.format.manifest import (
+from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
     FileKind,
     IndexManifestEntry,

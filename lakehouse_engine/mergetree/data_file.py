@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
-from lakehouse_engine.format.manifest import DataFileMeta, SimpleStats
+from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (

@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.format.binary_row import deserialize_row
-from lakehouse_engine.format.manifest import (
+from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 
 
 @dataclass

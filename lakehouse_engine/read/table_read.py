@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.mergetree.merge import (
     INSERT,

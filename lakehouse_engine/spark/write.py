@@ -33,7 +33,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
-from lakehouse_engine.format.manifest import FileKind
+from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.options import WRITE_ONLY
 from lakehouse_engine.spark.routing import (
     ROWS_COLUMN,

@@ -19,7 +19,7 @@ from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.errors import CorruptFileError, InvalidDataError, LakehouseError, SchemaError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
-from lakehouse_engine.format.manifest import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, merge_records
 from lakehouse_engine.options import (

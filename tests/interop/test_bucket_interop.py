@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakehouse_engine.format.binary_row import serialize_row, serialize_rows
+from lakehouse_engine.format.binary_row import serialize_row
+from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.types import DataType
 

@@ -34,7 +34,7 @@ import pytest
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.bucket.hash_index import decode_hashes
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
-from lakehouse_engine.format.manifest import FileKind
+from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.table import FileStoreTable
 from tests.interop.model import (
     PYPAIMON_READ,

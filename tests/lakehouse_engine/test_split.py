@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lakehouse_engine.format.binary_row import serialize_row
-from lakehouse_engine.format.manifest import DataFileMeta, SimpleStats
+from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.read.split import interval_partition, ordered_pack
 from lakehouse_engine.types import DataType
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakehouse_engine.compact.levels import LevelSortedRun, SortedRun
 from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
-from lakehouse_engine.format.manifest import DataFileMeta, SimpleStats
+from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 
 _counter = iter(range(10**9))
 

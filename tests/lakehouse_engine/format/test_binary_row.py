@@ -17,8 +17,8 @@ from lakehouse_engine.format.binary_row import (
     deserialize_row,
     header_size,
     serialize_row,
-    serialize_rows,
 )
+from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.types import DataType
 
 P = DataType.parse

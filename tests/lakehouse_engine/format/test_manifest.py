@@ -18,6 +18,14 @@ from lakehouse_engine.format.manifest import (
     INDEX_MANIFEST_ENTRY_SCHEMA,
     MANIFEST_ENTRY_SCHEMA,
     MANIFEST_FILE_META_SCHEMA,
+    decode_index_manifest_entries,
+    decode_manifest_entries,
+    decode_manifest_file_metas,
+    encode_index_manifest_entries,
+    encode_manifest_entries,
+    encode_manifest_file_metas,
+)
+from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
     DeletionVectorMeta,
     FileKind,
@@ -26,12 +34,6 @@ from lakehouse_engine.format.manifest import (
     ManifestEntry,
     ManifestFileMeta,
     SimpleStats,
-    decode_index_manifest_entries,
-    decode_manifest_entries,
-    decode_manifest_file_metas,
-    encode_index_manifest_entries,
-    encode_manifest_entries,
-    encode_manifest_file_metas,
     live_files,
     merge_entries,
 )

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.format.manifest import FileKind, decode_index_manifest_entries
+from lakehouse_engine.format.manifest import decode_index_manifest_entries
+from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.io_faults import FaultInjectingFileIO

@@ -12,11 +12,8 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine import Catalog, InvalidOptionError, SnapshotNotExistError
-from lakehouse_engine.format.manifest import (
-    FileKind,
-    IndexManifestEntry,
-    encode_index_manifest_entries,
-)
+from lakehouse_engine.format.manifest import encode_index_manifest_entries
+from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io_faults import FaultInjectingFileIO
 from lakehouse_engine.maintenance import expire as expire_module
