@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse_engine.errors import UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
@@ -57,10 +56,6 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
         for f in sorted(files, key=lambda f: (f.min_sequence_number, f.creation_time_millis or 0)):
-            if not f.file_name.endswith(".parquet"):
-                raise UnsupportedError(
-                    f"postpone file {f.file_name} of table {table.name} is not parquet; this engine "
-                    f"compacts parquet postpone files only")
             rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             writer.write_rows(rows.select(schema.names), kinds)

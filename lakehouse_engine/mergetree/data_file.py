@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 from lakehouse_engine.errors import CorruptFileError
@@ -156,19 +159,27 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
                    schema: pa.Schema | None = None) -> pa.Table:
     """Read a data file (optionally only some columns, cast to `schema`).
 
-    Other writers differ in details such as nullability flags, so files are cast to the table's
-    view of the columns before they meet files of other writers. CorruptFileError names a file
-    that will not decode.
+    The format follows the file name as Paimon names data files: `.orc` and `.avro` files (which
+    other writers produce: pypaimon writes postpone-bucket files as Avro) are read too, anything
+    else as parquet, the format this engine writes. Other writers differ in details such as
+    nullability flags, so files are cast to the table's view of the columns before they meet
+    files of other writers. CorruptFileError names a file that will not decode.
     """
     try:
         with file_io.open_input(path) as f:
-            pf = pq.ParquetFile(f)
-            present = set(pf.schema_arrow.names)
-            if columns is not None:
-                missing = [c for c in columns if c not in present]
-                if missing:
-                    raise CorruptFileError(f"data file {path} lacks columns {missing}")
-            table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+            if path.endswith(".avro"):
+                table = _read_avro(f, path, columns, schema)
+            else:
+                if path.endswith(".orc"):
+                    orc_file = orc.ORCFile(f)
+                    _check_columns(path, orc_file.schema.names, columns)
+                    table = orc_file.read(columns=list(columns) if columns is not None else None)
+                    if columns is not None:  # ORC keeps the file's column order
+                        table = table.select(list(columns))
+                else:
+                    pf = pq.ParquetFile(f)
+                    _check_columns(path, pf.schema_arrow.names, columns)
+                    table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
         if schema is not None and not table.schema.equals(schema):
             table = table.cast(schema)
         return table
@@ -176,3 +187,30 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
         raise CorruptFileError(f"data file {path} is missing (deleted or expired?)") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | None) -> None:
+    missing = [c for c in columns or () if c not in present]
+    if missing:
+        raise CorruptFileError(f"data file {path} lacks columns {missing}")
+
+
+def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None) -> pa.Table:
+    """An Avro data file as Arrow. fastavro decodes record by record, so this is for files other
+    writers leave (pypaimon's postpone-bucket files), not for this engine's own reads."""
+    try:
+        reader = fastavro.reader(f)
+        writer_schema = cast(dict[str, Any], reader.writer_schema)
+        names = [field["name"] for field in writer_schema["fields"]]
+        _check_columns(path, names, columns)
+        records = cast(list[dict[str, Any]], list(reader))
+    except CorruptFileError:
+        raise
+    except Exception as e:  # fastavro raises ValueError, EOFError, its own schema errors...
+        raise CorruptFileError(f"data file {path} cannot be read as Avro: {e}") from None
+    wanted = list(columns) if columns is not None else names
+    arrays = {}
+    for name in wanted:
+        target = schema.field(name).type if schema is not None and name in schema.names else None
+        arrays[name] = pa.array([r[name] for r in records], type=target)
+    return pa.table(arrays)

@@ -493,6 +493,7 @@ class Dynamic(Scenario):
 
 class Postpone(Scenario):
     NAME = "db.postpone"
+    THEIRS = "db.theirs_postpone"  # pypaimon creates and fills it (Avro postpone files), we compact
 
     def start(self) -> None:
         table = create(self.catalog, self.NAME, PART_SCHEMA,
@@ -514,6 +515,25 @@ class Postpone(Scenario):
         steps = self.calls[0]
         for label, snapshot in self.snapshots().items():
             steps.read(label, self.NAME, snapshot)
+        # pypaimon's own postpone table: three commits of changes into two partitions.
+        their_keys = Keys(lambda i: {"dt": DAYS[i % 2], "id": i * 5 - 100})
+        self.their_model = TableModel(PART_SCHEMA, ["dt", "id"], "rk")
+        steps.create("theirs.create", self.THEIRS, PART_SCHEMA, ["dt", "id"], ["dt"],
+                     {"bucket": "-2", "postpone.default-bucket-num": "2", "rowkind.field": "rk"})
+        for c, rows in enumerate(change_batches(100, 3, 31, their_keys.make)):
+            steps.write(f"theirs.write{c}", self.THEIRS, PART_SCHEMA, [rows])
+            self.their_model.apply(rows)
+        steps.read("theirs.postponed", self.THEIRS)
+
+    def middle(self) -> None:
+        table = self.table(self.THEIRS)
+        latest = table.latest_snapshot()
+        assert latest is not None
+        self.their_postponed = [e.file.file_name for e in table.manifest_io().live_entries(latest)
+                                if e.bucket == POSTPONE]
+        self.their_before = our_rows(table, PART_SCHEMA)
+        self.their_compacted = table.compact()
+        self.calls[1].read("theirs.final", self.THEIRS)
 
     def snapshots(self) -> dict[str, int]:
         """Snapshot to read -> label; their expected model is `self.models[index]`."""
@@ -747,6 +767,23 @@ def test_postpone_compaction_keeps_rescaled_count_and_defaults_new_partition(
         assert_same_rows(expected.canonical(pypaimon_read=True), s.calls[0].rows(label, PART_SCHEMA),
                          f"pypaimon's read at {label}")
     assert_same_rows(s.models[2].canonical(), our_rows(table, PART_SCHEMA), "our latest read")
+
+
+def test_we_compact_pypaimons_avro_postpone_files(world: dict[str, Scenario]) -> None:
+    """pypaimon writes postpone-bucket rows as Avro files; our compaction reads them and moves
+    every row into bucket abs(hash % 2) of its partition, as both engines then read it."""
+    s: Postpone = scenario(world, Postpone, 1)
+    assert s.their_postponed and all(n.endswith(".avro") for n in s.their_postponed), s.their_postponed
+    assert s.their_before == [] and s.calls[0].rows("theirs.postponed", PART_SCHEMA) == []
+    table = s.table(Postpone.THEIRS)
+    counts = {f"dt={d}": 2 for d in DAYS[:2]}
+    lay = layout(table, s.their_compacted[-1])
+    assert {p: sorted(t) for p, t in lay.totals.items()} == {p: [n] for p, n in counts.items()}
+    assert not lay.split_keys() and not lay.misplaced_fixed(counts), lay.misplaced_fixed(counts)[:5]
+    assert len(s.their_model.rows()) > 60
+    assert_same_rows(s.their_model.canonical(), our_rows(table, PART_SCHEMA), "our read after compacting")
+    assert_same_rows(s.their_model.canonical(pypaimon_read=True), s.calls[1].rows("theirs.final", PART_SCHEMA),
+                     "pypaimon's read after our compaction")
 
 
 # ---- 3. rescale ------------------------------------------------------------------------------
