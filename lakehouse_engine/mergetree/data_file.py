@@ -169,17 +169,16 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
         with file_io.open_input(path) as f:
             if path.endswith(".avro"):
                 table = _read_avro(f, path, columns, schema)
+            elif path.endswith(".orc"):
+                orc_file = orc.ORCFile(f)
+                _check_columns(path, orc_file.schema.names, columns)
+                table = orc_file.read(columns=list(columns) if columns is not None else None)
+                if columns is not None:  # ORC keeps the file's column order
+                    table = table.select(list(columns))
             else:
-                if path.endswith(".orc"):
-                    orc_file = orc.ORCFile(f)
-                    _check_columns(path, orc_file.schema.names, columns)
-                    table = orc_file.read(columns=list(columns) if columns is not None else None)
-                    if columns is not None:  # ORC keeps the file's column order
-                        table = table.select(list(columns))
-                else:
-                    pf = pq.ParquetFile(f)
-                    _check_columns(path, pf.schema_arrow.names, columns)
-                    table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+                pf = pq.ParquetFile(f)
+                _check_columns(path, pf.schema_arrow.names, columns)
+                table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
         if schema is not None and not table.schema.equals(schema):
             table = table.cast(schema)
         return table

@@ -66,7 +66,7 @@ _ROUTED_ARROW_SCHEMA = pa.schema([pa.field(ROUTE_COLUMN, pa.int32(), nullable=Fa
 _STREAM_BYTES = 1 << 20
 # ... and all its pending rows once they reach this many in all.
 _PENDING_BYTES = 64 << 20
-# A packing task routes its input in chunks of at least this many rows.
+# A packing task routes its input in chunks of this many rows (`rechunk`).
 _PACK_CHUNK_ROWS = 131_072
 # The seed of Spark's `HashPartitioning` (Murmur3Hash's default).
 _SPARK_HASH_SEED = 42

@@ -45,8 +45,8 @@ def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         # Arrow batches into Python of up to 128Ki rows or 16 MiB instead of 10,000 rows: the
-        # engine's per-batch work costs less on larger batches (make bench: about 15% off a
-        # Spark write of 5M rows), and the byte bound keeps wide rows' batches small.
+        # engine's per-batch work costs less on larger batches (a 5M-row write on local[2]:
+        # median 8.0 s -> 6.6 s, docs/spark.md), and the byte bound keeps wide rows' batches small.
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
         "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         # PySpark needs one str hash seed shared by the driver and its Python workers.
