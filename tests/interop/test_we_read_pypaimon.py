@@ -259,10 +259,11 @@ def test_we_time_travel_pypaimon_snapshots(written: dict[str, Written], name: st
 
 @pytest.mark.parametrize("fmt", ["orc", "avro"])
 def test_we_upsert_into_and_compact_pypaimons_orc_and_avro_tables(written: dict[str, Written], fmt: str,
-                                                                 tmp_path: Path) -> None:
+                                                                 tmp_path: Path,
+                                                                 pypaimon: Callable[..., Any]) -> None:
     """Into a copy of pypaimon's ORC/Avro table we write parquet files (a reader picks each file's
     format by its extension): upserts, deletes and new keys merge with pypaimon's files, before
-    and after a full compaction."""
+    and after a full compaction, in our reads and in pypaimon's."""
     w = written[f"pk_b2_{fmt}"]
     model = w.history()[-1].model.copy()
     warehouse = tmp_path / "copy"
@@ -280,10 +281,19 @@ def test_we_upsert_into_and_compact_pypaimons_orc_and_avro_tables(written: dict[
     write.write_arrow(data.cast(pa.schema([stored.field(n) for n in data.column_names])))  # LTZ: UTC instants
     commit.commit(write.prepare_commit())
     model.apply(rows)
-    suffixes = {e.file.file_name.rsplit(".", 1)[1] for e in table.manifest_io().live_entries(table.latest_snapshot())}
-    assert suffixes == {fmt, "parquet"}
-    for stage in ("mixed files", "after a full compaction"):
+    mixed = table.latest_snapshot()
+    assert mixed is not None
+    assert {e.file.file_name.rsplit(".", 1)[1] for e in table.manifest_io().live_entries(mixed)} == {fmt, "parquet"}
+    reads = []
+    for stage, snapshot in (("mixed files", mixed.id), ("after a full compaction", None)):
+        if snapshot is None:
+            table.compact(full=True)
         rb = table.new_read_builder()
         got = canonical_rows(rb.new_read().to_arrow(rb.new_scan().plan().splits()), w.spec.schema)
         assert_same_rows(model.canonical(), got, f"our read of pypaimon's {fmt} table, {stage}")
-        table.compact(full=True)
+        reads.append({"table": f"db.{w.spec.name}", "snapshot": snapshot, "out": str(tmp_path / f"{len(reads)}.parquet")})
+    result = pypaimon(PYPAIMON_WRITE, warehouse=str(warehouse), tables=[], reads=reads)
+    for stage, spec in zip(("mixed files", "after our full compaction"), reads, strict=True):
+        assert_same_rows(model.canonical(pypaimon_read=True),
+                         read_result(result["read"][spec["out"]], spec["out"], w.spec.schema),
+                         f"pypaimon's read of its {fmt} table with our files, {stage}")
