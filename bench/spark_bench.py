@@ -47,6 +47,12 @@ WARM_UP_ROWS = 50_000
 COLUMNS = ["rows", "runner", "write s", "write s range", "write rows/s", "write vs engine", "hand-off s",
            "hand-off vs engine write", "write - hand-off vs engine", "read s", "read rows/s", "read vs engine", "verified"]
 TIMES = ("write_s", "read_s", "handoff_s")
+SPARK_METHOD = (
+    f"The foundation benchmark's rows into `bucket = {BUCKETS}`, staged as {SOURCE_FILES} parquet files that every "
+    "timed write reads. Engine: `pq.read_table` + `write_arrow` + commit in one process; read: every split. "
+    "Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (one commit); read: the `lakehouse` data "
+    "source into Spark's `noop` sink. Hand-off: `spark.read.parquet` + a `mapInArrow` that only counts rows, "
+    "the floor of any Python writer on Spark. Session start-up and a 50k-row warm-up are not timed.")
 
 
 def _stage(rows: int, directory: Path) -> None:

@@ -70,12 +70,7 @@ class TableCommit:
         self._committed = False
         self._messages: list[CommitMessage] = []
         self.bucket_changes: list[dict[str, object]] = []
-        for spec in self.overwrite_specs or []:
-            unknown = [k for k in spec if k not in table.schema.partition_keys]
-            if unknown:
-                raise LakehouseError(
-                    f"overwrite partition names {unknown}, which are not partition keys of table "
-                    f"{table.name} ({list(table.schema.partition_keys)})")
+        table.partition_codec().check_spec_keys(self.overwrite_specs or [], table.name, "overwrite")
 
     # ---- public ------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage],

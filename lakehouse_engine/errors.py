@@ -55,5 +55,9 @@ class CorruptFileError(LakehouseError):
     """A metadata or data file cannot be decoded; the message names the file."""
 
 
+class DataFileMissingError(CorruptFileError):
+    """A data file a snapshot lists is not there (deleted, or expired after a compaction replaced it)."""
+
+
 class UnsupportedError(LakehouseError, NotImplementedError):
     """A feature of the Paimon format that this engine does not (yet) handle."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import InvalidDataError
+from lakehouse_engine.errors import InvalidDataError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row, serialize_row
 from lakehouse_engine.path_factory import format_partition_value, partition_path_component
 from lakehouse_engine.schema import TableSchema
@@ -50,6 +50,13 @@ class PartitionCodec:
         self.types = schema.types_of(self.keys)
         self.default_name = schema.core_options.raw.get("partition.default-name", "__DEFAULT_PARTITION__")
         self._cache: dict[bytes, Partition] = {}
+
+    def check_spec_keys(self, specs: Iterable[Mapping[str, object]], table_name: str, action: str) -> None:
+        """LakehouseError naming `action` when a partition spec names a field that is not a partition key."""
+        unknown = sorted({k for spec in specs for k in spec} - set(self.keys))
+        if unknown:
+            raise LakehouseError(f"{action}: {unknown} are not partition keys of table {table_name} "
+                                 f"(they are {self.keys})")
 
     def from_values(self, values: tuple[object, ...]) -> Partition:
         try:

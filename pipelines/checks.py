@@ -10,18 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.tables import BucketMode
 from lakehouse_engine.table import FileStoreTable
-from pipelines.ingest import DAILY_PARTITIONS
 from pipelines.lsm import (
     BucketRow,
     bucket_rows,
@@ -43,12 +37,8 @@ _EMPTY = "the table has no snapshot yet"
 
 def run_days(context: dg.AssetCheckExecutionContext) -> list[str] | None:
     """The daily partitions the check's run targets (None for a run of no partition)."""
-    tags = context.run.tags
-    if PARTITION_NAME_TAG in tags:
-        return [tags[PARTITION_NAME_TAG]]
-    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
-        return list(DAILY_PARTITIONS.get_partition_keys_in_range(
-            dg.PartitionKeyRange(tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG])))
+    if context.has_partition_key or context.has_partition_key_range:
+        return list(context.partition_keys)
     return None
 
 

@@ -15,6 +15,7 @@ with a sequence field merges to the same result.
 """
 
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -166,10 +167,7 @@ def read_landing(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
                       .option("columnNameOfCorruptRecord", CORRUPT_RECORD))
             df = reader.option("header", True).csv(paths) if fmt == "csv" else reader.json(paths)
         frames.append(df.select(*with_corrupt.fieldNames(), F.col("_metadata.file_path").alias(SOURCE_FILE)))
-    rows = frames[0]
-    for other in frames[1:]:
-        rows = rows.unionByName(other)
-    return rows.withColumn(LANDING_DT, F.regexp_extract(SOURCE_FILE, rf"/{PARTITION_KEY}=([^/]+)/[^/]+$", 1))
+    return union_all(frames).withColumn(LANDING_DT, F.regexp_extract(SOURCE_FILE, rf"/{PARTITION_KEY}=([^/]+)/[^/]+$", 1))
 
 
 @dataclass
@@ -227,10 +225,12 @@ def read_staged(spark: SparkSession, staging: Path, pending: list[tuple[str, str
         dts = sorted({dt for b, dt, _ in pending if b == batch})
         df = spark.read.schema(EVENT_SPARK_SCHEMA).parquet(str(staging / f"batch={batch}"))
         frames.append(df.where(F.col(PARTITION_KEY).isin(dts)))
-    rows = frames[0]
-    for other in frames[1:]:
-        rows = rows.unionByName(other)
-    return rows
+    return union_all(frames)
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The rows of every DataFrame (columns matched by name)."""
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 # ---- the asset -------------------------------------------------------------------------------

@@ -195,7 +195,9 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: SparkResource,
     plan = assign_buckets(read_staged(spark.spark_session, lakehouse.staging_path, pending), table)
     existing = {(r.partition, r.bucket) for r in bucket_rows(table, context.partition_keys)}
     new = [(dt, b) for dt, b, _ in plan if (partition_name(dt), b) not in existing and b != POSTPONE_BUCKET]
-    path = lakehouse.staging_path / "bucket_plans" / f"{context.run.run_id}.json"
+    # One file per run's days, replaced by the next plan of those days: the folder stays bounded.
+    days = sorted(context.partition_keys)
+    path = lakehouse.staging_path / "bucket_plans" / f"{days[0]}_{days[-1]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"bucket_mode": mode.value, "buckets": [
         {"dt": dt, "bucket": b, "rows": n, "new": (dt, b) in new} for dt, b, n in plan]}, indent=1))

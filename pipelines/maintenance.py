@@ -1,7 +1,7 @@
 """Table maintenance after the write: postpone-bucket compaction, rescale, snapshot expiry.
 
-These run on the driver with the engine (each is a metadata-heavy, single-commit procedure;
-the engine's Spark compaction does not move postponed rows). None of them starts Spark.
+These run on the driver with the engine: each is a metadata-heavy, single-commit procedure.
+None of them starts Spark.
 """
 
 import math
@@ -14,7 +14,14 @@ import dagster as dg
 
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.tables import BucketMode
-from pipelines.lsm import BucketRow, bucket_metadata, bucket_rows, lsm_write, sorted_run_compaction
+from pipelines.lsm import (
+    BucketRow,
+    bucket_metadata,
+    bucket_rows,
+    lsm_write,
+    partition_name,
+    sorted_run_compaction,
+)
 from pipelines.resources import LakehouseResource
 from pipelines.sample_data import PARTITION_KEY
 
@@ -134,7 +141,7 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
     table = lakehouse.get_table()
     mode = BucketMode.of(table)
     advice = advise_bucket_counts(bucket_rows(table), config.target_bucket_bytes)
-    chosen = {f"{PARTITION_KEY}={d}" for d in config.partitions}
+    chosen = {partition_name(d) for d in config.partitions}
     targets: dict[str, int] = {}
     if mode is BucketMode.DYNAMIC:
         context.log.info("dynamic bucket tables grow by dynamic-bucket.target-row-num; nothing to rescale")
@@ -189,7 +196,6 @@ def snapshot_expiry(context: dg.AssetExecutionContext, config: ExpiryConfig,
     if not lakehouse.table_exists():
         return _absent()
     table = lakehouse.get_table()
-    before = table.snapshots()
     now_ms = int(time.time() * 1000)
     older_than = None if config.older_than_hours is None else now_ms - int(config.older_than_hours * _HOUR_MS)
     expired = table.expire_snapshots(retain_max=config.retain_max, retain_min=config.retain_min,
@@ -197,17 +203,17 @@ def snapshot_expiry(context: dg.AssetExecutionContext, config: ExpiryConfig,
     orphans: list[str] = []
     if config.remove_orphans:
         orphans = table.remove_orphan_files(older_than=now_ms - int(config.orphan_older_than_hours * _HOUR_MS))
-    after = table.snapshots()
+    after = table.snapshot_manager().list_snapshot_ids()  # a listing: no snapshot file is read
     shown = "\n".join(f"- `{p}`" for p in orphans[:20])
     if len(orphans) > 20:
         shown += f"\n- ... and {len(orphans) - 20} more"
     context.log.info(f"expired {expired} snapshots, removed {len(orphans)} orphan files")
     metadata: dict[str, Any] = {
         "snapshots_expired": expired,
-        "snapshots_before": len(before),
+        "snapshots_before": len(after) + expired,
         "snapshots_retained": len(after),
-        "earliest_snapshot": after[0].id if after else 0,
-        "latest_snapshot": after[-1].id if after else 0,
+        "earliest_snapshot": after[0] if after else 0,
+        "latest_snapshot": after[-1] if after else 0,
         "orphan_files_removed": len(orphans),
         "orphan_files": dg.MetadataValue.md(shown or "No orphan files."),
     }

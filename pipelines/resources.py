@@ -58,11 +58,6 @@ class SparkResource(LazyPySparkResource):
                 driver_memory=self.driver_memory,
                 conf={str(k): str(v) for k, v in self.spark_config.items()})
 
-    @property
-    def started(self) -> bool:
-        """Whether this run has started (or joined) a session yet."""
-        return self._spark_session is not None
-
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_on_teardown:
             self._spark_session.stop()

@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from pipelines.sample_data import (
     PARTITION_KEY,
     PRIMARY_KEY,
+    ROWKIND,
     apply_to_model,
     generate_order_events,
 )
@@ -59,7 +61,7 @@ def _write_jsonl(rows: list[dict[str, Any]], path: Path, extra_lines: tuple[str,
 
 def _rejects(day: pa.Table, other_day: str) -> list[dict[str, Any]]:
     """Real events of the day, each broken in one way and stamped last, so it would win if written."""
-    last = max(day.column("updated_at").to_pylist()) + datetime.timedelta(microseconds=1)
+    last = pc.max(day.column("updated_at")).as_py() + datetime.timedelta(microseconds=1)
     base = day.slice(0, 5).to_pylist()
     broken = [("amount", -5), ("order_id", None), ("_rowkind", "+X"), ("dt", other_day), ("quantity", 0)]
     rows = []
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     expected = apply_to_model(batches)
     got = merged.select(expected.column_names).sort_by([(k, "ascending") for k in PRIMARY_KEY])
     ok = got.num_rows == expected.num_rows and got.cast(expected.schema).equals(expected)
-    deleted = sum(b.column("_rowkind").to_pylist().count("-D") for b in batches)
+    deleted = sum(pc.sum(pc.equal(b.column(ROWKIND), "-D")).as_py() or 0 for b in batches)
     print(f"model check: {'OK' if ok else 'MISMATCH'} ({got.num_rows:,} rows; {deleted:,} delete events applied)")
     return 0 if ok and checks_ok else 1
 

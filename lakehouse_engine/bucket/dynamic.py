@@ -65,6 +65,7 @@ class DynamicBucketAssigner:
         max_buckets = opts.require(DYNAMIC_BUCKET_MAX_BUCKETS)
         self.max_buckets = max_buckets if max_buckets > 0 else -1
         self._indexes: dict[bytes, PartitionHashIndex] = {}
+        self._aligned: dict[bytes, bool] = {}
         self._base_entries: dict[bytes, dict[int, IndexManifestEntry]] = {}
         self._touched: dict[bytes, set[int]] = {}
         self._all_entries: list[IndexManifestEntry] | None = None
@@ -86,16 +87,27 @@ class DynamicBucketAssigner:
                 e.bucket: e for e in self._snapshot_entries()
                 if e.partition == partition and e.index_type == HASH_INDEX and e.kind == FileKind.ADD}
             hashes, buckets = [], []
+            aligned = True
             for bucket, e in entries.items():
                 path = f"{self.table.path_factory.index_dir}/{e.file_name}"
                 h = decode_hashes(self.table.file_io.read_bytes(path), path)
                 hashes.append(h)
                 buckets.append(np.full(len(h), bucket, dtype=np.int16))
+                if self.num_assigners > 1 and aligned:
+                    aligned = bool((assigner_of(h, self.num_assigners) == bucket % self.num_assigners).all())
+            self._aligned[partition] = aligned
             idx = PartitionHashIndex(np.concatenate(hashes) if hashes else None,
                                      np.concatenate(buckets) if buckets else None)
             self._indexes[partition] = idx
             self._base_entries[partition] = entries
         return idx
+
+    def aligned(self, partition: bytes) -> bool:
+        """Whether the partition's index (as restored) agrees with this assigner count: every key
+        hash h sits in a bucket b with `abs(h % n) == b % n`. Then assigner i only ever touches
+        buckets `b % n == i`, and may compact them as their sole writer."""
+        self.index(partition)
+        return self._aligned[partition]
 
     def base_index_files(self, partition: bytes) -> list[str]:
         """Names of the partition's index files in the snapshot this assigner started from."""

@@ -30,10 +30,11 @@ if TYPE_CHECKING:
 
 def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Move every postpone file (of `partitions`, or all) into real buckets; one COMPACT snapshot."""
+    codec = table.partition_codec()
+    codec.check_spec_keys(partitions or [], table.name, "compact")
     snapshot = table.latest_snapshot()
     if snapshot is None:
         return []
-    codec = table.partition_codec()
     postponed: dict[bytes, list[DataFileMeta]] = defaultdict(list)
     counts: dict[bytes, int] = {}
     for e in table.manifest_io().live_entries(snapshot):

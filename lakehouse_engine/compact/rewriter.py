@@ -92,7 +92,13 @@ class BucketCompactor:
             candidate.clear()
 
         try:
-            self._run(unit, output_level, drop_delete, before, after, candidate, upgrade, rewrite)
+            for section in interval_partition(unit.files, self._key):
+                if len(section) > 1 or section[0].file_size < self.min_file_size:
+                    candidate.append(section)
+                else:
+                    rewrite()
+                    upgrade(section[0])
+            rewrite()
         except Exception:
             # Nothing of a failed compaction may stay behind: delete what it wrote so far.
             kept = {f.file_name for f in before}
@@ -102,16 +108,6 @@ class BucketCompactor:
             raise
         levels.update(before, after)
         return before, after
-
-    def _run(self, unit: CompactUnit, output_level: int, drop_delete: bool, before: list[DataFileMeta],
-             after: list[DataFileMeta], candidate: list[list[DataFileMeta]], upgrade: Any, rewrite: Any) -> None:
-        for section in interval_partition(unit.files, self._key):
-            if len(section) > 1 or section[0].file_size < self.min_file_size:
-                candidate.append(section)
-            else:
-                rewrite()
-                upgrade(section[0])
-        rewrite()
 
     def _rewrite(self, sections: list[list[DataFileMeta]], output_level: int, drop_delete: bool,
                  before: list[DataFileMeta], after: list[DataFileMeta]) -> None:

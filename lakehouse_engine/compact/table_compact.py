@@ -9,12 +9,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_engine.commit import delete_message_files
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.compact.rewriter import BucketCompactor
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
-from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.options import (
     COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
     COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
@@ -60,6 +58,8 @@ def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit |
 def plan_compaction(table: FileStoreTable, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
+    codec = table.partition_codec()
+    codec.check_spec_keys(partitions or [], table.name, "compact")
     if not table.schema.has_primary_key:
         from lakehouse_engine.compact.append import plan_append_compaction
 
@@ -67,11 +67,6 @@ def plan_compaction(table: FileStoreTable, full: bool = False,
     snapshot = table.latest_snapshot()
     if snapshot is None:
         return []
-    if partitions:
-        unknown = {k for p in partitions for k in p} - set(table.schema.partition_keys)
-        if unknown:
-            raise LakehouseError(f"compact: {sorted(unknown)} are not partition keys of table {table.name}")
-    codec = table.partition_codec()
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
     for e in table.manifest_io().live_entries(snapshot):
         if e.bucket == POSTPONE_BUCKET:
@@ -105,11 +100,6 @@ def run_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage 
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
                          compact_before=before, compact_after=after)
-
-
-def delete_new_files(table: FileStoreTable, messages: Sequence[CommitMessage]) -> None:
-    """Delete files a compaction wrote (not the ones it only moved up a level)."""
-    delete_message_files(table, messages, compaction_only=True)
 
 
 def compact_table(table: FileStoreTable, full: bool = False,

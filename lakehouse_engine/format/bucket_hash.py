@@ -51,6 +51,13 @@ def _mix_scalar(h: int, word: int) -> int:
     return (h * 5 + 0xE6546B64) & 0xFFFFFFFF
 
 
+def hash_int(value: int, seed: int = SEED) -> int:
+    """MurmurHash3 x86_32 of one 4-byte int, signed: Spark's `Murmur3_x86_32.hashInt`, what its
+    hash partitioning applies to an INT column."""
+    h = np.array([_mix_scalar(seed & 0xFFFFFFFF, value & 0xFFFFFFFF)], dtype=np.uint32)
+    return int(_fmix(h, np.array([4])).view(np.int32)[0])
+
+
 def _fmix(h: np.ndarray, length: np.ndarray) -> np.ndarray:
     """MurmurHash3's finalizer, in place, with each row's byte length."""
     np.bitwise_xor(h, length.astype(np.uint32), out=h)

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
-from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.errors import CorruptFileError, DataFileMissingError
 from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.io import FileIO
@@ -183,7 +183,7 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
             table = table.cast(schema)
         return table
     except FileNotFoundError:
-        raise CorruptFileError(f"data file {path} is missing (deleted or expired?)") from None
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 

@@ -25,14 +25,19 @@ class Predicate:
     children: tuple[Predicate, ...] = ()
     arrow_type: pa.DataType | None = None
 
+    def _coerce(self, value: Any) -> Any:
+        """A Python literal Arrow can hold as the field's type (numbers for a DECIMAL field as Decimal)."""
+        if (self.arrow_type is not None and pa.types.is_decimal(self.arrow_type)
+                and isinstance(value, int | float) and not isinstance(value, bool)):
+            return decimal.Decimal(str(value))
+        return value
+
     def _literal(self, value: Any) -> Any:
         """A literal as a scalar of the field's type, so comparisons need no implicit cast."""
         if self.arrow_type is None or value is None:
             return value
-        if pa.types.is_decimal(self.arrow_type) and isinstance(value, int | float) and not isinstance(value, bool):
-            value = decimal.Decimal(str(value))
         try:
-            return pa.scalar(value, type=self.arrow_type)
+            return pa.scalar(self._coerce(value), type=self.arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             return value
 
@@ -91,7 +96,7 @@ class Predicate:
         if self.arrow_type is None:
             return list(self.literals)
         try:
-            return pa.array(list(self.literals), type=self.arrow_type)
+            return pa.array([self._coerce(v) for v in self.literals], type=self.arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             return list(self.literals)
 

@@ -15,7 +15,6 @@ from lakehouse_engine.mergetree.merge import (
     INSERT,
     UPDATE_AFTER,
     merge_columns_needed,
-    merge_indices,
     merge_records,
 )
 from lakehouse_engine.options import IGNORE_DELETE, MERGE_ENGINE, SEQUENCE_FIELD_SORT_ORDER
@@ -127,16 +126,10 @@ class TableRead:
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
         table = _concat([self._read_file(p, columns) for _, p in ordered])
-        if self.merge_engine not in ("deduplicate", "first-row"):
-            # partial-update and aggregation compute new rows rather than pick one per key.
-            return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
-                                 self.sequence_descending, self.ignore_delete, drop_retracts=True,
-                                 rows_in_sequence_order=in_order, options=self.table.options,
-                                 primary_keys=self.table.schema.primary_keys)
-        idx = merge_indices(table, self.key_names, self.merge_engine, self.sequence_fields,
-                            self.sequence_descending, self.ignore_delete, drop_retracts=True,
-                            rows_in_sequence_order=in_order)
-        return table.take(pa.array(idx, type=pa.int64())) if len(idx) else table.slice(0, 0)
+        return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
+                             self.sequence_descending, self.ignore_delete, drop_retracts=True,
+                             rows_in_sequence_order=in_order, options=self.table.options,
+                             primary_keys=self.table.schema.primary_keys)
 
 
     def _read_file(self, path: str, columns: list[str]) -> pa.Table:

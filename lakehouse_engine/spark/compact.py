@@ -14,8 +14,9 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakehouse_engine.catalog import Identifier
+from lakehouse_engine.commit import delete_message_files
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.errors import CommitTimeoutError, LakehouseError
+from lakehouse_engine.errors import CommitTimeoutError
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.tables import TableRef
@@ -62,7 +63,8 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
     ref = TableRef.of(table, warehouse)
     opened = ref.open()
     wanted = None if buckets is None else [(dict(spec), int(bucket)) for spec, bucket in buckets]
-    _check_partition_keys(opened, [*(partitions or []), *(spec for spec, _ in wanted or [])])
+    opened.partition_codec().check_spec_keys([*(partitions or []), *(spec for spec, _ in wanted or [])],
+                                             opened.name, "compact")
     ids: list[int] = []
     if opened.options.bucket == POSTPONE_BUCKET:
         ids += _compact_postponed(opened, partitions, wanted)
@@ -83,9 +85,7 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
         return ids + commit.commit(messages)
     except CommitTimeoutError:
         # Nothing was committed: drop the files the compaction wrote (not the ones it only moved).
-        from lakehouse_engine.compact.table_compact import delete_new_files
-
-        delete_new_files(opened, messages)
+        delete_message_files(opened, messages, compaction_only=True)
         raise
     finally:
         commit.close()
@@ -103,12 +103,6 @@ def _compact_postponed(table: FileStoreTable, partitions: Sequence[PartitionSpec
         specs = [s for s in (_intersect(a, b) for a in specs for b in partitions) if s is not None]
     # (compact_postpone takes no partitions as "all": only call it with some.)
     return compact_postpone(table, specs) if specs else []
-
-
-def _check_partition_keys(table: FileStoreTable, specs: Iterable[PartitionSpec]) -> None:
-    unknown = sorted({k for spec in specs for k in spec} - set(table.schema.partition_keys))
-    if unknown:
-        raise LakehouseError(f"compact: {unknown} are not partition keys of table {table.name}")
 
 
 def _bucket_wanted(partition: Partition, bucket: int, wanted: Sequence[tuple[PartitionSpec, int]]) -> bool:

@@ -33,7 +33,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 from lakehouse_engine.bucket.dynamic import assigner_of
 from lakehouse_engine.errors import LakehouseError
-from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.format.bucket_hash import bucket_of, hash_int, hash_rows
 from lakehouse_engine.options import (
     DYNAMIC_BUCKET_ASSIGNER_PARALLELISM,
     DYNAMIC_BUCKET_INITIAL_BUCKETS,
@@ -44,7 +44,6 @@ from lakehouse_engine.spark.tables import (
     BucketMode,
     TableRef,
     align_timestamps,
-    check_writable,
     partition_bucket_counts,
     rechunk,
 )
@@ -81,7 +80,7 @@ def route_rows(df: DataFrame, table: FileStoreTable, ref: TableRef,
     table (one assigner): the rows themselves in one task. Postpone and bucket-unaware append
     tables: unchanged, no shuffle (Paimon does not shuffle them either).
     """
-    mode = check_writable(table, routed=True)
+    mode = BucketMode.of(table)
     if mode in (BucketMode.UNAWARE, BucketMode.POSTPONE):
         return df
     if mode is BucketMode.DYNAMIC:
@@ -233,32 +232,17 @@ def unpack_routed(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]
             yield assigner, rows
 
 
-def spark_hash_int(value: int, seed: int = _SPARK_HASH_SEED) -> int:
-    """Spark's `Murmur3_x86_32.hashInt`: what `HashPartitioning` hashes an INT column value with."""
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-    k1 = rotl((value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
-    h1 = (rotl((seed & 0xFFFFFFFF) ^ k1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h1 ^= 4  # the input length in bytes
-    h1 ^= h1 >> 16
-    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
-    h1 ^= h1 >> 13
-    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
 def route_values(n: int) -> list[int]:
     """For each task i < n, an INT that `repartition(n, column)` sends to task i.
 
-    Spark puts a row into partition `pmod(hashInt(value, 42), n)`; the i-th value is the smallest
-    non-negative integer landing in partition i, so the n assigners get n distinct tasks.
+    Spark puts a row into partition `pmod(hashInt(value, 42), n)` (`hash_int`); the i-th value
+    is the smallest non-negative integer landing in partition i, so the n assigners get n
+    distinct tasks.
     """
     values: list[int | None] = [None] * n
     missing, candidate = n, 0
     while missing:
-        task = spark_hash_int(candidate) % n  # Python's % is Spark's pmod for n > 0
+        task = hash_int(candidate, _SPARK_HASH_SEED) % n  # Python's % is Spark's pmod for n > 0
         if values[task] is None:
             values[task] = candidate
             missing -= 1

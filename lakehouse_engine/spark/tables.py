@@ -75,17 +75,13 @@ class BucketMode(Enum):
         return BucketMode.DYNAMIC if table.schema.has_primary_key else BucketMode.UNAWARE
 
 
-def check_writable(table: FileStoreTable, *, routed: bool = False) -> BucketMode:
-    """The table's bucket mode, or UnsupportedError when these Spark tasks cannot write it.
-
-    `routed`: the rows reach the tasks through `route_rows` (what `write` does), which every
-    mode supports. Without it (`df.write.format("lakehouse")`, whose tasks write whatever rows
-    they hold) only fixed-bucket and append tables are written: a dynamic bucket assigner must
-    see every key of its slice, and postpone bucket tables are left to `write` too.
+def check_writable(table: FileStoreTable) -> BucketMode:
+    """The table's bucket mode, or UnsupportedError when `df.write.format("lakehouse")` cannot
+    write it: its tasks write whatever rows they hold, so only fixed-bucket and append tables; a
+    dynamic bucket assigner must see every key of its slice, and postpone bucket tables are left
+    to `write` too. (`write` routes the rows first, `route_rows`, and takes every mode.)
     """
     mode = BucketMode.of(table)
-    if routed:
-        return mode
     if mode is BucketMode.DYNAMIC:
         raise UnsupportedError(
             f"table {table.name}: df.write.format('lakehouse') cannot write dynamic bucket mode "

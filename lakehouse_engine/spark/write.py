@@ -23,8 +23,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from lakehouse_engine.bucket.dynamic import HASH_INDEX, assigner_of
-from lakehouse_engine.bucket.hash_index import decode_hashes
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import (
@@ -33,7 +31,6 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
-from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.options import WRITE_ONLY
 from lakehouse_engine.spark.routing import (
     ROWS_COLUMN,
@@ -45,7 +42,6 @@ from lakehouse_engine.spark.tables import (
     BucketMode,
     TableRef,
     align_timestamps,
-    check_writable,
     rechunk,
 )
 from lakehouse_engine.table import FileStoreTable
@@ -83,7 +79,7 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     ref = TableRef.of(table_or_identifier, warehouse)
     table = ref.open()
     check_columns(df.columns, table)
-    mode = check_writable(table, routed=True)
+    mode = BucketMode.of(table)
     num_assigners = assigner_count(df.sparkSession, table) if mode is BucketMode.DYNAMIC else 1
     routed = route_rows(df, table, ref, num_assigners)
     static_partition = overwrite_partition(overwrite)
@@ -131,19 +127,10 @@ def commit_messages(table: FileStoreTable, commit: TableCommit, messages: list[C
         return commit.commit(messages)
     except (CommitTimeoutError, InvalidDataError):
         # Both prove nothing was committed, so these files can never be referenced.
-        commit.abort(messages)
-        delete_new_index_files(table, messages)
+        commit.abort(messages)  # their data and index files
         raise
     finally:
         commit.close()
-
-
-def delete_new_index_files(table: FileStoreTable, messages: Iterable[CommitMessage]) -> None:
-    """Delete the HASH index files dynamic bucket writers wrote for messages never committed."""
-    index_dir = table.path_factory.index_dir
-    for m in messages:
-        for entry in m.new_index_files:
-            table.file_io.delete_file(f"{index_dir}/{entry.file_name}")
 
 
 def check_in_partition(table: FileStoreTable, messages: list[CommitMessage],
@@ -235,8 +222,6 @@ class _TaskSink:
         # An overwrite starts from empty indexes, which agree with any n.
         self._check_alignment = (num_assigners > 1 and overwrite is None and not write_only
                                  and BucketMode.of(table) is BucketMode.DYNAMIC)
-        self._aligned: dict[bytes, bool] = {}
-        self._index_files: dict[bytes, list[tuple[int, str]]] | None = None
 
     def check_assigner(self, assigner: int) -> None:
         """Remember the task's dynamic bucket assigner; every routed row must be of that one."""
@@ -274,7 +259,8 @@ class _TaskSink:
             return
         rows = conform_to_schema(data, self.table.schema.arrow_schema(), self.table.name)
         part_ids, partitions = self.table.partition_codec().group_rows(rows)
-        aligned = np.array([self._is_aligned(p.binary) for p in partitions], dtype=bool)
+        assigner = self._writer(False).dynamic_assigner()  # its restored index tells
+        aligned = np.array([assigner.aligned(p.binary) for p in partitions], dtype=bool)
         if aligned.all():
             self._writer(False).write_arrow(rows)
         elif not aligned.any():
@@ -283,30 +269,6 @@ class _TaskSink:
             mask = pa.array(aligned[part_ids])
             self._writer(False).write_arrow(rows.filter(mask))
             self._writer(True).write_arrow(rows.filter(pc.invert(mask)))
-
-    def _is_aligned(self, partition: bytes) -> bool:
-        """Whether the partition's HASH index puts every key hash h in a bucket b with
-        `abs(h % n) == b % n` (reads the partition's index files of the latest snapshot)."""
-        known = self._aligned.get(partition)
-        if known is not None:
-            return known
-        if self._index_files is None:
-            self._index_files = {}
-            latest = self.table.latest_snapshot()
-            name = latest.index_manifest if latest is not None else None
-            for e in self.table.manifest_io().read_index_manifest(name) if name else []:
-                if e.index_type == HASH_INDEX and e.kind == FileKind.ADD:
-                    self._index_files.setdefault(e.partition, []).append((e.bucket, e.file_name))
-        n = self.num_assigners
-        aligned = True
-        for bucket, file_name in self._index_files.get(partition, []):
-            path = f"{self.table.path_factory.index_dir}/{file_name}"
-            hashes = decode_hashes(self.table.file_io.read_bytes(path), path)
-            if not (assigner_of(hashes, n) == bucket % n).all():
-                aligned = False
-                break
-        self._aligned[partition] = aligned
-        return aligned
 
     def prepare_commit(self) -> list[CommitMessage]:
         return [m for writer in self._writers.values() for m in writer.prepare_commit()]

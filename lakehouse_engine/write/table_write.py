@@ -17,7 +17,12 @@ import pyarrow.compute as pc
 from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.errors import CorruptFileError, InvalidDataError, LakehouseError, SchemaError
+from lakehouse_engine.errors import (
+    DataFileMissingError,
+    InvalidDataError,
+    LakehouseError,
+    SchemaError,
+)
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -264,7 +269,8 @@ class TableWrite:
         lookup = np.array(list(ROW_KIND_CODES.values()), dtype=np.int8)
         return lookup[codes.to_numpy(zero_copy_only=False)]
 
-    def _dynamic_assigner(self) -> DynamicBucketAssigner:
+    def dynamic_assigner(self) -> DynamicBucketAssigner:
+        """This writer's dynamic bucket assigner (restored from the latest snapshot on first use)."""
         if self.assigner is None:
             self._restore()
             latest = self.table.snapshot_manager().snapshot(self._latest_snapshot_id) if self._latest_snapshot_id else None
@@ -284,7 +290,7 @@ class TableWrite:
         if self.mode == "postpone":
             return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
         if self.mode == "dynamic":
-            assigner = self._dynamic_assigner()
+            assigner = self.dynamic_assigner()
             hashes = hash_rows([table.column(k) for k in self.key_names], self.schema.types_of(self.key_names))
             buckets = np.empty(n, dtype=np.int64)
             if len(partitions) == 1:
@@ -387,9 +393,10 @@ class TableWrite:
             return
         try:
             before, after = BucketCompactor(self.table, buf.partition, buf.bucket).compact(levels, unit)
-        except CorruptFileError as e:
+        except DataFileMissingError as e:
             # The bucket's files changed under this writer (a dedicated compaction replaced them and
             # expiry removed them). Compaction here is an optimisation: write the data without it.
+            # A file that is there but will not decode still fails the write.
             log.warning("table %s, bucket %s: skipping the writer's compaction: %s", self.table.name,
                         buf.bucket, e)
             return

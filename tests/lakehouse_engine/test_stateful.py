@@ -8,6 +8,7 @@ snapshot, every retained snapshot and every tag read exactly the state the model
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from typing import Any
 
@@ -19,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from lakehouse_engine import Catalog, Schema
 from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.conftest import write as engine_write
 
 SCHEMA = pa.schema([pa.field("id", pa.int32(), nullable=False), pa.field("dt", pa.string(), nullable=False),
                     pa.field("v", pa.int64()), pa.field("rk", pa.string())])
@@ -48,6 +50,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.tags: dict[str, tuple[State, State]] = {}
         self.tag_counter = 0
 
+    def teardown(self) -> None:
+        if hasattr(self, "catalog"):  # every example made its own warehouse
+            shutil.rmtree(self.catalog.warehouse, ignore_errors=True)
+
     @property
     def table(self) -> Any:
         return self.catalog.get_table("db.t")
@@ -64,10 +70,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def write(self, batch: list[tuple[int, str, int, str]]) -> None:
         data = pa.table({"id": [b[0] for b in batch], "dt": [b[1] for b in batch], "v": [b[2] for b in batch],
                          "rk": [b[3] for b in batch]}, schema=SCHEMA)
-        wb = self.table.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        w.write_arrow(data)
-        ids = c.commit(w.prepare_commit())
+        ids = engine_write(self.table, data)
         for k, dt, v, kind in batch:
             if kind == "-D":
                 self.rows.pop((k, dt), None)
@@ -119,8 +122,6 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_retained_snapshot_and_tag_reads_its_state(self) -> None:
-        if not hasattr(self, "catalog"):
-            return
         table = self.table
         assert sorted((r["id"], r["dt"], r["v"]) for r in read(table).to_pylist()) == self.visible
         for snapshot_id, (state, _) in self.history.items():

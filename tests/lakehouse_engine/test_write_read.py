@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 from decimal import Decimal
 
 import pyarrow as pa
@@ -108,6 +109,17 @@ def test_key_range_statistics_skip_files(catalog: Catalog) -> None:
     splits = t.new_read_builder().with_filter(pb.greater_than("id", 500)).new_scan().plan().splits()
     assert sum(len(s.files) for s in splits) == 1
     assert read(t, predicate=pb.greater_than("id", 1097)).column("id").to_pylist() == [1098, 1099]
+
+
+def test_decimal_filters_take_int_and_float_literals(catalog: Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("price", pa.decimal128(10, 2))])
+    t = create_table(catalog, "prices", schema, primary_keys=["id"], options={"bucket": "1"})
+    prices = [decimal.Decimal(x) for x in ("1.50", "2.00", "3.25", "1.50")]
+    write(t, pa.table({"id": [1, 2, 3, 4], "price": prices}, schema=schema))
+    pb = t.new_read_builder().new_predicate_builder()
+    for predicate, ids in ((pb.is_in("price", [1.5, 2]), [1, 2, 4]), (pb.is_not_in("price", [1.5]), [2, 3]),
+                           (pb.equal("price", 3.25), [3]), (pb.between("price", 1.6, 3), [2])):
+        assert sorted(read(t, predicate=predicate).column("id").to_pylist()) == ids
 
 
 def test_overwrite_replaces_one_partition_or_the_whole_table(orders_table) -> None:

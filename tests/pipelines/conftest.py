@@ -14,6 +14,7 @@ import pytest
 
 from pipelines.resources import LakehouseResource, SparkResource
 from pipelines.sample_data import EVENT_SCHEMA, generate_order_events
+from tests.lakehouse_engine.conftest import write
 
 with warnings.catch_warnings():
     # The daily assets' single-run backfill policy is a beta API: say so once, not per module.
@@ -48,17 +49,8 @@ def events(rows_per_day: int = 200, days: int = 1, seed: int = 5) -> pa.Table:
 
 
 def engine_write(lakehouse: LakehouseResource, rows: pa.Table) -> int:
-    """One commit of `rows` through the engine (no Spark); returns the snapshot id."""
-    table = lakehouse.get_or_create_table()
-    wb = table.new_batch_write_builder()
-    write, commit = wb.new_write(), wb.new_commit()
-    try:
-        write.write_arrow(rows.select(EVENT_SCHEMA.names))
-        ids: list[int] = commit.commit(write.prepare_commit())
-        return ids[-1]
-    finally:
-        write.close()
-        commit.close()
+    """One commit of `rows` through the engine (no Spark); returns the (last) snapshot id."""
+    return write(lakehouse.get_or_create_table(), rows.select(EVENT_SCHEMA.names))[-1]
 
 
 def only_keys(rows: pa.Table, order_ids: Sequence[int]) -> pa.Table:

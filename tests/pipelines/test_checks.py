@@ -127,8 +127,7 @@ def test_bucket_skew_warns_without_blocking(tmp_path: Path) -> None:
     assert metadata_of(result, "sorted_run_compaction")["buckets_compacted"] == 0
 
 
-def test_an_even_table_passes_row_count_skew_and_target_checks(tmp_path: Path) -> None:
-    lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=2)
+def test_an_even_table_passes_row_count_skew_and_target_checks(lakehouse: LakehouseResource) -> None:
     engine_write(lakehouse, events(rows_per_day=2_000))
     engine_write(lakehouse, events(rows_per_day=2_000, seed=9))
     spark_check = dg.AssetSelection.checks(no_duplicate_primary_key)
@@ -144,8 +143,7 @@ def test_an_even_table_passes_row_count_skew_and_target_checks(tmp_path: Path) -
     assert counts["difference"].value == 0
 
 
-def test_checks_of_a_table_without_snapshots_pass_without_starting_spark(tmp_path: Path) -> None:
-    lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=2)
+def test_checks_of_a_table_without_snapshots_pass_without_starting_spark(lakehouse: LakehouseResource) -> None:
     result = _run(lakehouse, dg.AssetSelection.checks(*ASSET_CHECKS))
     assert result.success
     assert len(check_results(result)) == 7

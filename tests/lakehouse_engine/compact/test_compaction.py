@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine import Catalog, CommitConflictError
+from lakehouse_engine import Catalog, CommitConflictError, LakehouseError
 from lakehouse_engine.compact.table_compact import plan_compaction, run_compact_task
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
 
@@ -154,10 +155,22 @@ def test_two_compactions_writing_overlapping_files_into_one_level_conflict(catal
     (task,) = plan_compaction(table, full=True)
     message = run_compact_task(table, task)
     assert message is not None
-    # Forge a concurrent writer's file: keep the top-level file, add an overlapping one beside it.
+    # Forge a concurrent compaction's file: another file, same key range, same top level.
     top = [f for f in message.compact_after if f.level == table.options.num_levels - 1]
-    overlapping = top[0]
+    overlapping = dataclasses.replace(top[0], file_name="data-forged-0.parquet")
     forged = type(message)(message.partition, message.bucket, message.total_buckets,
                            compact_after=[overlapping])
     with pytest.raises(CommitConflictError, match="would overlap at level"):
         table.new_batch_write_builder().new_commit().commit([message, forged])
+
+
+@pytest.mark.parametrize("options,primary_keys", [({"bucket": "1"}, ["id"]), ({"bucket": "-1"}, []),
+                                                  ({"bucket": "-2"}, ["id"])])
+def test_compacting_a_partition_by_a_field_that_is_no_partition_key_is_refused(
+        catalog: Catalog, options: dict[str, str], primary_keys: list[str]) -> None:
+    # Fixed, append and postpone tables alike, empty or not: the mistake is named before any work.
+    table = create_table(catalog, f"t{options['bucket']}", SCHEMA, primary_keys=primary_keys, options=options)
+    for _ in range(2):
+        with pytest.raises(LakehouseError, match=r"compact: \['dt'\] are not partition keys of table"):
+            table.compact(partitions=[{"dt": "2026-11-21"}])
+        write(table, batch([1, 2], 1))

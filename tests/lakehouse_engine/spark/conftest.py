@@ -24,13 +24,24 @@ ORDERS = pa.schema([
 ])
 
 
+SHUFFLE_PARTITIONS = 4
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark_session() -> Iterator[Any]:
     from lakehouse_engine.spark.session import create_session
 
-    session = create_session(MASTER, app_name="lakehouse-tests", shuffle_partitions=4)
+    session = create_session(MASTER, app_name="lakehouse-tests", shuffle_partitions=SHUFFLE_PARTITIONS)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark(spark_session: Any) -> Any:
+    """The shared session, with this package's shuffle partitions set again: the pipelines' tests
+    join the same session with other settings."""
+    spark_session.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+    return spark_session
 
 
 def orders(n: int, start: int = 0, days: int = 3, tag: str = "v1") -> pa.Table:

@@ -18,10 +18,10 @@ import pytest
 from lakehouse_engine import Catalog
 from lakehouse_engine.bucket.dynamic import assigner_of
 from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
-from lakehouse_engine.format.bucket_hash import hash_rows
+from lakehouse_engine.format.bucket_hash import hash_int, hash_rows
 from lakehouse_engine.spark import compact as spark_compact
 from lakehouse_engine.spark import write as spark_write
-from lakehouse_engine.spark.routing import route_rows, route_values, spark_hash_int
+from lakehouse_engine.spark.routing import route_rows, route_values
 from lakehouse_engine.spark.tables import BucketMode, TableRef, align_timestamps, check_writable
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -170,8 +170,8 @@ def test_the_data_source_check_refuses_dynamic_and_postpone_tables(catalog: Cata
         check_writable(dynamic)
     with pytest.raises(UnsupportedError, match="postpone bucket"):
         check_writable(postpone)
-    assert check_writable(dynamic, routed=True) is BucketMode.DYNAMIC
-    assert check_writable(postpone, routed=True) is BucketMode.POSTPONE
+    assert BucketMode.of(dynamic) is BucketMode.DYNAMIC  # `write` routes rows and takes them both
+    assert BucketMode.of(postpone) is BucketMode.POSTPONE
 
 
 def test_a_failed_task_attempt_is_retried_and_its_files_never_committed(
@@ -242,7 +242,7 @@ def test_route_values_send_assigner_i_to_spark_task_i(spark: Any) -> None:
     from pyspark.sql import functions as F
 
     values = spark.range(-1000, 1000, 97).select(F.col("id").cast("int").alias("v"))
-    assert all(spark_hash_int(r.v) == r.h for r in values.select("v", F.hash("v").alias("h")).collect())
+    assert all(hash_int(r.v) == r.h for r in values.select("v", F.hash("v").alias("h")).collect())
     for n in (2, 3, 7):
         routes = spark.createDataFrame([(v, i) for i, v in enumerate(route_values(n))], "route INT, i INT")
         placed = routes.repartition(n, "route").select("i", F.spark_partition_id().alias("task")).collect()
