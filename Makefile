@@ -22,6 +22,7 @@ WAREHOUSE ?= ./warehouse
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 BENCH_ARGS ?=
+RELIABILITY_ARGS ?=
 
 # Spark must bind to loopback (no resolvable hostname in CI sandboxes).
 export SPARK_LOCAL_IP := 127.0.0.1
@@ -30,7 +31,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help test lint run bench soak dev docs clean distclean
+.PHONY: help test lint run bench soak dev docs clean distclean reliability
 
 help:
 	@echo "make test       lint + pytest -m 'not slow' (PYTEST_ARGS='...' passed to pytest)"
@@ -38,6 +39,7 @@ help:
 	@echo "make run        run the pipelines once (WAREHOUSE=$(WAREHOUSE), RUN_ARGS='...')"
 	@echo "make bench      benchmarks (bench.run_all, BENCH_ARGS='...')"
 	@echo "make soak       pytest -m slow"
+	@echo "make reliability  adversarial campaigns -> docs/reliability.md (RELIABILITY_ARGS=--quick)"
 	@echo "make dev        dagster dev on http://127.0.0.1:3000"
 	@echo "make .venv / make .venv-interop   build the virtual environments"
 	@echo "make clean      remove warehouse and caches; distclean also removes the venvs"
@@ -81,6 +83,9 @@ run: $(VENV)
 
 bench: $(VENV) $(INTEROP_VENV)
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
+
+reliability: $(VENV) $(INTEROP_VENV)
+	$(VENV)/bin/python -m bench.reliability $(RELIABILITY_ARGS)
 
 dev: $(VENV)
 	mkdir -p .dagster_home && DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
