@@ -15,6 +15,7 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
 )
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
@@ -326,8 +327,8 @@ class TableCommit:
             if where in touched and e.identifier not in gone:
                 by_level.setdefault(where, []).append(e)
         for (_, bucket, level), entries in by_level.items():
-            ranges = sorted((tuple(deserialize_row(e.file.min_key, key_types)),
-                             tuple(deserialize_row(e.file.max_key, key_types)), e.file.file_name)
+            ranges = sorted((comparable_key(deserialize_row(e.file.min_key, key_types)),
+                             comparable_key(deserialize_row(e.file.max_key, key_types)), e.file.file_name)
                             for e in entries)
             for (_, hi, a), (lo, _, b) in zip(ranges, ranges[1:], strict=False):
                 if lo <= hi:

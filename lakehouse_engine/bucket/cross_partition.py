@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
+from lakehouse_engine.format.float_order import canonical_nan_array
 from lakehouse_engine.mergetree.merge import DELETE, INSERT, UPDATE_AFTER
 from lakehouse_engine.options import CROSS_PARTITION_UPSERT_INDEX_TTL, MERGE_ENGINE
 from lakehouse_engine.partition import Partition, PartitionCodec
@@ -60,7 +61,8 @@ class GlobalIndex:
         """One comparable column per row: the key itself, or its BinaryRow for composite keys."""
         if len(self.key_names) == 1:
             col = table.column(self.key_names[0])
-            return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            # Arrow's hashing tells NaN payloads apart; Paimon's keys do not.
+            return canonical_nan_array(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
         return pa.array(serialize_rows([table.column(k) for k in self.key_names], self.key_types), pa.binary())
 
     def _empty_keys(self) -> pa.Array:

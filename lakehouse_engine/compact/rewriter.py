@@ -17,6 +17,7 @@ import pyarrow as pa
 from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.compact.universal import CompactUnit
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
 from lakehouse_engine.mergetree.merge import merge_records
@@ -62,7 +63,7 @@ class BucketCompactor:
         self.options = opts
 
     def _key(self, binary: bytes) -> tuple[Any, ...]:
-        return tuple(deserialize_row(binary, self.key_types))
+        return comparable_key(deserialize_row(binary, self.key_types))
 
     def compact(self, levels: Levels, unit: CompactUnit) -> tuple[list[DataFileMeta], list[DataFileMeta]]:
         """Run `unit` against `levels` (updating them); returns (files before, files after)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import numbers
 import struct
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ import pyarrow as pa
 
 from lakehouse_engine import types as T
 from lakehouse_engine.errors import CorruptFileError, InvalidDataError, SchemaError
+from lakehouse_engine.format.float_order import CANONICAL_NAN32, CANONICAL_NAN64
 from lakehouse_engine.types import DataType
 
 EMPTY_ROW: bytes = b"\x00\x00\x00\x00" + bytes(8)
@@ -138,8 +140,13 @@ def _encode_value(value: object, t: DataType, name: str) -> tuple[int, bytes | N
     if root in (T.FLOAT, T.DOUBLE):
         if not isinstance(value, numbers.Real):
             raise TypeError
+        # Every NaN as Java's canonical NaN, so its key bytes and bucket do not depend on payload bits.
         if root == T.FLOAT:
+            if math.isnan(value):
+                return CANONICAL_NAN32, None
             return struct.unpack("<I", struct.pack("<f", float(value)))[0], None
+        if math.isnan(value):
+            return CANONICAL_NAN64, None
         return struct.unpack("<Q", struct.pack("<d", float(value)))[0], None
     if root == T.DATE:
         if isinstance(value, dt.datetime):

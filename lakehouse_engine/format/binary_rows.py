@@ -22,6 +22,7 @@ from lakehouse_engine.format.binary_row import (
     header_size,
     timestamp_unit,
 )
+from lakehouse_engine.format.float_order import canonical_nan_bits
 from lakehouse_engine.types import DataType
 
 
@@ -187,7 +188,11 @@ def _encode_column(col: Column, t: DataType, name: str) -> _Encoded:
     if root == T.BOOLEAN:
         vals = pc.fill_null(_cast(arr, pa.bool_(), t, name), False).to_numpy(zero_copy_only=False)
         return _Encoded(null, np.asarray(vals, dtype=np.uint64))
-    if root in INT_BITS or root in (T.FLOAT, T.DOUBLE):
+    if root in (T.FLOAT, T.DOUBLE):
+        values = _cast(arr, t.to_arrow(), t, name).to_numpy(zero_copy_only=False)
+        # Nulls read as NaN here; their slots are zeroed by the caller.
+        return _Encoded(null, canonical_nan_bits(np.asarray(values)).astype(np.uint64))
+    if root in INT_BITS:
         target = t.to_arrow()
         width = target.bit_width // 8
         raw = _ints(_cast(arr, target, t, name), pa.from_numpy_dtype(np.dtype(f"i{width}")))

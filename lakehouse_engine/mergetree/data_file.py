@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_engine.errors import CorruptFileError, DataFileMissingError
 from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
+from lakehouse_engine.format.float_order import total_order
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
@@ -134,6 +135,12 @@ class DataFileWriter:
         last_key = [c[-1].as_py() for c in key_cols]
         mins, maxs = [], []
         for c in key_cols:
+            if pa.types.is_floating(c.type):
+                # Java's order bounds FLOAT/DOUBLE keys: NaN is the largest, -0.0 below 0.0.
+                order = total_order(c.to_numpy())
+                mins.append(c[int(np.argmin(order))].as_py())
+                maxs.append(c[int(np.argmax(order))].as_py())
+                continue
             mm = pc.min_max(c)
             mins.append(mm["min"].as_py())
             maxs.append(mm["max"].as_py())

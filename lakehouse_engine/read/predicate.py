@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,10 +118,16 @@ class Predicate:
         if self.field is None or self.field not in ranges:
             return True
         lo, hi = ranges[self.field]
+        if _is_nan(lo) or _is_nan(hi):
+            return True  # a NaN bound orders nowhere under IEEE comparison: no pruning
         try:
             return _leaf_may_match(m, lo, hi, self.literals)
         except TypeError:
             return True
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool:

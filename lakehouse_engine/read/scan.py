@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
@@ -126,7 +127,7 @@ class TableScan:
 
     # ---- split generation -------------------------------------------------------------
     def _key(self, binary: bytes) -> tuple[Any, ...]:
-        return tuple(deserialize_row(binary, self.key_types))
+        return comparable_key(deserialize_row(binary, self.key_types))
 
     def _bucket_splits(self, snapshot_id: int, partition: bytes, values: tuple[Any, ...], bucket: int,
                        total_buckets: int, bucket_path: str, files: list[Any]) -> list[DataSplit]:

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.format.float_order import total_order
 from lakehouse_engine.schema import SEQUENCE_NUMBER
 
 # Row kinds as `_VALUE_KIND` stores them.
@@ -27,7 +28,9 @@ def _numeric(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
         arr = arr.combine_chunks()
     if pa.types.is_temporal(t):
         arr = arr.view(pa.int64() if t.bit_width == 64 else pa.int32())
-    return arr.to_numpy(zero_copy_only=False)
+    values = arr.to_numpy(zero_copy_only=False)
+    # Java's Double.compare, not IEEE: all NaNs one key, -0.0 and 0.0 two keys.
+    return total_order(values) if pa.types.is_floating(t) else values
 
 
 def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_fields: Sequence[str] = (),
