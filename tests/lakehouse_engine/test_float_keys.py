@@ -8,11 +8,13 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.format.binary_row import serialize_row
+from lakehouse_engine.format.binary_row import deserialize_row, serialize_row
 from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.float_order import comparable_key, total_order
+from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.read.predicate import PredicateBuilder
+from lakehouse_engine.read.split import interval_partition
 from lakehouse_engine.types import DataType
 from tests.lakehouse_engine.conftest import create_table, read, write
 
@@ -134,3 +136,20 @@ def test_key_stats_with_nan_do_not_prune_matching_files(catalog):
     pb = PredicateBuilder(["k", "v", "rk"])
     got = read(t, predicate=pb.greater_than("k", 5.0)).column("v").to_pylist()
     assert got == ["seven"]
+
+
+def test_a_file_written_nan_first_is_merged_with_every_other_file():
+    double = [DataType("DOUBLE", nullable=False)]
+
+    def meta(name: str, first: float, last: float) -> DataFileMeta:
+        return DataFileMeta(name, 100, 2, serialize_row([first], double), serialize_row([last], double),
+                            SimpleStats.EMPTY, SimpleStats.EMPTY, 0, 0, 0, 0)
+
+    def key(binary: bytes) -> tuple[object, ...]:
+        return comparable_key(deserialize_row(binary, double))
+
+    # pypaimon 2.1.0 sorts NaN before numbers: its files' first key lies above their last one.
+    files = [meta("pypaimon", float("nan"), 0.0), meta("later", 5.0, 6.0), meta("nan", float("nan"), float("nan"))]
+    assert [[f.file_name for f in s] for s in interval_partition(files, key)] == [["later", "pypaimon", "nan"]]
+    ordered = [meta("a", 0.0, 1.0), meta("b", 5.0, float("nan"))]
+    assert [[f.file_name for f in s] for s in interval_partition(ordered, key)] == [["a"], ["b"]]
