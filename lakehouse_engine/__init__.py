@@ -11,6 +11,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
     SnapshotNotExistError,
+    StorageError,
     TableAlreadyExistError,
     TableNotExistError,
 )
@@ -20,6 +21,6 @@ from lakehouse_engine.table import FileStoreTable
 __all__ = [
     "Catalog", "CatalogFactory", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
     "FileStoreTable", "Identifier", "InvalidDataError", "InvalidIdentifierError", "InvalidOptionError",
-    "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "TableAlreadyExistError",
+    "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError",
     "TableNotExistError",
 ]

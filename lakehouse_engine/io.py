@@ -4,11 +4,51 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+from lakehouse_engine.errors import StorageError
+
+# `<warehouse>/<db>.db/<table>/...`: the table a path belongs to, for messages.
+_TABLE_IN_PATH = re.compile(r"([^/]+)\.db/([^/]+)")
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+# A cause's errno, when pyarrow gives it only in the message ("Detail: [errno 28] ...").
+_ERRNO_IN_MESSAGE = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+
+
+def storage_error(action: str, path: str, cause: OSError) -> StorageError:
+    """A StorageError for `cause`, met while doing `action` on `path`, naming the path and its table."""
+    code = cause.errno
+    if code is None:
+        found = _ERRNO_IN_MESSAGE.search(str(cause))
+        code = int(found.group(1)) if found else None
+    tables = _TABLE_IN_PATH.findall(path)
+    where = f" of table {tables[-1][0]}.{tables[-1][1]}" if tables else ""
+    if code in _DISK_FULL:
+        reason = f"disk full ({errno.errorcode[code]})"
+    elif code is not None and code in errno.errorcode:
+        reason = f"{os.strerror(code)} ({errno.errorcode[code]})"
+    else:
+        reason = "I/O error"
+    return StorageError(f"cannot {action} {path}{where}: {reason}: {cause}", code, path)
+
+
+@contextmanager
+def _storage(action: str, path: str) -> Iterator[None]:
+    """Turn an OSError of the block into a StorageError; a missing file stays FileNotFoundError,
+    which callers treat as a state (no snapshot yet, file expired), not as a failure."""
+    try:
+        yield
+    except (StorageError, FileNotFoundError):
+        raise
+    except OSError as e:
+        raise storage_error(action, path, e) from e
 
 
 @dataclass(frozen=True)
@@ -40,20 +80,23 @@ class FileIO:
 
     # ---- reads --------------------------------------------------------------
     def exists(self, path: str) -> bool:
-        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+        with _storage("look up", path):
+            return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
     def is_dir(self, path: str) -> bool:
-        return self.fs.get_file_info(path).type == pafs.FileType.Directory
+        with _storage("look up", path):
+            return self.fs.get_file_info(path).type == pafs.FileType.Directory
 
     def read_bytes(self, path: str) -> bytes:
-        with self.fs.open_input_stream(path) as f:
+        with _storage("read", path), self.fs.open_input_stream(path) as f:
             return f.read()
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
 
     def file_size(self, path: str) -> int:
-        info = self.fs.get_file_info(path)
+        with _storage("look up", path):
+            info = self.fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(path)
         return int(info.size or 0)
@@ -62,7 +105,9 @@ class FileIO:
         """Entries under a directory (empty when it does not exist)."""
         sel = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         out = []
-        for info in self.fs.get_file_info(sel):
+        with _storage("list", path):
+            infos = self.fs.get_file_info(sel)
+        for info in infos:
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
             out.append(FileStatus(info.path, int(info.size or 0), mtime,
                                   info.type == pafs.FileType.Directory))
@@ -73,22 +118,25 @@ class FileIO:
 
     # ---- writes -------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
-        self.fs.create_dir(path, recursive=True)
+        with _storage("create directory", path):
+            self.fs.create_dir(path, recursive=True)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write a whole file (overwriting); used for files with unique names."""
-        parent = os.path.dirname(path)
-        if parent:
-            self.fs.create_dir(parent, recursive=True)
-        with self.fs.open_output_stream(path) as f:
-            f.write(data)
+        with _storage("write", path):
+            parent = os.path.dirname(path)
+            if parent:
+                self.fs.create_dir(parent, recursive=True)
+            with self.fs.open_output_stream(path) as f:
+                f.write(data)
 
     def overwrite_atomic(self, path: str, data: bytes) -> None:
         """Replace a small file atomically where the filesystem allows it (hint files)."""
         if self.is_local:
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             self.write_bytes(tmp, data)
-            os.replace(tmp, path)
+            with _storage("replace", path):
+                os.replace(tmp, path)
         else:
             self.write_bytes(path, data)
 
@@ -104,14 +152,19 @@ class FileIO:
                 return False
             self.write_bytes(path, data)
             return True
+        with _storage("publish", path):
+            return self._link_if_absent(path, data)
+
+    @staticmethod
+    def _link_if_absent(path: str, data: bytes) -> bool:
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
         tmp = os.path.join(parent, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             os.link(tmp, path)
             return True
         except OSError as e:
@@ -119,24 +172,32 @@ class FileIO:
                 return False
             raise
         finally:
-            os.unlink(tmp)
+            # A full disk can fail the temporary file itself; never leave half of it behind.
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def delete_file(self, path: str, quiet: bool = True) -> None:
         try:
-            self.fs.delete_file(path)
-        except (FileNotFoundError, OSError):
+            with _storage("delete", path):
+                self.fs.delete_file(path)
+        except OSError:
             if not quiet:
                 raise
 
     def delete_dir(self, path: str) -> None:
         if self.exists(path):
-            self.fs.delete_dir(path)
+            with _storage("delete directory", path):
+                self.fs.delete_dir(path)
 
     def open_output(self, path: str) -> pa.NativeFile:
-        parent = os.path.dirname(path)
-        if parent:
-            self.fs.create_dir(parent, recursive=True)
-        return self.fs.open_output_stream(path)
+        """A stream to write `path`; errors while writing to it surface from the stream (see
+        `storage_error` to name them)."""
+        with _storage("write", path):
+            parent = os.path.dirname(path)
+            if parent:
+                self.fs.create_dir(parent, recursive=True)
+            return self.fs.open_output_stream(path)
 
     def open_input(self, path: str) -> pa.NativeFile:
-        return self.fs.open_input_file(path)
+        with _storage("read", path):
+            return self.fs.open_input_file(path)

@@ -11,12 +11,17 @@ rename, and delete) and fails the k-th with an `InjectedFault` (an OSError):
 With `crash=True` (the default) every later mutating operation fails too, as if the process had
 died at the k-th: nothing the code does after the fault, such as cleaning up, reaches the disk.
 Reads always work. Build a table on it with `FileStoreTable(fio, name, path, schema)`.
+
+`full_disk_file_io` fails one level lower, in the pyarrow filesystem, with a real errno (ENOSPC),
+to check what FileIO and its callers make of the operating system's errors.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
+from collections.abc import Callable
 from typing import Literal
 
 import pyarrow as pa
@@ -168,3 +173,108 @@ class _FailingStream:
         self.inner.close()
         if self.on_close:
             raise self.error
+
+
+class _FullDiskHandler(pafs.FileSystemHandler):
+    """A local filesystem on which writes to the paths `full(path)` selects fail with ENOSPC."""
+
+    def __init__(self, full: Callable[[str], bool], code: int):
+        self.local = pafs.LocalFileSystem()
+        self.full = full
+        self.code = code
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def _error(self, path: str) -> OSError:
+        return OSError(self.code, os.strerror(self.code), path)
+
+    def get_type_name(self) -> str:
+        return "full-disk"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(paths)
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(selector)
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self.local.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self.local.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self.local.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise OSError(errno.EPERM, "refusing to empty the root directory")
+
+    def delete_file(self, path: str) -> None:
+        self.local.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        if self.full(dest):
+            raise self._error(dest)
+        self.local.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        if self.full(dest):
+            raise self._error(dest)
+        self.local.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_stream(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return self.local.open_input_file(path)
+
+    def open_output_stream(self, path: str, metadata: object) -> pa.NativeFile:
+        stream = self.local.open_output_stream(path)
+        if not self.full(path):
+            return stream
+        # As a real full disk does: the file is created, then its first write fails.
+        return pa.PythonFile(_FullStream(stream, self._error(path)), mode="w")
+
+    def open_append_stream(self, path: str, metadata: object) -> pa.NativeFile:
+        if self.full(path):
+            raise self._error(path)
+        return self.local.open_append_stream(path)
+
+
+class _FullStream:
+    """A writable file object that fails every write with the given error."""
+
+    def __init__(self, inner: pa.NativeFile, error: OSError):
+        self.inner = inner
+        self.error = error
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        raise self.error
+
+    def tell(self) -> int:
+        return int(self.inner.tell())
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.inner.close()
+
+
+def full_disk_file_io(full: Callable[[str], bool], code: int = errno.ENOSPC) -> FileIO:
+    """A FileIO over local disk whose filesystem fails writes to paths `full(path)` selects with an
+    OSError of errno `code` (ENOSPC: disk full), as pyarrow's own filesystems report it."""
+    return FileIO(pafs.PyFileSystem(_FullDiskHandler(full, code)))

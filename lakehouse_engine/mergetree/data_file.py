@@ -13,11 +13,11 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
-from lakehouse_engine.errors import CorruptFileError, DataFileMissingError
+from lakehouse_engine.errors import CorruptFileError, DataFileMissingError, StorageError
 from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
 from lakehouse_engine.format.float_order import total_order
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io import FileIO, storage_error
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
@@ -98,24 +98,39 @@ class DataFileWriter:
             name = self.new_file_name()
             path = f"{self.bucket_dir}/{name}"
             file_start = start
-            with self.file_io.open_output(path) as sink:
-                writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
-                                          compression_level=self.compression_level,
-                                          write_statistics=False,
-                                          use_dictionary=dictionary_columns(table))
-                try:
-                    while start < n:
-                        part = table.slice(start, chunk)
-                        writer.write_table(part, row_group_size=max(chunk, 1))
-                        start += part.num_rows
-                        if sink.tell() >= self.target_file_size:
-                            break
-                finally:
-                    writer.close()
-            size = self.file_io.file_size(path)
+            try:
+                start = self._write_file(path, table, start, chunk)
+                size = self.file_io.file_size(path)
+            except OSError as e:
+                # A full disk or a failing store: leave no file of this run behind (none is
+                # committed yet) and name the file and table in the error.
+                for written in [path] + [f"{self.bucket_dir}/{m.file_name}" for m in metas]:
+                    self.file_io.delete_file(written, quiet=True)
+                if isinstance(e, StorageError):
+                    raise
+                raise storage_error("write data file", path, e) from e
             metas.append(self._meta(name, size, table.slice(file_start, start - file_start), level,
                                     min_sequence, file_source))
         return metas
+
+    def _write_file(self, path: str, table: pa.Table, start: int, chunk: int) -> int:
+        """Write rows from `start` into one file until it reaches the target size; the next start."""
+        n = table.num_rows
+        with self.file_io.open_output(path) as sink:
+            writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
+                                      compression_level=self.compression_level,
+                                      write_statistics=False,
+                                      use_dictionary=dictionary_columns(table))
+            try:
+                while start < n:
+                    part = table.slice(start, chunk)
+                    writer.write_table(part, row_group_size=max(chunk, 1))
+                    start += part.num_rows
+                    if sink.tell() >= self.target_file_size:
+                        break
+            finally:
+                writer.close()
+        return start
 
     def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
               file_source: int) -> DataFileMeta:
