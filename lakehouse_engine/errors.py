@@ -47,6 +47,10 @@ class CommitTimeoutError(CommitConflictError):
     """A commit kept losing the race for the next snapshot id until its retries ran out."""
 
 
+class StorageError(LakehouseError, OSError):
+    """The filesystem failed an operation (disk full, permission denied, ...); names table and path."""
+
+
 class SnapshotNotExistError(LakehouseError):
     """A snapshot id or tag asked for does not exist (never written, or expired)."""
 
@@ -57,22 +61,6 @@ class CorruptFileError(LakehouseError):
 
 class DataFileMissingError(CorruptFileError):
     """A data file a snapshot lists is not there (deleted, or expired after a compaction replaced it)."""
-
-
-class StorageError(LakehouseError, OSError):
-    """The filesystem failed (disk full, permission denied, I/O error); names the path and, inside a
-    table, the table. Still an OSError carrying the cause's errno, so OS-level recovery code applies."""
-
-    def __init__(self, message: str, errno: int | None = None, path: str | None = None):
-        if errno is None:
-            OSError.__init__(self, message)
-        else:
-            OSError.__init__(self, errno, message)
-        self.message = message
-        self.path = path
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class UnsupportedError(LakehouseError, NotImplementedError):

@@ -36,7 +36,9 @@ def storage_error(action: str, path: str, cause: OSError) -> StorageError:
         reason = f"{os.strerror(code)} ({errno.errorcode[code]})"
     else:
         reason = "I/O error"
-    return StorageError(f"cannot {action} {path}{where}: {reason}: {cause}", code, path)
+    message = f"cannot {action} {path}{where}: {reason}: {cause.strerror or cause}"
+    # OSError's (errno, strerror, filename) form keeps what `except OSError` handlers look at.
+    return StorageError(code, message, path) if code is not None else StorageError(message)
 
 
 @contextmanager

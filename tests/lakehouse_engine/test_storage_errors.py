@@ -56,7 +56,7 @@ def test_a_full_disk_during_a_write_raises_storage_error_and_commits_nothing(tab
     assert isinstance(err, OSError) and isinstance(err, LakehouseError)
     assert err.errno == errno.ENOSPC
     assert "disk full" in str(err) and "of table db.t" in str(err)
-    assert err.path is not None and FULL_AT[where](err.path) and err.path in str(err)
+    assert err.filename is not None and FULL_AT[where](err.filename) and err.filename in str(err)
     clear_manifest_cache()
     assert [s.id for s in table.snapshots()] == [1]
     assert rows(read(table), "id") == before_rows
