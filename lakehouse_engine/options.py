@@ -88,17 +88,42 @@ class ConfigOption(Generic[T]):
 OPTIONS: dict[str, ConfigOption[Any]] = {}
 
 
+# Paimon reads "int" options as Java ints and sizes and durations as Java longs: a larger value
+# would fail (or wrap around) in every other engine that opens the table.
+_JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+
+
 def _opt(key: str, kind: str, default: Any, description: str,
          check: Callable[[Any], str | None] | None = None,
-         choices: tuple[str, ...] | None = None) -> ConfigOption[Any]:
+         choices: tuple[str, ...] | None = None, java_long: bool = False) -> ConfigOption[Any]:
     parsers: dict[str, Callable[[str], Any]] = {
         "int": _parse_int, "bool": _parse_bool, "string": str, "enum": str,
         "memory": parse_memory_size, "duration": parse_duration_ms,
     }
     parse = parsers[kind]
+    if kind in ("int", "memory", "duration"):
+        check = _bounded(check, -_JAVA_INT_MAX - 1 if kind == "int" and not java_long else -_JAVA_LONG_MAX - 1,
+                         _JAVA_INT_MAX if kind == "int" and not java_long else _JAVA_LONG_MAX)
     option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices)
     OPTIONS[key] = option
     return option
+
+
+def _bounded(check: Callable[[Any], str | None] | None, low: int, high: int) -> Callable[[Any], str | None]:
+    """`check`, after a check that the number fits the Java type Paimon reads it as."""
+    def bounded(v: Any) -> str | None:
+        if not low <= v <= high:
+            return f"must be between {low} and {high} (it is read as a {'Java int' if high < 2**32 else 'Java long'})"
+        return check(v) if check is not None else None
+    return bounded
+
+
+def _between(low: int, high: int) -> Callable[[int], str | None]:
+    """A check that a number lies in [low, high]."""
+    def check(v: int) -> str | None:
+        return None if low <= v <= high else f"must be between {low} and {high}"
+    return check
 
 
 def _positive(v: int) -> str | None:
@@ -107,6 +132,21 @@ def _positive(v: int) -> str | None:
 
 def _non_negative(v: int) -> str | None:
     return None if v >= 0 else "must be 0 or greater"
+
+
+def _max_buckets_check(v: int) -> str | None:
+    return None if v > 0 or v == -1 else "must be a positive bucket count or -1 (unlimited)"
+
+
+def _at_least_two_levels(v: int) -> str | None:
+    return None if v >= 2 else "must be at least 2 (level 0 and one level below it)"
+
+
+def _file_name_part(v: str) -> str | None:
+    """A name that goes into a file or directory name: no separators, no '..', not empty."""
+    if not v or "/" in v or "\\" in v or v in (".", "..") or any(ord(c) < 0x20 or c == "\x7f" for c in v):
+        return "must be a non-empty file name part without '/', '\\', control characters, '.' or '..'"
+    return None
 
 
 def _bucket_check(v: int) -> str | None:
@@ -118,9 +158,9 @@ def _bucket_check(v: int) -> str | None:
 # ---- distribution ------------------------------------------------------------
 BUCKET = _opt("bucket", "int", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
 BUCKET_KEY = _opt("bucket-key", "string", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
-DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", "int", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive)
+DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", "int", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive, java_long=True)
 DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", "int", None, "Dynamic bucket mode: initial buckets of a partition per assigner.", _positive)
-DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", "int", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).")
+DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", "int", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).", _max_buckets_check)
 DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _opt("dynamic-bucket.assigner-parallelism", "int", None, "Dynamic bucket mode: number of parallel assigners.", _positive)
 POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", "int", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
 CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "duration", None, "Cross-partition upsert: how long a key stays in the global index.")
@@ -128,14 +168,14 @@ CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "dur
 # ---- files -------------------------------------------------------------------
 FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files: this engine writes parquet, and reads parquet, orc and avro files by their extension.", choices=("parquet",))
 FILE_COMPRESSION = _opt("file.compression", "enum", "zstd", "Compression of data files.", choices=("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
-FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files.")
+FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files (1 to 22).", _between(1, 22))
 MANIFEST_COMPRESSION = _opt("manifest.compression", "enum", "zstd", "Compression of manifest files.", choices=("zstd", "snappy", "deflate", "null", "none"))
 TARGET_FILE_SIZE = _opt("target-file-size", "memory", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
 WRITE_BUFFER_SIZE = _opt("write-buffer-size", "memory", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)
 MANIFEST_TARGET_FILE_SIZE = _opt("manifest.target-file-size", "memory", 8 << 20, "Suggested size of a manifest file.", _positive)
 MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", "int", 30, "Manifests in a snapshot's base list before they are merged into fewer.", _positive)
-DATA_FILE_PREFIX = _opt("data-file.prefix", "string", "data-", "File name prefix of data files.")
-PARTITION_DEFAULT_NAME = _opt("partition.default-name", "string", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.")
+DATA_FILE_PREFIX = _opt("data-file.prefix", "string", "data-", "File name prefix of data files.", _file_name_part)
+PARTITION_DEFAULT_NAME = _opt("partition.default-name", "string", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.", _file_name_part)
 
 # ---- merging -----------------------------------------------------------------
 MERGE_ENGINE = _opt("merge-engine", "enum", "deduplicate", "How rows of the same primary key merge.", choices=("deduplicate", "partial-update", "aggregation", "first-row"))
@@ -151,7 +191,7 @@ FIELDS_DEFAULT_AGG_FUNC = _opt("fields.default-aggregate-function", "string", No
 # ---- compaction --------------------------------------------------------------
 NUM_SORTED_RUN_COMPACTION_TRIGGER = _opt("num-sorted-run.compaction-trigger", "int", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
 NUM_SORTED_RUN_STOP_TRIGGER = _opt("num-sorted-run.stop-trigger", "int", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
-NUM_LEVELS = _opt("num-levels", "int", None, "Levels of the LSM tree (default trigger + 1).", _positive)
+NUM_LEVELS = _opt("num-levels", "int", None, "Levels of the LSM tree (default trigger + 1).", _at_least_two_levels)
 COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _opt("compaction.max-size-amplification-percent", "int", 200, "Size amplification above which a full compaction runs.", _non_negative)
 COMPACTION_SIZE_RATIO = _opt("compaction.size-ratio", "int", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
 COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", "int", 5, "Append tables: fewest files to compact together.", _positive)

@@ -12,7 +12,7 @@ from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.manifest_io import ManifestIO
-from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION
+from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import TableSchema
@@ -66,6 +66,7 @@ class FileStoreTable:
         """The same table with extra options for this handle only (e.g. `scan.snapshot-id`)."""
         options = dict(self.schema.options)
         options.update({str(k): str(v) for k, v in dynamic_options.items()})
+        CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
         return FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
 
     # ---- snapshots -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine import Catalog, InvalidIdentifierError, Schema
+from lakehouse_engine import Catalog, InvalidIdentifierError, InvalidOptionError, Schema
 from tests.lakehouse_engine.conftest import snapshot_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -49,3 +49,49 @@ def test_printable_unicode_names_are_accepted(catalog: Catalog):
     catalog.create_table("db.bestellungen_ü_日本", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
     table = catalog.get_table("db.bestellungen_ü_日本")
     assert snapshot_files(table)  # its schema file was written
+
+
+OUT_OF_RANGE = {
+    "file.compression.zstd-level": (["0", "23", "-1"], "between 1 and 22"),
+    "bucket": (["0", "-3", "2147483648"], "bucket|Java int"),
+    "dynamic-bucket.max-buckets": (["0", "-2"], "positive bucket count or -1"),
+    "dynamic-bucket.target-row-num": (["0", "9223372036854775808"], "greater than 0|Java long"),
+    "num-levels": (["1", "0"], "at least 2"),
+    "commit.max-retries": (["-1", "99999999999"], "0 or greater|Java int"),
+    "snapshot.num-retained.min": (["0"], "greater than 0"),
+    "manifest.merge-min-count": (["0"], "greater than 0"),
+    "num-sorted-run.compaction-trigger": (["0", "4294967296"], "greater than 0|Java int"),
+    "write-buffer-size": (["0 mb", "9999999 tb"], "greater than 0|Java long"),
+    "target-file-size": (["0"], "greater than 0"),
+    "data-file.prefix": (["../x-", "a/b", ""], "file name part"),
+    "partition.default-name": (["..", "x/y"], "file name part"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(OUT_OF_RANGE))
+def test_out_of_range_options_fail_at_create_time_naming_option_and_range(catalog: Catalog, key: str):
+    values, allowed = OUT_OF_RANGE[key]
+    root = Path(catalog.root)
+    before = _warehouse_files(root)
+    for value in values:
+        schema = Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={key: value})
+        with pytest.raises(InvalidOptionError, match=rf"option '{re.escape(key)}' .*({allowed})"):
+            catalog.create_table("db.t", schema)
+        assert _warehouse_files(root) == before
+        assert catalog.list_tables("db") == []
+
+
+@pytest.mark.parametrize(("key", "value"), [("file.compression.zstd-level", "1"), ("file.compression.zstd-level", "22"),
+                                            ("bucket", "-2"), ("bucket", "2147483647"), ("num-levels", "2"),
+                                            ("dynamic-bucket.max-buckets", "-1"), ("commit.max-retries", "0"),
+                                            ("data-file.prefix", "part-")])
+def test_options_at_the_edge_of_their_range_are_accepted(catalog: Catalog, key: str, value: str):
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={key: value}))
+    assert catalog.get_table("db.t").options.raw[key] == value
+
+
+def test_an_out_of_range_option_in_a_dynamic_copy_is_rejected(catalog: Catalog):
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
+    table = catalog.get_table("db.t")
+    with pytest.raises(InvalidOptionError, match="file.compression.zstd-level"):
+        table.copy({"file.compression.zstd-level": "99"})
