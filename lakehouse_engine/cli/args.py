@@ -86,11 +86,18 @@ def column_list(text: str) -> list[str]:
     return names
 
 
+def tag_name(text: str) -> str:
+    """One tag name: not empty, not only blanks (argparse then names the flag in its error)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a tag name: a tag name cannot be empty or blank")
+    return text
+
+
 def name_list(text: str) -> list[str]:
     """Comma-separated names (tags), at least one."""
     names = [n.strip() for n in text.split(",")]
     if not all(names):
-        raise argparse.ArgumentTypeError(f"{text!r} has an empty name")
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty name: a tag name cannot be empty or blank")
     return list(dict.fromkeys(names))
 
 

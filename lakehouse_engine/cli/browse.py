@@ -17,6 +17,7 @@ from lakehouse_engine.cli.args import (
     non_negative_int,
     positive_int,
     table_identifier,
+    tag_name,
 )
 from lakehouse_engine.cli.context import Context, engine_method
 from lakehouse_engine.cli.output import (
@@ -66,7 +67,7 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
     p = _table_parser(subparsers, parents, "read", "read rows (merged, as of a snapshot or tag)")
     version = p.add_mutually_exclusive_group()
     version.add_argument("--snapshot", type=positive_int, metavar="ID", help="time travel to a snapshot")
-    version.add_argument("--tag", metavar="NAME", help="read the snapshot a tag keeps")
+    version.add_argument("--tag", type=tag_name, metavar="NAME", help="read the snapshot a tag keeps")
     p.add_argument("--limit", type=non_negative_int, metavar="N", help="at most N rows (default: all)")
     p.add_argument("--columns", type=column_list, metavar="A,B", help="only these columns, in this order")
     p.set_defaults(run=run_read)

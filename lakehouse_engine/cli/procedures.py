@@ -12,6 +12,7 @@ from lakehouse_engine.cli.args import (
     name_list,
     partition_specs,
     positive_int,
+    tag_name,
     timestamp_millis,
     typed_partitions,
 )
@@ -67,11 +68,11 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
                           "make an earlier snapshot or a tag the latest; later snapshots are removed")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id to roll back to")
-    target.add_argument("--tag", metavar="NAME", help="tag to roll back to")
+    target.add_argument("--tag", type=tag_name, metavar="NAME", help="tag to roll back to")
     p.set_defaults(run=run_rollback)
 
     p = _procedure_parser(subparsers, parents, "create-tag", "keep a snapshot under a name")
-    p.add_argument("--tag", required=True, metavar="NAME", help="the tag's name")
+    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
     p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
     p.set_defaults(run=run_create_tag)
 
