@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from lakehouse_engine.commit_retry import (
+    COMPACT,
+    RetryGuard,
+    SnapshotNotWritten,
+    message_entries,
+    storage_error,
+)
 from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
     LakehouseError,
+    PostCommitError,
     SnapshotNotExistError,
+    StorageError,
 )
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
@@ -39,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
-APPEND, COMPACT, OVERWRITE = "APPEND", "COMPACT", "OVERWRITE"
+APPEND, OVERWRITE = "APPEND", "OVERWRITE"
 # Rough encoded size of one manifest entry, to split merged manifests near their target size.
 _ENTRY_BYTES_ESTIMATE = 250
 
@@ -48,11 +58,16 @@ class TableCommit:
     """Commits the messages of one write (from any number of processes) as snapshots."""
 
     def __init__(self, table: FileStoreTable, commit_user: str,
-                 overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None):
+                 overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
+                 *, restored: bool = False, once: bool = True):
         """A committer; `overwrite_partition` makes commits OVERWRITE that partition spec (or each
-        of a list of specs; `{}` is the whole table)."""
+        of a list of specs; `{}` is the whole table). `restored`: the commit user was given (not
+        new), so its first commit looks for snapshots it landed earlier. `once`: a batch commit,
+        refused after it succeeded once."""
         self.table = table
         self.commit_user = commit_user
+        self.once = once
+        self._retries = RetryGuard(table, commit_user, restored)
         specs: list[dict[str, object]] | None
         if overwrite_partition is None:
             specs = None
@@ -76,49 +91,96 @@ class TableCommit:
     # ---- public ------------------------------------------------------------------
     def commit(self, messages: Sequence[CommitMessage],
                commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[int]:
-        """Commit messages; returns the ids of the snapshots written (APPEND/OVERWRITE, then COMPACT)."""
+        """Commit messages; returns the ids of the snapshots they landed in (APPEND/OVERWRITE, then
+        COMPACT). Retrying messages that already landed is a no-op that returns those snapshots.
+
+        Raises:
+            PostCommitError: the data landed (its `snapshot_ids`), then the compaction that follows
+                failed; retrying the same commit finishes it without committing the data twice.
+            StorageError: an I/O error (disk full, ...) before the commit landed.
+            CommitConflictError: the commit cannot apply on the latest snapshot; nothing landed.
+        """
         if self._committed:
             raise LakehouseError(
                 f"this batch commit of table {self.table.name} was already used; a batch write "
                 f"commits once (start a new write builder)")
-        self._messages = list(messages)
+        messages = list(messages)
+        self._messages = messages
         self.bucket_changes = [
             {"partition": m.partition, "bucket": m.bucket, "inserted": m.inserted_keys, "updated": m.updated_keys}
             for m in messages if m.inserted_keys is not None]
-        new_entries: list[ManifestEntry] = []
-        compact_entries: list[ManifestEntry] = []
-        for m in messages:
-            for f in m.new_files:
-                new_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
-            for f in m.compact_before:
-                compact_entries.append(ManifestEntry(FileKind.DELETE, m.partition, m.bucket, m.total_buckets, f))
-            for f in m.compact_after:
-                compact_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
-        written = []
-        if self.overwrite_specs is not None:
-            written.append(self._try_commit(new_entries, OVERWRITE, commit_identifier))
-        elif new_entries:
-            written.append(self._try_commit(new_entries, APPEND, commit_identifier))
-        if compact_entries:
+        new_entries, compact_entries = message_entries(messages)
+        data_kind = OVERWRITE if self.overwrite_specs is not None else APPEND if new_entries else None
+        landed = self._retries.filter_committed(messages, new_entries, compact_entries, commit_identifier,
+                                                data_kind or APPEND)
+        written: list[int] = []
+        if landed.superseded:
+            log.info("table %s: commit %s of user %s landed before a later one of the same user; "
+                     "nothing to do", self.table.name, commit_identifier, self.commit_user)
+        else:
+            if data_kind is not None:
+                sid = landed.get(data_kind)
+                if sid is None:
+                    sid = self._commit_data(new_entries, data_kind, commit_identifier)
+                written.append(sid)
+            if compact_entries:
+                sid = landed.get(COMPACT)
+                if sid is None:
+                    sid = self._commit_compaction(messages, compact_entries, commit_identifier, written)
+                if sid is not None:
+                    written.append(sid)
+        self._committed = self.once
+        if written and not self.table.options.get(WRITE_ONLY):
+            # As Paimon does: expire snapshots past the retention options after each commit.
+            # Best effort: a failure is logged (the commit has landed), never raised.
+            from lakehouse_engine.maintenance.expire import expire_after_commit
+
+            expire_after_commit(self.table)
+        return written
+
+    def _commit_data(self, entries: list[ManifestEntry], kind: str, identifier: int) -> int:
+        """Commit the APPEND or OVERWRITE snapshot; an I/O error becomes a StorageError."""
+        try:
+            sid = self._try_commit(entries, kind, identifier)
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise storage_error(exc, f"commit to table {self.table.name} failed before its snapshot "
+                                     f"landed; retrying the same commit is safe") from exc
+        assert sid is not None
+        return sid
+
+    def _commit_compaction(self, messages: list[CommitMessage], entries: list[ManifestEntry],
+                           identifier: int, written: list[int]) -> int | None:
+        """Commit the COMPACT snapshot that follows the data; once the data landed (`written`),
+        a failure here is a PostCommitError, or a warning when another change won the race."""
+        if self._retries.retrying and self._retries.compaction_output_gone(messages):
+            log.warning("table %s: the compaction of this retried commit was given up by an earlier "
+                        "attempt; only its data is committed", self.table.name)
+            return None
+        try:
             try:
-                written.append(self._try_commit(compact_entries, COMPACT, commit_identifier))
+                return self._try_commit(entries, COMPACT, identifier)
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
                 delete_message_files(self.table, messages, compaction_only=True)
-                if not new_entries:
-                    self._committed = True
+                if not written:
                     raise
                 log.warning("table %s: compaction after snapshot %s lost to a concurrent change; "
-                            "its files were removed", self.table.name, written[-1] if written else None)
-        self._committed = True
-        ids = [w for w in written if w is not None]
-        if ids and not self.table.options.get(WRITE_ONLY):
-            # As Paimon does: expire snapshots past the retention options after each commit.
-            from lakehouse_engine.maintenance.expire import expire_after_commit
-
-            expire_after_commit(self.table)
-        return ids
+                            "its files were removed", self.table.name, written[-1])
+                return None
+        except (OSError, LakehouseError) as exc:
+            if not written:
+                if isinstance(exc, OSError) and not isinstance(exc, LakehouseError):
+                    raise storage_error(exc, f"compaction commit to table {self.table.name} failed "
+                                             f"before its snapshot landed") from exc
+                raise
+            raise PostCommitError(
+                f"table {self.table.name}: the data of this commit is committed (snapshot "
+                f"{', '.join(map(str, written))}), then the compaction that follows it failed: {exc}. "
+                f"Retrying the same commit is a no-op for the data and finishes the compaction",
+                written) from exc
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed."""
@@ -144,8 +206,9 @@ class TableCommit:
         attempt = 0
         while True:
             latest = snapshots.latest_snapshot()
-            if attempt > 0 and self._already_committed(base_latest_id, latest, identifier, kind):
-                return None
+            landed = self._already_committed(base_latest_id, latest, identifier, kind) if attempt else None
+            if landed is not None:
+                return landed
             changes = list(entries)
             if kind == OVERWRITE:
                 changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
@@ -181,7 +244,16 @@ class TableCommit:
                 index_manifest=index_manifest,
             )
             path = self.table.path_factory.snapshot_path(new_id)
-            if self._publish(path, snapshot):
+            try:
+                published = self._publish(path, snapshot)
+            except SnapshotNotWritten:
+                # It did not land, so nothing references this attempt's manifests (best effort:
+                # the disk may be full; orphan removal gets whatever stays).
+                with contextlib.suppress(OSError):
+                    for name in new_files + ([delta_meta.file_name] if delta_meta else []):
+                        self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
+                raise
+            if published:
                 snapshots.commit_latest_hint(new_id)
                 return new_id
             # Another committer took this id: our lists (and merged manifests) are garbage now.
@@ -203,17 +275,30 @@ class TableCommit:
             time.sleep(wait * random.uniform(0.5, 1.0) / 1000.0)
 
     def _publish(self, path: str, snapshot: Snapshot) -> bool:
-        """Put-if-absent the snapshot file; after an ambiguous I/O error, look whether it landed."""
+        """Put-if-absent the snapshot file: True when it landed, False when another committer holds
+        the id (a lost race). Any other failure raises: a full disk is not a lost race."""
         try:
             return self.table.file_io.try_put_if_absent(path, snapshot.to_json().encode())
-        except OSError:
-            try:
-                landed = Snapshot.from_json(self.table.file_io.read_text(path), path)
-            except (OSError, LakehouseError):
-                return False
-            return (landed.commit_user == snapshot.commit_user
-                    and landed.commit_identifier == snapshot.commit_identifier
-                    and landed.base_manifest_list == snapshot.base_manifest_list)
+        except OSError as exc:
+            put_error = exc
+        # The put failed, yet it may have landed (an error after the link) or lost to another
+        # committer meanwhile: the file there tells which.
+        try:
+            text = self.table.file_io.read_text(path)
+        except FileNotFoundError:
+            raise storage_error(put_error, f"table {self.table.name}: could not write snapshot file "
+                                           f"{path}; nothing was committed", SnapshotNotWritten) from put_error
+        except OSError as exc:
+            raise storage_error(exc, f"table {self.table.name}: writing snapshot file {path} failed "
+                                     f"({put_error}) and reading it back failed too, so whether it landed "
+                                     f"is unknown; retry the same commit (a landed one is recognised)") from exc
+        try:
+            landed = Snapshot.from_json(text, path)
+        except LakehouseError:
+            return False  # not ours (ours is published whole): another committer's
+        return (landed.commit_user == snapshot.commit_user
+                and landed.commit_identifier == snapshot.commit_identifier
+                and landed.base_manifest_list == snapshot.base_manifest_list)
 
     def _index_manifest(self, latest: Snapshot | None, kind: str) -> tuple[str | None, list[str]]:
         """The index manifest of the new snapshot (and the new files it took), checking that no
@@ -267,10 +352,10 @@ class TableCommit:
                     f"start a new write")
 
     def _already_committed(self, base_id: int | None, latest: Snapshot | None, identifier: int,
-                           kind: str) -> bool:
-        """True when a snapshot after `base_id` is ours (same user, identifier and kind)."""
+                           kind: str) -> int | None:
+        """The id of a snapshot after `base_id` that is ours (same user, identifier and kind)."""
         if latest is None:
-            return False
+            return None
         snapshots = self.table.snapshot_manager()
         for sid in range(latest.id, (base_id or 0), -1):
             try:
@@ -281,8 +366,8 @@ class TableCommit:
                 break
             if (s.commit_user == self.commit_user and s.commit_identifier == identifier
                     and s.commit_kind == kind):
-                return True
-        return False
+                return sid
+        return None
 
     def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
         """DELETE entries for every live file in the partitions being overwritten."""
@@ -368,3 +453,4 @@ def delete_message_files(table: FileStoreTable, messages: Sequence[CommitMessage
                 table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
         for f in written:
             table.file_io.delete_file(f"{d}/{f.file_name}")
+

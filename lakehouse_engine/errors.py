@@ -47,6 +47,19 @@ class CommitTimeoutError(CommitConflictError):
     """A commit kept losing the race for the next snapshot id until its retries ran out."""
 
 
+class PostCommitError(LakehouseError):
+    """The data of a commit landed (`snapshot_ids`), then a follow-up of it failed; retrying the
+    same commit is a no-op that returns those snapshots."""
+
+    def __init__(self, message: str, snapshot_ids: list[int]):
+        super().__init__(message)
+        self.snapshot_ids = list(snapshot_ids)
+
+    def __reduce__(self) -> tuple[type, tuple[str, list[int]]]:
+        # Picklable with its snapshot ids, so it crosses process boundaries (Spark, Dagster).
+        return (type(self), (str(self), self.snapshot_ids))
+
+
 class StorageError(LakehouseError, OSError):
     """The filesystem failed an operation (disk full, permission denied, ...); names table and path."""
 

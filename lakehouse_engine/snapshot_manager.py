@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 
 from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
@@ -10,6 +11,7 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.path_factory import PathFactory
 
+log = logging.getLogger(__name__)
 _SNAPSHOT_RE = re.compile(r"^snapshot-(\d+)$")
 LATEST = "LATEST"
 EARLIEST = "EARLIEST"
@@ -79,13 +81,15 @@ class SnapshotManager:
         return None if sid is None else self.snapshot(sid)
 
     def commit_latest_hint(self, snapshot_id: int) -> None:
-        """Move the LATEST hint forward (never backward); a failure here is harmless."""
+        """Move the LATEST hint forward (never backward); a failure is logged, never raised: the
+        snapshot has landed and readers verify the hint anyway."""
         try:
             current = self._read_hint(LATEST)
             if current is None or current < snapshot_id:
                 self.file_io.overwrite_atomic(f"{self.paths.snapshot_dir}/{LATEST}", str(snapshot_id).encode())
-        except OSError:
-            pass
+        except OSError as exc:
+            log.warning("table %s: snapshot %s is committed, but moving the LATEST hint failed (%s); "
+                        "readers find the snapshot without it", self.table_name, snapshot_id, exc)
 
     def commit_earliest_hint(self, snapshot_id: int) -> None:
         with contextlib.suppress(OSError):

@@ -20,7 +20,7 @@ from lakehouse_engine.snapshot_manager import SnapshotManager
 
 if TYPE_CHECKING:
     from lakehouse_engine.read.read_builder import ReadBuilder
-    from lakehouse_engine.write.write_builder import BatchWriteBuilder
+    from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
 SCAN_SNAPSHOT_ID = "scan.snapshot-id"
 SCAN_TAG_NAME = "scan.tag-name"
@@ -56,6 +56,12 @@ class FileStoreTable:
         from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
         return BatchWriteBuilder(self)
+
+    def new_stream_write_builder(self) -> StreamWriteBuilder:
+        """A builder for a stream of commits with explicit, increasing commit identifiers."""
+        from lakehouse_engine.write.write_builder import StreamWriteBuilder
+
+        return StreamWriteBuilder(self)
 
     def new_read_builder(self) -> ReadBuilder:
         from lakehouse_engine.read.read_builder import ReadBuilder

@@ -103,6 +103,21 @@ class LedgerState:
                     out.append((batch, dt, int(part["rows"])))
         return out
 
+    def mark_committing(self, pending: Iterable[tuple[str, str, int]], commit_user: str) -> None:
+        """Record the commit user about to commit these rows: a run that dies before it records
+        the snapshot leaves it, and the next run asks the table whether that commit landed."""
+        for batch, dt, _ in pending:
+            self.batches[batch]["partitions"][dt]["commit_user"] = commit_user
+
+    def committing_users(self, pending: Iterable[tuple[str, str, int]]) -> dict[str, list[tuple[str, str, int]]]:
+        """Commit users recorded by earlier runs for these pending rows, with the rows of each."""
+        out: dict[str, list[tuple[str, str, int]]] = {}
+        for entry in pending:
+            user = self.batches[entry[0]]["partitions"][entry[1]].get("commit_user")
+            if user is not None:
+                out.setdefault(user, []).append(entry)
+        return out
+
     def mark_written(self, pending: Iterable[tuple[str, str, int]], snapshot_id: int) -> list[str]:
         """Record the snapshot that committed these rows; returns the batches now fully written."""
         batches = set()
@@ -134,13 +149,17 @@ class Ledger:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = self.read()
             yield state
-            payload = json.dumps({"files": state.files, "batches": state.batches}, indent=1, sort_keys=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-            with os.fdopen(fd, "w") as out:
-                out.write(payload)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
+            self.save(state)
+
+    def save(self, state: LedgerState) -> None:
+        """Replace the ledger with `state` atomically (inside `update`, which holds the lock)."""
+        payload = json.dumps({"files": state.files, "batches": state.batches}, indent=1, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        with os.fdopen(fd, "w") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
 
 
 # ---- reading and staging on Spark -------------------------------------------------------------

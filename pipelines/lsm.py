@@ -7,6 +7,7 @@ across materializations. All of it comes from `table.bucket_stats()` (manifests 
 
 import json
 import shutil
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER
+from lakehouse_engine.commit_retry import snapshots_of_commit
+from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.routing import bucket_column
@@ -248,13 +252,30 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
     table = lakehouse.get_or_create_table()
     dts = list(context.partition_keys)
     done: list[str] = []
-    with Ledger(lakehouse.ledger_path).update() as state:
+    ledger = Ledger(lakehouse.ledger_path)
+    with ledger.update() as state:
         pending = state.pending(dts)
         ids: list[int] = []
+        # Rows an interrupted run committed, though it did not live to record it: never twice.
+        for user, entries in state.committing_users(pending).items():
+            landed = sorted(snapshots_of_commit(table, user, BATCH_COMMIT_IDENTIFIER, None).by_kind.values())
+            if landed:
+                context.log.warning(f"commit {user} of an earlier run had landed in snapshot {landed[0]}; "
+                                    f"its {len(entries)} staged parts are not written again")
+                done += state.mark_written(entries, landed[-1])
+                pending = [p for p in pending if p not in entries]
         if pending:
+            # Recorded before the write, so that a rerun can tell whether this commit landed.
+            commit_user = f"lsm_write-{uuid.uuid4()}"
+            state.mark_committing(pending, commit_user)
+            ledger.save(state)
             rows = read_staged(spark.spark_session, lakehouse.staging_path, pending)
-            ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse)
-            done = state.mark_written(pending, ids[-1] if ids else 0)
+            try:
+                ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse, commit_user=commit_user)
+            except PostCommitError as exc:  # the rows are committed; only the compaction after them failed
+                context.log.warning(f"snapshot {exc.snapshot_ids} committed the rows, then: {exc}")
+                ids = exc.snapshot_ids
+            done += state.mark_written(pending, ids[-1] if ids else 0)
     for batch in done:  # committed and recorded: the table holds these rows now
         shutil.rmtree(lakehouse.staging_path / f"batch={batch}", ignore_errors=True)
     table = lakehouse.get_table()  # re-opened: the latest schema and snapshot

@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.commit import TableCommit
+from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
+from lakehouse_engine.commit_retry import snapshots_of_commit
 from lakehouse_engine.errors import (
     CommitTimeoutError,
     InvalidDataError,
@@ -60,7 +61,7 @@ TaskHook = Callable[[list[CommitMessage]], None]
 # ---- the driver ------------------------------------------------------------------------------
 def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
           warehouse: str | None = None, overwrite: Mapping[str, Any] | bool | None = None,
-          *, _task_hook: TaskHook | None = None) -> list[int]:
+          *, commit_user: str | None = None, _task_hook: TaskHook | None = None) -> list[int]:
     """Write a DataFrame into a table with Spark and commit once; returns the snapshot ids written.
 
     Args:
@@ -69,12 +70,16 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
         warehouse: the warehouse path or URI executors open the table from.
         overwrite: None/False to append; True to overwrite the whole table; a dict of partition
             values (`{"dt": "2026-11-21"}`) to overwrite that partition (every row must be in it).
+        commit_user: commit as this user (a job's stable name for this write): when a snapshot
+            of it has landed already (a rerun after a crash or a PostCommitError), nothing is
+            written again and its snapshot ids are returned.
         _task_hook: called in each write task with its messages after its files are written and
             before they are returned (fault injection in tests).
 
     Raises:
         SchemaError: the DataFrame's columns are not the table's.
         InvalidDataError: rows fall outside the partition being overwritten.
+        PostCommitError: the data is committed (its `snapshot_ids`), the compaction after it failed.
     """
     ref = TableRef.of(table_or_identifier, warehouse)
     table = ref.open()
@@ -83,8 +88,15 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     num_assigners = assigner_count(df.sparkSession, table) if mode is BucketMode.DYNAMIC else 1
     routed = route_rows(df, table, ref, num_assigners)
     static_partition = overwrite_partition(overwrite)
-    commit = new_commit(table, static_partition)  # rejects a bad overwrite before any file is written
-    task = WriteTask(ref, _task_hook, num_assigners=num_assigners, overwrite=static_partition)
+    # Rejects a bad overwrite before any file is written.
+    commit = new_commit(table, static_partition, commit_user)
+    if commit_user is not None:
+        landed = snapshots_of_commit(table, commit_user, BATCH_COMMIT_IDENTIFIER, None)
+        if landed.by_kind:
+            return sorted(landed.by_kind.values())
+    # The tasks write under the driver's commit user, so its commit knows the messages are its own.
+    task = WriteTask(ref, _task_hook, num_assigners=num_assigners, overwrite=static_partition,
+                     commit_user=commit.commit_user)
     written = routed.mapInArrow(task, MESSAGE_SCHEMA)
     messages = [pickle.loads(row[MESSAGE_COLUMN]) for row in written.collect()]
     return commit_messages(table, commit, messages, static_partition)
@@ -110,9 +122,13 @@ def check_columns(columns: Iterable[str], table: FileStoreTable) -> None:
                           f"columns {missing}, unexpected columns {extra}")
 
 
-def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None) -> TableCommit:
-    """The commit of one write: APPEND, or OVERWRITE of `static_partition` (`{}`: the table)."""
+def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None,
+               commit_user: str | None = None) -> TableCommit:
+    """The commit of one write: APPEND, or OVERWRITE of `static_partition` (`{}`: the table), as
+    `commit_user` when given."""
     builder = table.new_batch_write_builder()
+    if commit_user is not None:
+        builder.with_commit_user(commit_user)
     if static_partition is not None:
         builder.overwrite(static_partition)
     return builder.new_commit()
@@ -151,15 +167,16 @@ class WriteTask:
     """mapInArrow function: writes the task's rows with TableWrite, yields its pickled CommitMessages."""
 
     def __init__(self, ref: TableRef, hook: TaskHook | None = None, *, num_assigners: int = 1,
-                 overwrite: Mapping[str, Any] | None = None):
+                 overwrite: Mapping[str, Any] | None = None, commit_user: str | None = None):
         self.ref = ref
+        self.commit_user = commit_user
         self.hook = hook
         self.num_assigners = num_assigners
         self.overwrite = dict(overwrite) if overwrite is not None else None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         messages = write_batches(self.ref.open(), batches, num_assigners=self.num_assigners,
-                                 overwrite=self.overwrite)
+                                 overwrite=self.overwrite, commit_user=self.commit_user)
         if self.hook is not None:
             self.hook(messages)
         if messages:
@@ -168,7 +185,8 @@ class WriteTask:
 
 
 def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], write_only: bool = False,
-                  *, num_assigners: int = 1, overwrite: Mapping[str, Any] | None = None) -> list[CommitMessage]:
+                  *, num_assigners: int = 1, overwrite: Mapping[str, Any] | None = None,
+                  commit_user: str | None = None) -> list[CommitMessage]:
     """Write Arrow batches (table rows, or routed rows packed by `RowPacker`) and return the
     CommitMessages.
 
@@ -176,9 +194,9 @@ def write_batches(table: FileStoreTable, batches: Iterable[pa.RecordBatch], writ
     it is the bucket's only writer; `write_only` skips that, for tasks that may share buckets.
     `num_assigners` > 1: the batches are the routed rows of one dynamic bucket assigner.
     `overwrite`: the partition (`{}`: the table) the commit replaces; dynamic bucket indexes then
-    start empty.
+    start empty. `commit_user`: the driver's, which the messages then carry.
     """
-    sink = _TaskSink(table, write_only, num_assigners, overwrite)
+    sink = _TaskSink(table, write_only, num_assigners, overwrite, commit_user)
     arrow_schema = table.schema.arrow_schema()
     try:
         for rows in rechunk(_table_rows(sink, batches), _WRITE_CHUNK_ROWS):
@@ -212,8 +230,9 @@ class _TaskSink:
     """
 
     def __init__(self, table: FileStoreTable, write_only: bool, num_assigners: int,
-                 overwrite: Mapping[str, Any] | None):
+                 overwrite: Mapping[str, Any] | None, commit_user: str | None = None):
         self.table = table
+        self.commit_user = commit_user
         self.write_only = write_only
         self.num_assigners = num_assigners
         self.overwrite = overwrite
@@ -240,6 +259,8 @@ class _TaskSink:
         if writer is None:
             table = self.table.copy({WRITE_ONLY.key: "true"}) if write_only else self.table
             builder = table.new_batch_write_builder()
+            if self.commit_user is not None:
+                builder.commit_user = self.commit_user
             if self.overwrite is not None:
                 builder.overwrite(self.overwrite)
             if self.num_assigners > 1:

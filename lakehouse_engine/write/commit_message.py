@@ -28,6 +28,9 @@ class CommitMessage:
     index_base: list[str] | None = None
     inserted_keys: int | None = None
     updated_keys: int | None = None
+    #: The commit user of the write that made the files: a committer under another user may be a
+    #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
+    commit_user: str | None = None
 
     def is_empty(self) -> bool:
         return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files)

@@ -443,7 +443,7 @@ class TableWrite:
             if buf.new_files or buf.compact_before or buf.compact_after or change:
                 message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
                                         list(buf.new_files), list(buf.compact_before),
-                                        list(buf.compact_after))
+                                        list(buf.compact_after), commit_user=self.commit_user)
                 if self.assigner is not None:
                     message.index_base = None if self.assigner.fresh else index_bases[key[0]]
                     message.inserted_keys = self.assigner.inserted.pop(key, 0)

@@ -1,12 +1,14 @@
-"""BatchWriteBuilder: pypaimon's entry point for a batch write (optionally an overwrite)."""
+"""BatchWriteBuilder and StreamWriteBuilder: pypaimon's entry points for writes and their commits."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.commit import TableCommit
+from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
+from lakehouse_engine.commit_retry import filter_committed
+from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
@@ -21,6 +23,14 @@ class BatchWriteBuilder:
         prefix = table.schema.core_options.raw.get("commit.user-prefix")
         self.commit_user = f"{prefix}_{uuid.uuid4()}" if prefix else str(uuid.uuid4())
         self.static_partition: dict[str, object] | None = None
+        self._restored = False
+
+    def with_commit_user(self, commit_user: str) -> BatchWriteBuilder:
+        """Commit as `commit_user` (one that committed before, to retry its commit from a new
+        process: a commit of this user that already landed is recognised and not repeated)."""
+        self.commit_user = commit_user
+        self._restored = True
+        return self
 
     def overwrite(self, static_partition: Mapping[str, object] | None = None) -> BatchWriteBuilder:
         """Make the commit an OVERWRITE of `static_partition` (the whole table when empty or None)."""
@@ -33,4 +43,40 @@ class BatchWriteBuilder:
                           assigner_id=assigner_id, overwrite=self.static_partition is not None)
 
     def new_commit(self) -> TableCommit:
-        return TableCommit(self.table, self.commit_user, self.static_partition)
+        """The committer: commits once (a retry after an error is recognised, see `commit`)."""
+        return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored)
+
+
+class StreamWriteBuilder(BatchWriteBuilder):
+    """Creates the TableWrite and StreamTableCommit of a stream of commits, each with its own
+    increasing commit identifier (pypaimon's StreamWriteBuilder)."""
+
+    def overwrite(self, static_partition: Mapping[str, object] | None = None) -> BatchWriteBuilder:
+        raise NotImplementedError("a stream write appends; use new_batch_write_builder().overwrite()")
+
+    def with_commit_user(self, commit_user: str) -> StreamWriteBuilder:
+        """Commit as `commit_user`, to go on from the commits it made before (as a restored job)."""
+        super().with_commit_user(commit_user)
+        return self
+
+    def new_commit(self) -> StreamTableCommit:
+        """A committer for many commits, each `commit(messages, commit_identifier)`."""
+        return StreamTableCommit(self.table, self.commit_user, restored=self._restored)
+
+
+class StreamTableCommit(TableCommit):
+    """Commits rounds of messages, each under a commit identifier that increases (a checkpoint id);
+    a round whose identifier already landed for this commit user is skipped (exactly once)."""
+
+    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False):
+        """A reusable committer for `commit_user`."""
+        super().__init__(table, commit_user, None, restored=restored, once=False)
+
+    def commit(self, messages: Sequence[CommitMessage],
+               commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[int]:
+        """Commit one round; returns the snapshots it landed in (also when it had landed before)."""
+        return super().commit(messages, commit_identifier)
+
+    def filter_committed(self, commit_identifiers: Iterable[int]) -> set[int]:
+        """The identifiers not committed yet by this commit user (Paimon's filterCommitted)."""
+        return filter_committed(self.table, self.commit_user, commit_identifiers)

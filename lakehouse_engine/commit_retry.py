@@ -1,0 +1,210 @@
+"""Filter-committed: find the snapshots a commit already landed in, so that retrying it is a no-op.
+
+Two ways to recognise a commit that landed, as docs/snapshots.md ("Retrying a commit") states:
+
+1. By identity, as Paimon's `FileStoreCommit.filterCommitted` does: every snapshot records its
+   `commitUser` and `commitIdentifier`; a snapshot of the same user with the same identifier (and
+   commit kind) is the commit, and one with a larger identifier proves it landed before.
+2. By files, for a committer under another commit user: data files are UUID-named, so a snapshot
+   whose delta added every new file of the messages is their commit. Only snapshots committed
+   after the files were written can have added them, which bounds the walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import LakehouseError, SnapshotNotExistError, StorageError
+from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+#: How far the clocks of the writer that timed a data file and the committer that timed a
+#: snapshot may disagree: snapshots up to this long before a file's creation are searched too.
+CLOCK_SKEW_ALLOWANCE_MS = 60_000
+COMPACT = "COMPACT"
+
+
+@dataclass
+class Landed:
+    """What a walk over the snapshots found of one commit: snapshot id by commit kind."""
+
+    by_kind: dict[str, int] = field(default_factory=dict)
+    #: A later identifier of the same user landed: this one was committed (or given up) before it.
+    superseded: bool = False
+
+    def get(self, kind: str) -> int | None:
+        """The snapshot of `kind` the commit landed in, if any."""
+        return self.by_kind.get(kind)
+
+
+def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int,
+                        since_id: int | None) -> Landed:
+    """The snapshots of (`commit_user`, `identifier`) newer than `since_id`.
+
+    With `since_id` None (a committer that does not know where it started, such as a new process
+    restoring a commit user), the walk goes back from the latest snapshot until it meets a
+    snapshot of this user with a smaller identifier, or the earliest retained snapshot.
+    """
+    landed = Landed()
+    snapshots = table.snapshot_manager()
+    latest = snapshots.latest_snapshot_id()
+    if latest is None:
+        return landed
+    for sid in range(latest, since_id or 0, -1):
+        try:
+            s = snapshots.snapshot(sid)
+        except SnapshotNotExistError:
+            # Expired (or never there, below a rollback): nothing older is left to look at.
+            break
+        if s.commit_user != commit_user:
+            continue
+        if s.commit_identifier > identifier:
+            landed.superseded = True
+            break
+        if s.commit_identifier < identifier:
+            break
+        landed.by_kind.setdefault(s.commit_kind, sid)
+    return landed
+
+
+def filter_committed(table: FileStoreTable, commit_user: str, identifiers: Iterable[int]) -> set[int]:
+    """The identifiers of `commit_user` that have not been committed yet (Paimon's filterCommitted).
+
+    As Paimon: the latest snapshot of the user proves every identifier up to its own committed.
+    """
+    wanted = set(identifiers)
+    if not wanted:
+        return wanted
+    latest_of_user = latest_snapshot_of_user(table, commit_user)
+    if latest_of_user is None:
+        return wanted
+    return {i for i in wanted if i > latest_of_user.commit_identifier}
+
+
+def latest_snapshot_of_user(table: FileStoreTable, commit_user: str) -> Snapshot | None:
+    """The newest retained snapshot committed by `commit_user`, if any."""
+    snapshots = table.snapshot_manager()
+    latest = snapshots.latest_snapshot_id()
+    for sid in range(latest or 0, 0, -1):
+        try:
+            s = snapshots.snapshot(sid)
+        except SnapshotNotExistError:
+            break
+        if s.commit_user == commit_user:
+            return s
+    return None
+
+
+def snapshot_adding(table: FileStoreTable, file_names: set[str], not_before_millis: int) -> int | None:
+    """The id of the snapshot whose delta added every file of `file_names`, searching the
+    snapshots committed since `not_before_millis` (minus the clock skew allowance); None if none."""
+    if not file_names:
+        return None
+    snapshots = table.snapshot_manager()
+    mio = table.manifest_io()
+    bound = not_before_millis - CLOCK_SKEW_ALLOWANCE_MS
+    latest = snapshots.latest_snapshot_id()
+    for sid in range(latest or 0, 0, -1):
+        try:
+            s = snapshots.snapshot(sid)
+        except SnapshotNotExistError:
+            break
+        if s.time_millis < bound:
+            break
+        added = {e.file.file_name for e in mio.read_entries(mio.read_manifest_list(s.delta_manifest_list))
+                 if e.kind == FileKind.ADD}
+        if file_names <= added:
+            return sid
+    return None
+
+
+class RetryGuard:
+    """One committer's memory of the commits it tried, to tell a retry and find what it landed."""
+
+    def __init__(self, table: FileStoreTable, commit_user: str, restored: bool):
+        """`restored`: the commit user was given, not new, so it may have committed before."""
+        self.table = table
+        self.commit_user = commit_user
+        self.restored = restored
+        # Per commit identifier tried: the new files it commits and the latest snapshot id before
+        # its first attempt, so that a retry knows which snapshots could be its own.
+        self._attempts: dict[int, tuple[frozenset[str], int | None]] = {}
+        #: The last `filter_committed` was of an identifier tried before.
+        self.retrying = False
+
+    def filter_committed(self, messages: list[CommitMessage], new_entries: list[ManifestEntry],
+                         compact_entries: list[ManifestEntry], identifier: int, data_kind: str) -> Landed:
+        """The snapshots this commit already landed in (none on a first, fresh attempt: free)."""
+        data_names = {e.file.file_name for e in new_entries}
+        compact_names = {e.file.file_name for e in compact_entries if e.kind == FileKind.ADD} - {
+            e.file.file_name for e in compact_entries if e.kind == FileKind.DELETE}  # upgrades keep names
+        names = frozenset(data_names | compact_names)
+        previous = self._attempts.get(identifier)
+        self.retrying = previous is not None
+        if previous is None:
+            self._attempts[identifier] = (names, self.table.snapshot_manager().latest_snapshot_id())
+            landed = (snapshots_of_commit(self.table, self.commit_user, identifier, None)
+                      if self.restored else Landed())
+        else:
+            tried, base_id = previous
+            if tried != names:
+                raise LakehouseError(
+                    f"commit {identifier} of user {self.commit_user} to table {self.table.name} was "
+                    f"tried before with other messages; a retry must commit the same messages")
+            landed = snapshots_of_commit(self.table, self.commit_user, identifier, base_id)
+        if landed.by_kind or landed.superseded:
+            return landed
+        if any(m.commit_user not in (None, self.commit_user) for m in messages):
+            # Written under another commit user: maybe a retry by a new committer. The files are
+            # UUID-named, so a snapshot that added them all is this commit.
+            born = min((f.creation_time_millis or 0 for m in messages for f in m.new_files + m.compact_after),
+                       default=0)
+            for kind, group in ((data_kind, data_names), (COMPACT, compact_names)):
+                sid = snapshot_adding(self.table, set(group), born)
+                if sid is not None:
+                    landed.by_kind[kind] = sid
+        return landed
+
+    def compaction_output_gone(self, messages: list[CommitMessage]) -> bool:
+        """True when a file the compaction of `messages` wrote is not there any more (an earlier
+        attempt lost to a concurrent change and removed them): it must not be committed."""
+        codec = self.table.partition_codec()
+        for m in messages:
+            upgraded = {f.file_name for f in m.compact_before}
+            d = self.table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+            if any(not self.table.file_io.exists(f"{d}/{f.file_name}")
+                   for f in m.compact_after if f.file_name not in upgraded):
+                return True
+        return False
+
+
+def message_entries(messages: Sequence[CommitMessage]) -> tuple[list[ManifestEntry], list[ManifestEntry]]:
+    """The manifest entries of messages: the new files (APPEND/OVERWRITE), then the compaction's."""
+    new_entries: list[ManifestEntry] = []
+    compact_entries: list[ManifestEntry] = []
+    for m in messages:
+        for f in m.new_files:
+            new_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
+        for f in m.compact_before:
+            compact_entries.append(ManifestEntry(FileKind.DELETE, m.partition, m.bucket, m.total_buckets, f))
+        for f in m.compact_after:
+            compact_entries.append(ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f))
+    return new_entries, compact_entries
+
+
+class SnapshotNotWritten(StorageError):
+    """Writing a snapshot file failed and it is not there: that attempt's manifests are garbage."""
+
+
+def storage_error(exc: OSError, message: str, kind: type[StorageError] = StorageError) -> StorageError:
+    """A StorageError (or `kind`) with `message`, keeping the errno and path of the OS error."""
+    if exc.errno is None:
+        return kind(f"{message}: {exc}")
+    # OSError's (errno, strerror, filename) form: str() then shows all three, as for any OS error.
+    return kind(exc.errno, f"{message}: {exc.strerror or exc}", exc.filename)

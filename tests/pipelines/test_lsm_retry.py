@@ -1,0 +1,80 @@
+"""The LSM write asset, rerun after its run died between the commit and the ledger update, or
+after the commit raised PostCommitError, does not commit the staged rows a second time."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from lakehouse_engine.errors import PostCommitError
+from pipelines.ingest import Ledger, LedgerState, ingested_events
+from pipelines.lsm import bucket_assignment, lsm_write
+from pipelines.resources import LakehouseResource, SparkResource
+from pipelines.run_main import write_landing
+from pipelines.sample_data import generate_order_events
+from tests.pipelines.conftest import metadata_of
+
+pytestmark = pytest.mark.spark
+
+DAY = "2026-11-01"
+
+
+def _run(lakehouse: LakehouseResource, spark: SparkResource, *assets: Any) -> Any:
+    return dg.materialize(list(assets), selection=list(assets), partition_key=DAY, raise_on_error=False,
+                          resources={"spark": spark, "lakehouse": lakehouse})
+
+
+def _staged(tmp_path: Path, spark: SparkResource) -> LakehouseResource:
+    lakehouse = LakehouseResource(warehouse=str(tmp_path / "warehouse"), bucket=2)
+    write_landing(lakehouse.landing_path, generate_order_events(
+        days=1, rows_per_day=300, seed=11, start=datetime.date.fromisoformat(DAY)))
+    assert _run(lakehouse, spark, ingested_events, bucket_assignment).success
+    return lakehouse
+
+
+def test_a_run_that_died_after_its_commit_is_not_committed_again(
+        tmp_path: Path, spark_resource: SparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
+    lakehouse = _staged(tmp_path, spark_resource)
+    real = LedgerState.mark_written
+
+    def die(self: LedgerState, *args: Any) -> list[str]:
+        raise RuntimeError("the run died after the commit, before the ledger recorded it")
+
+    monkeypatch.setattr(LedgerState, "mark_written", die)
+    assert not _run(lakehouse, spark_resource, lsm_write).success
+    monkeypatch.setattr(LedgerState, "mark_written", real)
+    table = lakehouse.get_table()
+    committed = table.latest_snapshot()
+    assert committed is not None and committed.commit_kind == "APPEND"
+    rerun = _run(lakehouse, spark_resource, lsm_write)
+    assert rerun.success
+    latest = lakehouse.get_table().latest_snapshot()
+    assert latest.id == committed.id and latest.total_record_count == committed.total_record_count
+    assert metadata_of(rerun, "lsm_write")["snapshot_id"] == committed.id
+    assert Ledger(lakehouse.ledger_path).read().pending([DAY]) == []
+
+
+def test_a_post_commit_error_records_the_rows_as_committed(
+        tmp_path: Path, spark_resource: SparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
+    lakehouse = _staged(tmp_path, spark_resource)
+    import lakehouse_engine.spark as lakehouse_spark
+
+    real = lakehouse_spark.write
+
+    def compaction_fails(*args: Any, **kwargs: Any) -> list[int]:
+        ids = real(*args, **kwargs)
+        raise PostCommitError("the data is committed, then its compaction failed", ids[:1])
+
+    monkeypatch.setattr(lakehouse_spark, "write", compaction_fails)
+    first = _run(lakehouse, spark_resource, lsm_write)
+    assert first.success
+    committed = lakehouse.get_table().latest_snapshot()
+    assert Ledger(lakehouse.ledger_path).read().pending([DAY]) == []
+    monkeypatch.setattr(lakehouse_spark, "write", real)
+    again = _run(lakehouse, spark_resource, lsm_write)
+    assert again.success and metadata_of(again, "lsm_write")["rows_written"] == 0
+    assert lakehouse.get_table().latest_snapshot().id == committed.id
