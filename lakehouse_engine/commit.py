@@ -43,6 +43,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.resequence import Resequencer
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -85,6 +86,7 @@ class TableCommit:
         self.manifest_target = opts.require(MANIFEST_TARGET_FILE_SIZE)
         self._committed = False
         self._messages: list[CommitMessage] = []
+        self._resequencer: Resequencer | None = None
         self.bucket_changes: list[dict[str, object]] = []
         table.partition_codec().check_spec_keys(self.overwrite_specs or [], table.name, "overwrite")
 
@@ -203,6 +205,13 @@ class TableCommit:
         start = time.monotonic()
         delta_meta: ManifestFileMeta | None = None
         base_latest_id: int | None = snapshots.latest_snapshot_id()
+        if self._resequencer is None or self._resequencer.messages is not self._messages:
+            self._resequencer = Resequencer(self.table, self._messages)
+        if kind == COMPACT:
+            # A bucket whose new files were re-sequenced lost its writer compaction (old numbers).
+            entries = self._resequencer.without_dropped(entries)
+            if not entries:
+                return None
         attempt = 0
         while True:
             latest = snapshots.latest_snapshot()
@@ -212,6 +221,13 @@ class TableCommit:
             changes = list(entries)
             if kind == OVERWRITE:
                 changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
+            if kind != COMPACT and self._resequencer.resequence(changes, mio.live_entries(latest)):
+                # Rows of this commit now lie above what landed since they were written (later
+                # commit wins); the rewritten files have new names, so the delta manifest too.
+                entries, changes = self._resequencer.renamed(entries), self._resequencer.renamed(changes)
+                if delta_meta is not None and kind != OVERWRITE:
+                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(delta_meta.file_name))
+                delta_meta = None
             if kind == COMPACT:
                 live = mio.live_entries(latest)
                 self._check_deletes_live(changes, live)

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
@@ -56,7 +57,9 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     deletes: list[CommitMessage] = []
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
-        for f in sorted(files, key=lambda f: (f.min_sequence_number, f.creation_time_millis or 0)):
+        # Files oldest first (the merge order): the writer numbers rows as they arrive, above what
+        # the target bucket holds, so rows of later commits get higher sequence numbers and win.
+        for f in merge_order(files):
             rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             writer.write_rows(rows.select(schema.names), kinds)

@@ -9,7 +9,6 @@ Deletes are dropped only when the output is the highest level holding data.
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
 from lakehouse_engine.mergetree.merge import merge_records
+from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import (
     COMPACTION_FILE_SIZE,
     IGNORE_DELETE,
@@ -129,8 +129,8 @@ class BucketCompactor:
 
     def _merge_and_write(self, files: list[DataFileMeta], output_level: int,
                          drop_delete: bool) -> list[DataFileMeta]:
-        ordered = sorted(files, key=lambda f: f.max_sequence_number)
-        in_order = all(a.max_sequence_number < b.min_sequence_number for a, b in pairwise(ordered))
+        ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
+        in_order = sequence_disjoint(ordered)
         tables = [read_data_file(self.table.file_io, f"{self.bucket_dir}/{f.file_name}", self.columns,
                                  self.read_schema) for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]

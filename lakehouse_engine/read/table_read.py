@@ -17,6 +17,7 @@ from lakehouse_engine.mergetree.merge import (
     merge_columns_needed,
     merge_records,
 )
+from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import IGNORE_DELETE, MERGE_ENGINE, SEQUENCE_FIELD_SORT_ORDER
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
@@ -107,25 +108,25 @@ class TableRead:
         return table.select(self.output).cast(self.output_schema)
 
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
-        paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
         if not self.primary_key:
+            paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
             return _concat([self._read_file(p, self.value_columns) for p in paths])
         if len(files) == 1:
             # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
             # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
-            t = self._read_file(paths[0], self.value_columns + [VALUE_KIND])
+            t = self._read_file(f"{split.bucket_path}/{files[0].file_name}", self.value_columns + [VALUE_KIND])
             kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
             return t if keep.all() else t.filter(pa.array(keep))
-        # Oldest first. When the files' sequence ranges are disjoint, file order is sequence order
-        # and `_SEQUENCE_NUMBER` need not be read; `_VALUE_KIND` only when a file has retractions.
-        ordered = sorted(zip(files, paths, strict=True), key=lambda fp: fp[0].max_sequence_number)
-        in_order = all(a.max_sequence_number < b.min_sequence_number
-                       for (a, _), (b, _) in zip(ordered, ordered[1:], strict=False))
+        # Oldest first, in the one merge order every merge path uses (ties included). When the
+        # files' sequence ranges are disjoint, file order is sequence order and
+        # `_SEQUENCE_NUMBER` need not be read.
+        ordered = merge_order(files)
+        in_order = sequence_disjoint(ordered)
         columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
-        table = _concat([self._read_file(p, columns) for _, p in ordered])
+        table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns) for f in ordered])
         return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
                              self.sequence_descending, self.ignore_delete, drop_retracts=True,
                              rows_in_sequence_order=in_order, options=self.table.options,

@@ -1,0 +1,180 @@
+"""Commit-time re-sequencing: a commit's rows lie above everything that landed before it.
+
+A writer numbers its rows (`_SEQUENCE_NUMBER`) from the highest number of each bucket in the
+snapshot it started from. Two writers that start from the same snapshot and write the same bucket
+hand out the same numbers, and the merge would then decide between their rows by those numbers,
+not by which commit came last. So, in every attempt of an APPEND or OVERWRITE commit of a
+primary-key table, per (partition, bucket):
+
+1. `top` = the highest `max_sequence_number` of the bucket's files live in the latest snapshot
+   (minus the files this commit deletes), raised by each earlier message of this commit there.
+2. If a message's new files of the bucket start at or below `top`, they are rewritten with
+   `_SEQUENCE_NUMBER` shifted by one offset, so that they all lie above `top` (new file names,
+   min/max sequence updated; the uncommitted originals are deleted). One offset per message keeps
+   the order of the message's own rows.
+3. The writer's compaction of such a bucket (`compact_before/after`) merged the old numbers: it
+   is dropped (its rewritten outputs are deleted) and the COMPACT commit leaves the bucket alone.
+
+The table then reads as if commits were applied in snapshot order: for one key, the later commit
+wins. Nothing is rewritten when no one else wrote the bucket since the writer started (the usual
+case): the check reads the live files' metadata only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_engine.errors import CommitConflictError
+from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.table import FileStoreTable
+
+log = logging.getLogger(__name__)
+
+BucketKey = tuple[bytes, int]
+
+
+class Resequencer:
+    """Re-sequences the new files of one commit's messages (in place) above what already landed."""
+
+    def __init__(self, table: FileStoreTable, messages: list[CommitMessage]):
+        """A re-sequencer of `messages`, which it rewrites in place when they overlap."""
+        self.table = table
+        self.messages = messages
+        #: Buckets whose writer compaction was dropped: the COMPACT commit skips them.
+        self.dropped: set[BucketKey] = set()
+        #: Original file name -> the files that replaced it, over all attempts (for the entries).
+        self._renamed: dict[str, list[DataFileMeta]] = {}
+
+    def resequence(self, changes: Sequence[ManifestEntry], live: Sequence[ManifestEntry]) -> bool:
+        """Shift the messages' new files above `live` (the latest snapshot's live files) and above
+        earlier messages of the same bucket; True when any file was rewritten.
+
+        Args:
+            changes: this attempt's entries; files they DELETE (an overwrite) do not count as live.
+            live: the ADD entries live in the latest snapshot.
+        """
+        if not self.table.schema.has_primary_key:
+            return False
+        deleted = {e.identifier for e in changes if e.kind == FileKind.DELETE}
+        top: dict[BucketKey, int] = {}
+        for e in live:
+            if e.identifier not in deleted:
+                key = (e.partition, e.bucket)
+                top[key] = max(top.get(key, -1), e.file.max_sequence_number)
+        shifts: list[tuple[CommitMessage, int]] = []
+        for m in self.messages:
+            if not m.new_files:
+                continue
+            key = (m.partition, m.bucket)
+            low = min(f.min_sequence_number for f in m.new_files)
+            high = max(f.max_sequence_number for f in m.new_files)
+            bound = top.get(key, -1)
+            offset = bound + 1 - low if bound >= low else 0
+            if offset:
+                shifts.append((m, offset))
+            top[key] = max(bound, high + offset)
+        if not shifts:
+            return False
+        live_names = {e.file.file_name for e in live}
+        for m, offset in shifts:
+            self._shift(m, offset, live_names)
+        return True
+
+    def renamed(self, entries: Sequence[ManifestEntry]) -> list[ManifestEntry]:
+        """`entries` with every ADD of a rewritten file replaced by ADDs of its rewrites."""
+        out: list[ManifestEntry] = []
+        for e in entries:
+            name = e.file.file_name
+            if e.kind != FileKind.ADD or name not in self._renamed:
+                out.append(e)
+                continue
+            pending = [e.file]
+            while pending:  # a file rewritten in two attempts was renamed twice
+                f = pending.pop(0)
+                if f.file_name in self._renamed:
+                    pending = self._renamed[f.file_name] + pending
+                else:
+                    out.append(ManifestEntry(e.kind, e.partition, e.bucket, e.total_buckets, f))
+        return out
+
+    def without_dropped(self, entries: Sequence[ManifestEntry]) -> list[ManifestEntry]:
+        """Compaction `entries` minus those of buckets whose compaction was dropped."""
+        return [e for e in entries if (e.partition, e.bucket) not in self.dropped]
+
+    # ---- rewriting -----------------------------------------------------------------------
+    def _shift(self, m: CommitMessage, offset: int, live_names: set[str]) -> None:
+        """Rewrite `m`'s new files with sequence numbers + `offset`; drop its bucket's compaction."""
+        table = self.table
+        codec = table.partition_codec()
+        partition = codec.from_binary(m.partition)
+        bucket_dir = table.path_factory.bucket_dir(partition.spec, m.bucket)
+        written: list[DataFileMeta] = []
+        replaced: list[DataFileMeta] = []
+        try:
+            for f in m.new_files:
+                new = self._rewrite(f, offset, bucket_dir)
+                written.extend(new)
+                self._renamed[f.file_name] = new
+                replaced.append(f)
+        except Exception:
+            for f in written:  # nothing half-done stays behind; the message is unchanged
+                table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+            for f in replaced:
+                self._renamed.pop(f.file_name, None)
+            raise
+        key = (m.partition, m.bucket)
+        if key not in self.dropped:
+            self._drop_compaction(key)
+        old, m.new_files = m.new_files, written
+        for f in old:
+            # The originals were never committed; a file live in the latest snapshot (an earlier
+            # attempt of ours that landed after all) must stay.
+            if f.file_name not in live_names:
+                table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+        log.info("table %s, partition %s, bucket %s: another commit wrote this bucket since this "
+                 "write started; %d file(s) re-sequenced by +%d so this commit's rows win",
+                 table.name, partition.path_string() or "(none)", m.bucket, len(written), offset)
+
+    def _rewrite(self, f: DataFileMeta, offset: int, bucket_dir: str) -> list[DataFileMeta]:
+        table = self.table
+        schema = table.schema
+        if f.schema_id != schema.id:
+            raise CommitConflictError(
+                f"commit to table {table.name}: file {f.file_name} was written with schema {f.schema_id} "
+                f"but the table is at schema {schema.id}, and another commit wrote its bucket "
+                f"meanwhile; nothing was committed, write the batch again")
+        columns = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        file_schema = schema.data_file_arrow_schema()
+        read_schema = pa.schema([file_schema.field(c) for c in columns])
+        rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
+        seq = pc.add(rows.column(SEQUENCE_NUMBER), pa.scalar(offset, pa.int64()))
+        rows = rows.set_column(rows.schema.get_field_index(SEQUENCE_NUMBER), SEQUENCE_NUMBER, seq)
+        writer = DataFileWriter(table.file_io, schema, bucket_dir, table.path_factory.new_data_file_name,
+                                schema.core_options.target_file_size(True))
+        source = f.file_source if f.file_source is not None else FILE_SOURCE_APPEND
+        return writer.write_run(rows, level=f.level, file_source=source)
+
+    def _drop_compaction(self, key: BucketKey) -> None:
+        """Drop the writer compaction of bucket `key` from every message: it embeds old numbers."""
+        from lakehouse_engine.commit import delete_message_files
+
+        self.dropped.add(key)
+        for m in self.messages:
+            if (m.partition, m.bucket) != key or not (m.compact_before or m.compact_after):
+                continue
+            # Deletes the rewritten outputs only: an upgraded file is its committed original.
+            delete_message_files(self.table, [m], compaction_only=True)
+            log.warning("table %s, bucket %s: the writer's compaction was dropped because the "
+                        "bucket's new files were re-sequenced; a later compaction picks it up",
+                        self.table.name, m.bucket)
+            m.compact_before, m.compact_after = [], []
