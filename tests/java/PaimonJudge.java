@@ -36,6 +36,7 @@ import org.apache.paimon.data.Decimal;
 import org.apache.paimon.data.GenericRow;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.options.Options;
@@ -152,7 +153,7 @@ public class PaimonJudge {
             extractor = new RowPartitionKeyExtractor(table.schema());
         }
         List<Integer> buckets = new ArrayList<>();
-        try (BatchTableWrite write = builder.newWrite()) {
+        try (BatchTableWrite write = newWrite(builder)) {
             for (Object raw : (List<?>) req.get("rows")) {
                 GenericRow row = toRow((List<?>) raw, fields);
                 if (assigner != null) {
@@ -189,7 +190,7 @@ public class PaimonJudge {
             partitions.put(key, ds.partition());
         }
         BatchWriteBuilder builder = table.newBatchWriteBuilder();
-        try (BatchTableWrite write = builder.newWrite()) {
+        try (BatchTableWrite write = newWrite(builder)) {
             for (List<Object> key : targets) {
                 write.compact(partitions.get(key), (Integer) key.get(1), full);
             }
@@ -239,6 +240,13 @@ public class PaimonJudge {
         answer.put("buckets", buckets);
         answer.put("hashes", hashes);
         return answer;
+    }
+
+    /** A batch write with a temp-disk IOManager: first-row and lookup compaction spill to it. */
+    private static BatchTableWrite newWrite(BatchWriteBuilder builder) {
+        BatchTableWrite write = builder.newWrite();
+        write.withIOManager(IOManager.create(System.getProperty("java.io.tmpdir")));
+        return write;
     }
 
     private static HashBucketAssigner newAssigner(FileStoreTable table) {
