@@ -51,6 +51,19 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
+def paimon_parquet_types(file_schema: pa.Schema) -> dict[str, bool]:
+    """The pyarrow writer options that give the parquet physical types Paimon's own writer uses.
+
+    Paimon's parquet writer stores DECIMAL with precision <= 9 as INT32 and <= 18 as INT64
+    (Paimon 0.9 cannot read a dictionary-encoded FIXED_LEN_BYTE_ARRAY decimal of that precision),
+    and TIMESTAMP with precision > 6 as INT96 (0.9 rejects INT64 nanoseconds). pyarrow's INT96
+    switch covers every timestamp column of a file, so a file holding a TIMESTAMP(7..9) column
+    writes its TIMESTAMP(0..6) columns as INT96 too; Paimon 0.9 reads those (tested).
+    """
+    nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in file_schema)
+    return {"store_decimal_as_integer": True, "use_deprecated_int96_timestamps": nanos}
+
+
 class DataFileWriter:
     """Writes the data files of one (partition, bucket) directory, rolling at `target-file-size`."""
 
@@ -68,6 +81,7 @@ class DataFileWriter:
         self.key_names = schema.trimmed_primary_keys if schema.has_primary_key else []
         self.key_types = schema.types_of(self.key_names)
         self.file_schema = schema.data_file_arrow_schema()
+        self.parquet_types = paimon_parquet_types(self.file_schema)
 
     def _to_file_layout(self, table: pa.Table) -> pa.Table:
         """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
@@ -120,7 +134,8 @@ class DataFileWriter:
             writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
                                       compression_level=self.compression_level,
                                       write_statistics=False,
-                                      use_dictionary=dictionary_columns(table))
+                                      use_dictionary=dictionary_columns(table),
+                                      **self.parquet_types)
             try:
                 while start < n:
                     part = table.slice(start, chunk)

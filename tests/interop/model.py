@@ -189,6 +189,9 @@ SAMPLES: dict[str, tuple[pa.DataType, Callable[[int], Any]]] = {
     "double": (pa.float64(), lambda i: (i - 40) * 1.5e10 + 0.125),
     "decimal_10_2": (pa.decimal128(10, 2),
                      lambda i: _decimal(10, 2, i)),
+    # DECIMAL(<=9) is written as INT32 and (<=18) as INT64, as Paimon's own writer does
+    "decimal_5_2": (pa.decimal128(5, 2), lambda i: _decimal(5, 2, i)),
+    "decimal_18_4": (pa.decimal128(18, 4), lambda i: _decimal(18, 4, i)),
     "decimal_38_6": (pa.decimal128(38, 6),
                      lambda i: _decimal(38, 6, i)),
     "string": (pa.string(), _string_short),

@@ -15,6 +15,9 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 ROW_KIND_CODES = {"+I": INSERT, "-U": UPDATE_BEFORE, "+U": UPDATE_AFTER, "-D": DELETE}
 
+# pyarrow 25 moved null placement into each sort key (the global option is deprecated).
+_NULL_PLACEMENT_PER_KEY = int(pa.__version__.split(".")[0]) >= 25
+
 
 def _numeric(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
     """A NumPy view of a null-free fixed-width column, or None when it must be sorted by Arrow."""
@@ -59,7 +62,12 @@ def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_field
     if SEQUENCE_NUMBER in table.column_names:
         sort_keys.append((SEQUENCE_NUMBER, "ascending"))
     # Arrow's sort is stable: without the column, rows already in sequence order keep it.
-    return pc.sort_indices(table, sort_keys=sort_keys).to_numpy().astype(np.int64)
+    # Only sequence fields can be null (keys and `_SEQUENCE_NUMBER` never are); Paimon's
+    # comparator puts a null first in either sort order, so a null sequence value loses.
+    if _NULL_PLACEMENT_PER_KEY:
+        nulls_first = [(name, order, "at_start") for name, order in sort_keys]
+        return pc.sort_indices(table, sort_keys=nulls_first).to_numpy().astype(np.int64)
+    return pc.sort_indices(table, sort_keys=sort_keys, null_placement="at_start").to_numpy().astype(np.int64)
 
 
 def key_change_mask(table: pa.Table, key_names: Sequence[str], order: np.ndarray) -> np.ndarray:
