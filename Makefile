@@ -2,8 +2,8 @@
 #
 # Two virtual environments, each built once and rebuilt only when its stamp is stale:
 #   .venv          the project, editable, with the `dev` extra (pyarrow 26, Spark, Dagster)
-#   .venv-interop  pypaimon 2.1.0 (pins pyarrow<20) for the interop tests and baselines,
-#                  plus the optional pypaimon-rust runtime used only by the benchmarks
+#   .venv-interop  pypaimon 2.1.0 (pins pyarrow<20) for the interop tests and baselines;
+#                  `make bench` adds the optional pypaimon-rust runtime (its own stamp)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -15,6 +15,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 INTEROP_VENV := .venv-interop
 INTEROP_STAMP := $(INTEROP_VENV)/.installed
+RUST_STAMP := $(INTEROP_VENV)/.pypaimon-rust
 PYPAIMON_SPEC ?= pypaimon==2.1.0
 PYPAIMON_RUST_SPEC ?= pypaimon-rust==0.4.0
 # Apache Paimon 0.9's Java core, the judge of the `java` tests: the pypaimon 0.2.0 sdist ships it
@@ -25,6 +26,9 @@ PAIMON_JAVA_STAMP := $(PAIMON_JAVA_DIR)/.built
 PAIMON_JAVA_PYTHON ?= $(VENV)/bin/python
 
 WAREHOUSE ?= ./warehouse
+# One Dagster instance for `make run` and `make dev`, so the UI shows the runs (project-local).
+DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export DAGSTER_HOME
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 BENCH_ARGS ?=
@@ -37,7 +41,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability
+.PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability chromium
 
 help:
 	@echo "make test       lint + pytest -m 'not slow' (PYTEST_ARGS='...' passed to pytest)"
@@ -46,7 +50,7 @@ help:
 	@echo "make bench      benchmarks (bench.run_all, BENCH_ARGS='...')"
 	@echo "make soak       pytest -m slow"
 	@echo "make reliability  adversarial campaigns -> docs/reliability.md (RELIABILITY_ARGS=--quick)"
-	@echo "make dev        dagster dev on http://127.0.0.1:3000"
+	@echo "make dev        dagster dev on http://127.0.0.1:3000 (DAGSTER_HOME=$(DAGSTER_HOME): shows make run's runs)"
 	@echo "make .venv / make .venv-interop   build the virtual environments"
 	@echo "make paimon-java  fetch Paimon 0.9's Java core and compile the judge (tests marked java)"
 	@echo "make clean      remove warehouse and caches; distclean also removes the venvs"
@@ -63,10 +67,23 @@ $(VENV): $(VENV_STAMP)
 $(INTEROP_STAMP):
 	$(PYTHON) -m venv $(INTEROP_VENV)
 	$(INTEROP_VENV)/bin/pip install '$(PYPAIMON_SPEC)'
+	touch $@
+
+# Only the benchmarks use pypaimon-rust: `make test` does not download it.
+$(RUST_STAMP): $(INTEROP_STAMP)
 	$(INTEROP_VENV)/bin/pip install '$(PYPAIMON_RUST_SPEC)' \
 	  || echo "WARNING: could not install $(PYPAIMON_RUST_SPEC); only the benchmarks use it" \
 	          "(bench/pypaimon_baseline.py --rust will report it unavailable)" >&2
 	touch $@
+
+# The browser test drives Debian's chromium (Playwright's own download is not used). Installed
+# when missing and we are root with apt; otherwise the test skips and says why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
+	    || echo "WARNING: could not install chromium; the browser test will skip" >&2; \
+	else echo "NOTE: chromium is not installed and we are not root: the browser test will skip" >&2; fi
 
 $(INTEROP_VENV): $(INTEROP_STAMP)
 	@:
@@ -99,7 +116,7 @@ lint: $(VENV)
 	$(VENV)/bin/mypy || status=1; \
 	exit $$status
 
-test: $(VENV) $(INTEROP_VENV) lint
+test: $(VENV) $(INTEROP_VENV) chromium paimon-java lint
 	$(VENV)/bin/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
 
 soak: $(VENV) $(INTEROP_VENV)
@@ -109,18 +126,19 @@ soak: $(VENV) $(INTEROP_VENV)
 run: $(VENV)
 	$(VENV)/bin/python -m pipelines.run_main --warehouse $(WAREHOUSE) $(RUN_ARGS)
 
-bench: $(VENV) $(INTEROP_VENV)
+bench: $(VENV) $(INTEROP_VENV) $(RUST_STAMP)
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
 
 reliability: $(VENV) $(INTEROP_VENV)
 	$(VENV)/bin/python -m bench.reliability $(RELIABILITY_ARGS)
 
 dev: $(VENV)
-	mkdir -p .dagster_home && DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(VENV)/bin/python -m pipelines.instance >/dev/null
+	LAKEHOUSE_WAREHOUSE=$(WAREHOUSE) exec $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # ---------------------------------------------------------------- cleaning
 clean:
-	rm -rf warehouse .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	rm -rf warehouse .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
 	rm -rf ./*.egg-info docs/*.tmp
 	find . \( -path ./$(VENV) -o -path ./$(INTEROP_VENV) -o -path ./.git \) -prune \
 	  -o -type d -name __pycache__ -exec rm -rf {} +

@@ -56,7 +56,9 @@ class SparkResource(LazyPySparkResource):
             self._spark_session = create_session(
                 self.master, app_name=self.app_name, shuffle_partitions=self.shuffle_partitions,
                 driver_memory=self.driver_memory,
-                conf={str(k): str(v) for k, v in self.spark_config.items()})
+                conf={"spark.ui.showConsoleProgress": "false",  # no progress bars over the run's log
+                      **{str(k): str(v) for k, v in self.spark_config.items()}})
+            self._spark_session.sparkContext.setLogLevel("ERROR")  # Spark's WARN lines drown the run's
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_on_teardown:

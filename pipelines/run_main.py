@@ -1,13 +1,18 @@
 """`make run`: the main Dagster job end to end in this process, then a summary.
 
 1. Sample order events are written as landing files under the warehouse (JSON lines, CSV and
-   parquet, one folder per day), with a few invalid records per day that must be quarantined.
-2. `main_job` runs once over the sample's days with the in-process executor: ingestion,
-   bucket assignment, the Spark write, compaction, rescale advice, snapshot expiry, and every
-   asset check.
+   parquet, one folder per day, from the first daily partition to today), with a few invalid
+   records per day that must be quarantined. Days that already have landing files keep them.
+2. `main_job` runs once over the sample's days with the in-process executor on the Dagster
+   instance `make dev` shows (`DAGSTER_HOME`, default `.dagster_home`): ingestion, bucket
+   assignment, the Spark write, compaction, rescale advice, snapshot expiry, and every check.
 3. The summary shows what each asset and check reported, the sorted-run sensor's verdict, the
    table's buckets, and a model check: the merged table equals an independent model of the
    valid events, so no invalid record got in and no valid one was lost.
+
+Nothing is dropped: a second run finds its files in the ingestion ledger and continues the same
+table (tags and snapshots stay); a new day adds its events. A sample with other settings than
+the one a table was started with needs its own table (`--table`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import sys
 import time
 import warnings
@@ -96,131 +100,87 @@ def write_landing(landing: Path, batches: list[pa.Table]) -> Counter[str]:
     return formats
 
 
-# ---- the summary -----------------------------------------------------------------------------
-def _value(entry: Any) -> Any:
-    return getattr(entry, "value", entry)
+# ---- the sample's settings, kept beside its landing files ---------------------------------------
+SAMPLE_FILE = "_sample.json"  # a leading "_": ingestion never reads it
 
 
-def _text(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+def landing_for(landing: Path, settings: dict[str, Any], batches: list[pa.Table]) -> Counter[str]:
+    """Write the landing files of the days that have none yet; files per format written.
+
+    The sample's settings are stored beside them: a sample with other settings would not match
+    the events already in the table, so it is refused (SystemExit naming the table and a way out).
+    """
+    stored = landing / SAMPLE_FILE
+    if stored.exists():
+        before = json.loads(stored.read_text())
+        if before != settings:
+            raise SystemExit(
+                f"the landing files of this table were generated with {before}, not {settings}: "
+                f"use the same settings, or another table (--table shop.orders_2)")
+    present = {p.name.split("=", 1)[1] for p in landing.glob(f"{PARTITION_KEY}=*") if p.is_dir()}
+    new = [b for b in batches if b.num_rows and b.column(PARTITION_KEY)[0].as_py() not in present]
+    formats = write_landing(landing, new) if new else Counter[str]()
+    landing.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps(settings, sort_keys=True))
+    return formats
 
 
-_SHOWN = {
-    "ingested_events": ("new_files", "rows_staged", "rows_quarantined"),
-    "bucket_assignment": ("bucket_mode", "rows", "buckets_assigned", "new_buckets"),
-    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "table_records",
-                  "max_sorted_runs", "bucket_skew"),
-    "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),
-    "postpone_compaction": ("bucket_mode", "rows_moved"),
-    "rescale": ("partitions_rescaled", "partitions_off_advice", "buckets"),
-    "snapshot_expiry": ("snapshots_expired", "snapshots_retained", "orphan_files_removed"),
-}
+def sample_days(first: datetime.date, days: int | None, today: datetime.date) -> list[str]:
+    """`days` days from `first`, or every day from `first` to `today` when `days` is None."""
+    count = days if days is not None else max(1, (today - first).days + 1)
+    return [(first + datetime.timedelta(days=d)).isoformat() for d in range(count)]
 
 
-def print_summary(result: Any) -> bool:
-    """Print what each asset and check reported; True when no ERROR check failed."""
-    seen: dict[str, dict[str, Any]] = {}
-    for event in result.get_asset_materialization_events():
-        mat = event.step_materialization_data.materialization
-        seen.setdefault(mat.asset_key.to_user_string(), {k: _value(v) for k, v in mat.metadata.items()})
-    print("\nassets")
-    for name, keys in _SHOWN.items():
-        if name not in seen:
-            print(f"  {name:<23} not materialized")
-            continue
-        shown = ", ".join(f"{k}={_text(seen[name][k])}" for k in keys if k in seen[name])
-        print(f"  {name:<23} {shown}")
-        if name == "ingested_events":
-            for reason, n in (seen[name].get("quarantine_reason_counts") or {}).items():
-                print(f"  {'':<23}   quarantined {n:,} x {reason}")
-    ok = True
-    print("\nasset checks")
-    for evaluation in result.get_asset_check_evaluations():
-        key = evaluation.asset_check_key
-        verdict = "passed" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
-        if not evaluation.passed and evaluation.severity.value == "ERROR":
-            ok = False
-        detail = evaluation.description or ", ".join(
-            f"{k}={_text(_value(v))}" for k, v in list(evaluation.metadata.items())[:3])
-        print(f"  {key.asset_key.to_user_string() + ':' + key.name:<58} {verdict}  {detail}")
-    return ok
-
-
-def print_table(warehouse: str) -> tuple[Any, Any]:
-    """The table's buckets and merged rows per partition; returns (table, merged rows)."""
-    from lakehouse_engine import Catalog
-
-    table = Catalog(warehouse).get_table(TABLE)
-    stats = table.bucket_stats()
-    print(f"\n{'partition':<16}{'bucket':>7}{'records':>10}{'files':>7}{'runs':>6}{'bytes':>11}")
-    for r in stats.to_pylist():
-        print(f"{r['partition']:<16}{r['bucket']:>7}{r['record_count']:>10,}{r['file_count']:>7}"
-              f"{r['sorted_runs']:>6}{r['size_bytes']:>11,}")
-    rb = table.new_read_builder()
-    merged = rb.new_read().to_arrow(rb.new_scan().plan().splits())
-    counts = merged.group_by(PARTITION_KEY).aggregate([(PARTITION_KEY, "count")]).sort_by(PARTITION_KEY)
-    print("\nmerged rows per partition: " + ", ".join(
-        f"{d}={n:,}" for d, n in zip(counts.column(0).to_pylist(), counts.column(1).to_pylist(), strict=True)))
-    return table, merged
-
-
-# ---- main ------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warehouse", default=os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
-    parser.add_argument("--days", type=int, default=3)
-    parser.add_argument("--rows-per-day", type=int, default=50_000)
-    parser.add_argument("--buckets", type=int, default=4, help="bucket count of the (fixed-bucket) table")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--spark-master", default=os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
-    args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", module="dagster")  # beta/preview notices, once per process
-
+def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_day: int = 5_000,
+        buckets: int = 4, seed: int = 7, spark_master: str = "local[*]", keep_spark: bool = False,
+        instance: Any = None) -> int:
+    """Land the sample, run `main_job` on the instance, print the summary; the exit code."""
     import dagster as dg
 
     from pipelines.automation import sorted_runs_sensor
     from pipelines.definitions import defs
     from pipelines.ingest import DAILY_PARTITIONS
+    from pipelines.instance import prepare_home
     from pipelines.resources import LakehouseResource
+    from pipelines.summary import print_next_steps, print_summary, print_table
 
-    warehouse = os.path.abspath(args.warehouse)
-    lakehouse = LakehouseResource(warehouse=warehouse, table=TABLE, bucket=args.buckets)
+    warehouse = os.path.abspath(warehouse)
+    lakehouse = LakehouseResource(warehouse=warehouse, table=table, bucket=buckets)
     start = datetime.date.fromisoformat(DAILY_PARTITIONS.start.strftime("%Y-%m-%d"))
-    days = [(start + datetime.timedelta(days=d)).isoformat() for d in range(args.days)]
-    missing = [d for d in days if not DAILY_PARTITIONS.has_partition_key(d)]
+    wanted = sample_days(start, days, datetime.date.today())
+    missing = [d for d in wanted if not DAILY_PARTITIONS.has_partition_key(d)]
     if missing:
-        print(f"days {missing} are not partitions yet (the clock says {datetime.date.today()}); "
-              f"set LAKEHOUSE_PARTITIONS_START to an earlier day", file=sys.stderr)
+        print(f"days {missing[0]}..{missing[-1]} are not partitions yet (the clock says "
+              f"{datetime.date.today()}); set LAKEHOUSE_PARTITIONS_START to an earlier day", file=sys.stderr)
         return 2
 
-    # A fresh table and fresh pipeline folders, so every `make run` shows the same thing.
-    lakehouse.catalog().drop_table(TABLE, ignore_if_not_exists=True)
-    for folder in (lakehouse.landing_path, lakehouse.staging_path, lakehouse.quarantine_path):
-        shutil.rmtree(folder, ignore_errors=True)
-    lakehouse.ledger_path.unlink(missing_ok=True)
-    batches = generate_order_events(days=args.days, rows_per_day=args.rows_per_day, seed=args.seed, start=start)
-    formats = write_landing(lakehouse.landing_path, batches)
+    batches = generate_order_events(days=len(wanted), rows_per_day=rows_per_day, seed=seed, start=start)
+    settings = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed}
+    existed = lakehouse.table_exists()
+    formats = landing_for(lakehouse.landing_path, settings, batches)
     events = sum(b.num_rows for b in batches)
-    print(f"table {TABLE} at {warehouse} (bucket = {args.buckets})")
-    print(f"landing: {events:,} events in {sum(formats.values())} files "
-          f"({', '.join(f'{n} {f}' for f, n in sorted(formats.items()))}) under {lakehouse.landing_path}, "
-          f"5 invalid records + 1 malformed line per day")
+    print(f"table {table} in warehouse {warehouse} "
+          f"({'continued: nothing is dropped' if existed else f'new, bucket = {buckets}'})")
+    print(f"landing: {events:,} sample events over {len(wanted)} days under {lakehouse.landing_path}; "
+          + (f"{sum(formats.values())} new files ({', '.join(f'{n} {f}' for f, n in sorted(formats.items()))}), "
+             f"5 invalid records + 1 malformed line per new day" if formats else
+             "no new files (the ingestion ledger has every day already)"))
 
-    home = os.environ.get("DAGSTER_HOME")
-    if home:
-        os.makedirs(home, exist_ok=True)
-    instance = dg.DagsterInstance.get() if home else dg.DagsterInstance.ephemeral()
+    if instance is None:
+        home = prepare_home()
+        instance = dg.DagsterInstance.get()
+        print(f"dagster instance: {home} (`make dev` shows this run)")
     run_config = {"resources": {
-        "lakehouse": {"config": {"warehouse": warehouse, "table": TABLE, "bucket": args.buckets}},
-        "spark": {"config": {"master": args.spark_master}}},
+        "lakehouse": {"config": {"warehouse": warehouse, "table": table, "bucket": buckets}},
+        "spark": {"config": {"master": spark_master, "stop_on_teardown": not keep_spark}}},
         "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     started = time.perf_counter()
     result = defs.resolve_job_def("main_job").execute_in_process(
         run_config=run_config, instance=instance, raise_on_error=False,
-        tags={"dagster/asset_partition_range_start": days[0], "dagster/asset_partition_range_end": days[-1]})
+        tags={"dagster/asset_partition_range_start": wanted[0], "dagster/asset_partition_range_end": wanted[-1]})
     elapsed = time.perf_counter() - started
-    print(f"\nmain_job run {result.run_id[:8]} over {days[0]}..{days[-1]}: "
-          f"{'SUCCESS' if result.success else 'FAILURE'} in {elapsed:.1f} s (Spark master {args.spark_master})")
+    print(f"\nmain_job run {result.run_id[:8]} over {wanted[0]}..{wanted[-1]}: "
+          f"{'SUCCESS' if result.success else 'FAILURE'} in {elapsed:.1f} s (Spark master {spark_master})")
     checks_ok = print_summary(result)
 
     tick = sorted_runs_sensor.evaluate_tick(
@@ -232,13 +192,34 @@ def main(argv: list[str] | None = None) -> int:
 
     if not result.success:
         return 1
-    _, merged = print_table(warehouse)
+    merged = print_table(warehouse, table, result)
     expected = apply_to_model(batches)
     got = merged.select(expected.column_names).sort_by([(k, "ascending") for k in PRIMARY_KEY])
     ok = got.num_rows == expected.num_rows and got.cast(expected.schema).equals(expected)
     deleted = sum(pc.sum(pc.equal(b.column(ROWKIND), "-D")).as_py() or 0 for b in batches)
-    print(f"model check: {'OK' if ok else 'MISMATCH'} ({got.num_rows:,} rows; {deleted:,} delete events applied)")
+    print(f"model check: {'OK' if ok else 'MISMATCH'}: the merged rows equal the valid sample events "
+          f"applied in order ({deleted:,} delete events included)")
+    print_next_steps(warehouse, table)
     return 0 if ok and checks_ok else 1
+
+
+# ---- main ------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pipelines.run_main`: parse the arguments and `run`."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", default=os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
+    parser.add_argument("--table", default=os.environ.get("LAKEHOUSE_TABLE", TABLE),
+                        help="database.table to write (never dropped; a re-run continues it)")
+    parser.add_argument("--days", type=int, default=None,
+                        help="days of sample data from the first daily partition (default: up to today)")
+    parser.add_argument("--rows-per-day", type=int, default=5_000)
+    parser.add_argument("--buckets", type=int, default=4, help="bucket count of a new (fixed-bucket) table")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--spark-master", default=os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", module="dagster")  # beta/preview notices, once per process
+    return run(args.warehouse, args.table, args.days, args.rows_per_day, args.buckets, args.seed,
+               args.spark_master)
 
 
 if __name__ == "__main__":

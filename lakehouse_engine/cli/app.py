@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from lakehouse_engine.cli import browse, procedures
 from lakehouse_engine.cli.args import UsageError
-from lakehouse_engine.cli.context import Context, FeatureMissingError
+from lakehouse_engine.cli.context import Context, FeatureMissingError, PartitionNotFoundError
 from lakehouse_engine.cli.output import Output
 from lakehouse_engine.errors import (
     CommitConflictError,
@@ -98,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `lakehouse` with `argv` (default: the process arguments) and return its exit code."""
     parser = build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if not arguments:  # a bare `lakehouse`: the newcomer's first try deserves the help, not an error
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(arguments)
     except SystemExit as e:  # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
@@ -167,6 +171,8 @@ def _hint(exc: LakehouseError, args: argparse.Namespace) -> str | None:
         if getattr(args, "tag", None):
             return f"list the tags with 'lakehouse tags {warehouse} {table}'"
         return f"list the snapshots with 'lakehouse snapshots {warehouse} {table}'"
+    if isinstance(exc, PartitionNotFoundError) and table:
+        return f"list the partitions with 'lakehouse buckets {warehouse} {table}'"
     if isinstance(exc, CommitConflictError):
         return "another writer committed at the same time; run the command again"
     if isinstance(exc, CorruptFileError):

@@ -164,6 +164,29 @@ def typed_partitions(table: FileStoreTable, specs: Sequence[dict[str, str]] | No
     return typed
 
 
+def check_partitions_match(table: FileStoreTable, specs: Sequence[dict[str, Any]] | None) -> None:
+    """PartitionNotFoundError naming every spec that matches no partition of the latest snapshot.
+
+    Checked before any work, so a mistyped day fails loudly instead of "nothing to do".
+    """
+    from lakehouse_engine.cli.context import PartitionNotFoundError
+
+    if not specs:
+        return
+    snapshot = table.latest_snapshot()
+    codec = table.partition_codec()
+    binaries = {e.partition for e in table.manifest_io().live_entries(snapshot)} if snapshot else set()
+    live = [codec.from_binary(b) for b in binaries]
+    unmatched = [spec for spec in specs if not any(p.matches([spec]) for p in live)]
+    if unmatched:
+        names = "; ".join(",".join(f"{k}={v}" for k, v in spec.items()) for spec in unmatched)
+        known = sorted(p.path_string() for p in live)
+        shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        raise PartitionNotFoundError(
+            f"--partitions {names} matches no partition of table {table.name}; "
+            + (f"its partitions are {shown}" if known else "the table has no data files yet"))
+
+
 def _typed_value(table: FileStoreTable, key: str, text: str) -> Any:
     dtype = table.schema.field(key).type
     try:

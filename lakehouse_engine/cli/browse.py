@@ -254,15 +254,27 @@ def run_files(args: argparse.Namespace, ctx: Context) -> None:
 
 def run_buckets(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
+    # The snapshot is resolved here, once, so the report names the snapshot its numbers come from
+    # even when a writer commits while the manifests are read.
+    snapshot = table.snapshot(args.snapshot) if args.snapshot else table.latest_snapshot()
     with ctx.progress(f"reading manifests of {table.name}"):
-        stats: pa.Table = engine_method(table, "bucket_stats")(args.snapshot)
+        stats: pa.Table = engine_method(table, "bucket_stats")(snapshot.id if snapshot else None)
     records = stats.to_pylist()
     right = {n for n, t in zip(stats.column_names, stats.schema.types, strict=True)
              if pa.types.is_integer(t) or pa.types.is_floating(t)}
     columns = [Column(n, "size", format_bytes, True) if n == "size_bytes" else
                Column(n, n.replace("_", " "), format_value, n in right) for n in stats.column_names]
-    ctx.out.emit({"table": table.name, "snapshot_id": args.snapshot, "buckets": records},
-                 lambda: table_or_note(records, columns, f"table {table.name} has no live buckets"))
+
+    def human() -> Iterator[str]:
+        if snapshot is None:
+            yield f"table {table.name} has no snapshots yet"
+            return
+        yield from table_or_note(records, columns, f"snapshot {snapshot.id} has no live buckets")
+        rows = sum(r.get("record_count", 0) for r in records)
+        yield f"{plural(len(records), 'bucket')}, {plural(rows, 'row')} in files in snapshot {snapshot.id}"
+
+    ctx.out.emit({"table": table.name, "snapshot_id": snapshot.id if snapshot else None, "buckets": records},
+                 human)
 
 
 # ---- read ---------------------------------------------------------------------------------------

@@ -17,6 +17,10 @@ class WarehouseNotFoundError(LakehouseError):
     """The warehouse path given on the command line is not a directory."""
 
 
+class PartitionNotFoundError(LakehouseError):
+    """A `--partitions` spec matches no partition of the table's latest snapshot."""
+
+
 class FeatureMissingError(Exception):
     """The engine installed here does not implement what a command needs (yet)."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lakehouse_engine.cli.args import (
     UsageError,
+    check_partitions_match,
     name_list,
     partition_specs,
     positive_int,
@@ -116,6 +117,7 @@ def run_compact(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
     full = args.full or args.compact_strategy == "full"
     partitions = typed_partitions(table, _flatten(args.partitions))
+    check_partitions_match(table, partitions)
     with ctx.progress(f"compacting {table.name}"):
         ids = _snapshot_ids(table.compact(full=full, partitions=partitions))
     strategy = "full" if full else "minor"
@@ -128,6 +130,7 @@ def run_compact(args: argparse.Namespace, ctx: Context) -> None:
 def run_rescale(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
     partitions = typed_partitions(table, _flatten(args.partitions))
+    check_partitions_match(table, partitions)
     rescale = engine_method(table, "rescale")
     with ctx.progress(f"rescaling {table.name} to {args.bucket_num} buckets"):
         ids = _snapshot_ids(rescale(args.bucket_num, partitions=partitions))
