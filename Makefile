@@ -144,7 +144,7 @@ clean:
 	  -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(INTEROP_VENV)
+	rm -rf $(VENV) $(INTEROP_VENV) $(PAIMON_JAVA_DIR)
 
 docs: $(VENV)
 	$(VENV)/bin/python -m lakehouse_engine.options_doc > docs/options.md

@@ -57,11 +57,13 @@ def paimon_parquet_types(file_schema: pa.Schema) -> dict[str, bool]:
     Paimon's parquet writer stores DECIMAL with precision <= 9 as INT32 and <= 18 as INT64
     (Paimon 0.9 cannot read a dictionary-encoded FIXED_LEN_BYTE_ARRAY decimal of that precision),
     and TIMESTAMP with precision > 6 as INT96 (0.9 rejects INT64 nanoseconds). pyarrow's INT96
-    switch covers every timestamp column of a file, so a file holding a TIMESTAMP(7..9) column
-    writes its TIMESTAMP(0..6) columns as INT96 too; Paimon 0.9 reads those (tested).
+    switch covers every timestamp column of a file, and 0.9 reads TIMESTAMP(0..6) only as INT64,
+    so a file that also holds a TIMESTAMP(0..6) column stays all INT64: 0.9 cannot read it either
+    way, and INT96 would read back as nanoseconds, overflowing for TIMESTAMP(0..6) values outside
+    1677..2262.
     """
-    nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in file_schema)
-    return {"store_decimal_as_integer": True, "use_deprecated_int96_timestamps": nanos}
+    units = {f.type.unit for f in file_schema if pa.types.is_timestamp(f.type)}
+    return {"store_decimal_as_integer": True, "use_deprecated_int96_timestamps": units == {"ns"}}
 
 
 class DataFileWriter:

@@ -127,6 +127,16 @@ def _partitioned(options: dict[str, str], primary_keys: tuple[str, ...] = ("id",
     return build
 
 
+def _escaped_partitions(catalog: Catalog, name: str) -> FileStoreTable:
+    t = create_table(catalog, name, ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"],
+                     options={"bucket": "2"})
+    # characters Paimon escapes in partition directory names
+    dts = ("a/b", "x:y=z", "100%", "sp ace#?", "ünï")
+    write(t, _orders(0, dts=dts))
+    write(t, _orders(N // 2, dts=dts, note="v2"))
+    return t
+
+
 def _cross_partition(catalog: Catalog, name: str) -> FileStoreTable:
     t = _partitioned({"bucket": "-1"}, primary_keys=("id",))(catalog, name)
     write(t, _orders(0, n=10, dts=("2026-12-01",), note="moved"))  # keys change partition
@@ -208,6 +218,7 @@ CASES: dict[str, Case] = {
     "nanosecond_timestamps": Case(_nanos_table),
     "partitioned_fixed_bucket": Case(_partitioned({"bucket": "4"})),
     "dynamic_bucket": Case(_partitioned({"bucket": "-1", "dynamic-bucket.target-row-num": "7"})),
+    "escaped_partition_values": Case(_escaped_partitions),
     "cross_partition": Case(_cross_partition),
     "append_unaware": Case(_append({"bucket": "-1"})),
     "append_fixed_bucket_key": Case(_append({"bucket": "3", "bucket-key": "id"})),

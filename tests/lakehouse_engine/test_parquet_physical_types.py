@@ -69,6 +69,20 @@ def test_microsecond_timestamps_stay_int64_without_a_nanosecond_column(catalog: 
     assert rows(read(table), "k") == rows(data, "k")
 
 
+def test_a_file_mixing_microsecond_and_nanosecond_timestamps_stays_int64(catalog: Catalog,
+                                                                         tmp_path: Path) -> None:
+    # INT96 would read back as nanoseconds: the year 3000 in TIMESTAMP(6) would overflow
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("t6", pa.timestamp("us")),
+                        pa.field("t9", pa.timestamp("ns"))])
+    table = create_table(catalog, "t", schema, primary_keys=["k"], options={"bucket": "1"})
+    data = pa.table({"k": [1], "t6": pa.array([32_503_680_000_000_000], pa.timestamp("us")),
+                     "t9": pa.array([5], pa.timestamp("ns"))}, schema=schema)
+    write(table, data)
+    types = _physical_types(tmp_path / "warehouse" / "db.db" / "t")
+    assert (types["t6"], types["t9"]) == ("INT64", "INT64")
+    assert rows(read(table), "k") == rows(data, "k")
+
+
 def test_files_of_the_old_layout_read_and_compact_with_new_ones(catalog: Catalog,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     table = create_table(catalog, "t", SCHEMA, primary_keys=["k"], options={"bucket": "1"})
