@@ -137,3 +137,19 @@ def test_write_pandas_with_one_type_per_column_writes(catalog: Catalog):
     rb = table.new_read_builder()
     assert sorted(rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "v": "a"}, {"id": 2, "v": None}]
+
+
+@pytest.mark.parametrize("case", ["right-to-left override", "zero width space", "C1 control"])
+def test_tag_names_with_invisible_characters_are_rejected_naming_the_code_point(catalog: Catalog, case: str):
+    char, code_point = INVISIBLE[case]
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
+    table = catalog.get_table("db.t")
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_arrow(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    commit.commit(write.prepare_commit())
+    before = snapshot_files(table)
+    with pytest.raises(InvalidIdentifierError, match=rf"tag name .* {re.escape(code_point)} "):
+        table.create_tag(f"v1{char}")
+    assert snapshot_files(table) == before
+    assert table.tags() == {}
