@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from lakehouse_engine.errors import (
     TableAlreadyExistError,
     TableNotExistError,
 )
+from lakehouse_engine.invisible_chars import invisible_character, printable
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
@@ -25,30 +25,16 @@ DB_SUFFIX = ".db"
 _BAD_NAME_RE = re.compile(r"[/\\.$\x00-\x1f\x7f]")
 
 
-# Control and format characters (bidirectional overrides, zero-width ones), line and paragraph
-# separators and lone surrogates: invisible or reordering in listings, so a name that holds one
-# can pass for another name, or mangle the terminal that prints it.
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def _invisible_character(name: str) -> str | None:
-    """The first invisible or control character of `name`, as `U+XXXX (NAME)`; None when none."""
-    for ch in name:
-        if unicodedata.category(ch) in _INVISIBLE_CATEGORIES:
-            return f"U+{ord(ch):04X} ({unicodedata.name(ch, 'control character')})"
-    return None
-
-
 def validate_name(name: str, what: str) -> str:
     """Check a database or table name: no path separators, dots, `$`, control, format (bidirectional,
     zero-width) characters or blanks."""
-    if not isinstance(name, str) or not name or name != name.strip():
-        raise InvalidIdentifierError(f"{what} name {name!r} is empty or has surrounding blanks")
-    bad = _invisible_character(name)
+    bad = invisible_character(name) if isinstance(name, str) else None
     if bad is not None:
         raise InvalidIdentifierError(
-            f"{what} name {name.encode('unicode_escape').decode('ascii')!r} contains the invisible "
-            f"character {bad}; use printable characters only")
+            f"{what} name {printable(name)} contains the invisible character {bad}; "
+            f"use printable characters only")
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise InvalidIdentifierError(f"{what} name {name!r} is empty or has surrounding blanks")
     if len(name) > 255 or _BAD_NAME_RE.search(name):
         raise InvalidIdentifierError(
             f"{what} name {name!r} is invalid: names may not contain '/', '\\', '.', '$' or control "

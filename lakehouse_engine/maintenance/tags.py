@@ -19,6 +19,7 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.invisible_chars import invisible_character, printable
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
@@ -53,6 +54,10 @@ class InvalidTagNameError(InvalidIdentifierError):
 
 def validate_tag_name(name: str) -> str:
     """Return `name` if it can name a tag file, else raise InvalidTagNameError saying why."""
+    bad = invisible_character(name) if isinstance(name, str) else None
+    if bad is not None:
+        raise InvalidTagNameError(
+            f"tag name {printable(name)} contains the invisible character {bad}; use printable characters only")
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise InvalidTagNameError(f"tag name {name!r} is blank or has surrounding blanks")
     if name.isdigit():

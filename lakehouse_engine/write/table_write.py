@@ -40,6 +40,7 @@ from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -246,7 +247,7 @@ class TableWrite:
 
     def write_pandas(self, df: Any) -> None:
         """Write a pandas DataFrame with the table's columns."""
-        self.write_arrow(pa.Table.from_pandas(df, preserve_index=False))
+        self.write_arrow(arrow_from_pandas(df, self.arrow_schema, self.table.name))
 
     def _check_not_null(self, table: pa.Table) -> None:
         for f in self.schema.fields:

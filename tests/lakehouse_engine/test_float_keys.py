@@ -153,3 +153,14 @@ def test_a_file_written_nan_first_is_merged_with_every_other_file():
     assert [[f.file_name for f in s] for s in interval_partition(files, key)] == [["later", "pypaimon", "nan"]]
     ordered = [meta("a", 0.0, 1.0), meta("b", 5.0, float("nan"))]
     assert [[f.file_name for f in s] for s in interval_partition(ordered, key)] == [["a"], ["b"]]
+
+
+def test_cross_partition_upsert_moves_a_nan_key_whatever_its_payload_bits(catalog):
+    schema = pa.schema([pa.field("k", pa.float64(), nullable=False), pa.field("dt", pa.string(), nullable=False),
+                        pa.field("v", pa.string())])
+    t = create_table(catalog, "x", schema, primary_keys=["k"], partition_keys=["dt"], options={"bucket": "-1"})
+    write(t, pa.table({"k": [float("nan"), -0.0], "dt": ["a", "a"], "v": ["first", "negative zero"]}, schema=schema))
+    fresh = catalog.get_table("db.x")  # a new writer bootstraps the global index from the files
+    write(fresh, pa.table({"k": [PAYLOAD_NAN, 0.0], "dt": ["b", "b"], "v": ["moved", "zero"]}, schema=schema))
+    got = sorted((repr(r["k"]), r["dt"], r["v"]) for r in read(t).to_pylist())
+    assert got == [("-0.0", "a", "negative zero"), ("0.0", "b", "zero"), ("nan", "b", "moved")]

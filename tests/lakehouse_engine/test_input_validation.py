@@ -9,7 +9,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine import Catalog, InvalidIdentifierError, InvalidOptionError, Schema
+from lakehouse_engine import (
+    Catalog,
+    InvalidIdentifierError,
+    InvalidOptionError,
+    Schema,
+    SchemaError,
+)
 from tests.lakehouse_engine.conftest import snapshot_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
@@ -95,3 +101,55 @@ def test_an_out_of_range_option_in_a_dynamic_copy_is_rejected(catalog: Catalog):
     table = catalog.get_table("db.t")
     with pytest.raises(InvalidOptionError, match="file.compression.zstd-level"):
         table.copy({"file.compression.zstd-level": "99"})
+
+
+MIXED = {
+    "int and str": ([1, "a", 2.5], "int, str, float"),
+    "str and int": (["x", 3, None], "str, int"),
+    "str and bytes": (["x", b"a", None], "str, bytes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIXED))
+def test_write_pandas_with_a_mixed_type_column_names_the_column_and_types(catalog: Catalog, case: str):
+    pd = pytest.importorskip("pandas")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
+    table = catalog.get_table("db.t")
+    values, types = MIXED[case]
+    before = snapshot_files(table)
+    wb = table.new_batch_write_builder()
+    write = wb.new_write()
+    with pytest.raises(SchemaError, match=rf"column 'v' mixes values of types {types} \(table db\.t stores it as string\)"):
+        write.write_pandas(pd.DataFrame({"id": [1, 2, 3], "v": values}))
+    assert write.prepare_commit() == []
+    write.close()
+    assert snapshot_files(table) == before
+
+
+def test_write_pandas_with_one_type_per_column_writes(catalog: Catalog):
+    pd = pytest.importorskip("pandas")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
+    table = catalog.get_table("db.t")
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_pandas(pd.DataFrame({"id": [1, 2], "v": ["a", None]}))
+    commit.commit(write.prepare_commit())
+    rb = table.new_read_builder()
+    assert sorted(rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a"}, {"id": 2, "v": None}]
+
+
+@pytest.mark.parametrize("case", ["right-to-left override", "zero width space", "C1 control"])
+def test_tag_names_with_invisible_characters_are_rejected_naming_the_code_point(catalog: Catalog, case: str):
+    char, code_point = INVISIBLE[case]
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"]))
+    table = catalog.get_table("db.t")
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_arrow(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    commit.commit(write.prepare_commit())
+    before = snapshot_files(table)
+    with pytest.raises(InvalidIdentifierError, match=rf"tag name .* {re.escape(code_point)} "):
+        table.create_tag(f"v1{char}")
+    assert snapshot_files(table) == before
+    assert table.tags() == {}
