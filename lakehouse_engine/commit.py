@@ -178,11 +178,14 @@ class TableCommit:
                     raise storage_error(exc, f"compaction commit to table {self.table.name} failed "
                                              f"before its snapshot landed") from exc
                 raise
+            # The cause is chained, not quoted: its own words are about the compaction's snapshot.
+            why = (f"{type(exc).__name__} {exc.strerror or ''}".rstrip() if isinstance(exc, OSError)
+                   else type(exc).__name__)
             raise PostCommitError(
                 f"table {self.table.name}: the data of this commit is committed (snapshot "
-                f"{', '.join(map(str, written))}), then the compaction that follows it failed: {exc}. "
-                f"Retrying the same commit is a no-op for the data and finishes the compaction",
-                written) from exc
+                f"{', '.join(map(str, written))}), then the compaction that follows it failed ({why}, "
+                f"see the cause). Retrying the same commit is a no-op for the data and finishes the "
+                f"compaction", written) from exc
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed."""

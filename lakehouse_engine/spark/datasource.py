@@ -263,7 +263,11 @@ class LakehouseWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self.ref.open()
         static_partition: dict[str, Any] | None = {} if self.overwrite else None
-        commit_messages(table, new_commit(table, static_partition), _flatten(messages), static_partition)
+        commit = new_commit(table, static_partition)
+        own = _flatten(messages)
+        for m in own:  # this job's tasks wrote them: not a retry, no search for their files
+            m.commit_user = commit.commit_user
+        commit_messages(table, commit, own, static_partition)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # The job failed before committing: no snapshot can reference these files.
