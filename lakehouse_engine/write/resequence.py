@@ -8,16 +8,17 @@ primary-key table, per (partition, bucket):
 
 1. `top` = the highest `max_sequence_number` of the bucket's files live in the latest snapshot
    (minus the files this commit deletes), raised by each earlier message of this commit there.
-2. If a message's new files of the bucket start at or below `top`, they are rewritten with
-   `_SEQUENCE_NUMBER` shifted by one offset, so that they all lie above `top` (new file names,
-   min/max sequence updated; the uncommitted originals are deleted). One offset per message keeps
-   the order of the message's own rows.
+2. If a message's new files of the bucket start at or below `top`, and share a key with a file
+   whose numbers reach theirs (numbers only decide between records of one key), they are
+   rewritten with `_SEQUENCE_NUMBER` shifted by one offset, so that they all lie above `top`
+   (new file names, min/max sequence updated; the uncommitted originals are deleted). One offset
+   per message keeps the order of the message's own rows.
 3. The writer's compaction of such a bucket (`compact_before/after`) merged the old numbers: it
    is dropped (its rewritten outputs are deleted) and the COMPACT commit leaves the bucket alone.
 
 The table then reads as if commits were applied in snapshot order: for one key, the later commit
 wins. Nothing is rewritten when no one else wrote the bucket since the writer started (the usual
-case): the check reads the live files' metadata only.
+case: the check reads the live files' metadata only), nor when the others wrote other keys.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import CommitConflictError
+from lakehouse_engine.errors import CommitConflictError, LakehouseError
+from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -67,10 +69,13 @@ class Resequencer:
             return False
         deleted = {e.identifier for e in changes if e.kind == FileKind.DELETE}
         top: dict[BucketKey, int] = {}
+        # Per bucket, the files ours must not tie with, and the highest number each really holds.
+        rivals: dict[BucketKey, list[tuple[DataFileMeta, int]]] = {}
         for e in live:
             if e.identifier not in deleted:
                 key = (e.partition, e.bucket)
                 top[key] = max(top.get(key, -1), e.file.max_sequence_number)
+                rivals.setdefault(key, []).append((e.file, e.file.max_sequence_number))
         shifts: list[tuple[CommitMessage, int]] = []
         for m in self.messages:
             if not m.new_files:
@@ -79,10 +84,14 @@ class Resequencer:
             low = min(f.min_sequence_number for f in m.new_files)
             high = max(f.max_sequence_number for f in m.new_files)
             bound = top.get(key, -1)
-            offset = bound + 1 - low if bound >= low else 0
-            if offset:
-                shifts.append((m, offset))
+            offset = 0
+            if bound >= low:
+                overlapping = [f for f, top_seq in rivals.get(key, []) if top_seq >= low]
+                if self._share_keys(m, overlapping):
+                    offset = bound + 1 - low
+                    shifts.append((m, offset))
             top[key] = max(bound, high + offset)
+            rivals.setdefault(key, []).extend((f, f.max_sequence_number + offset) for f in m.new_files)
         if not shifts:
             return False
         live_names = {e.file.file_name for e in live}
@@ -110,6 +119,47 @@ class Resequencer:
     def without_dropped(self, entries: Sequence[ManifestEntry]) -> list[ManifestEntry]:
         """Compaction `entries` minus those of buckets whose compaction was dropped."""
         return [e for e in entries if (e.partition, e.bucket) not in self.dropped]
+
+    # ---- do the numbers matter? ------------------------------------------------------------
+    def _share_keys(self, m: CommitMessage, files: list[DataFileMeta]) -> bool:
+        """True when a key of `m`'s new files is also in `files` (whose numbers overlap ours).
+
+        Numbers only decide between records of the same key: writers of disjoint keys in one
+        bucket (the usual shape of parallel loads) need no rewrite. Key ranges from the metadata
+        settle most cases; otherwise the key columns are read, which costs far less than a rewrite.
+        When in doubt (a file that will not read), the answer is yes.
+        """
+        if not files:
+            return False
+        schema = self.table.schema
+        key_names = schema.trimmed_primary_keys
+        key_types = schema.types_of(key_names)
+        try:
+            lo = min(tuple(deserialize_row(f.min_key, key_types)) for f in m.new_files)
+            hi = max(tuple(deserialize_row(f.max_key, key_types)) for f in m.new_files)
+            files = [f for f in files if not (tuple(deserialize_row(f.max_key, key_types)) < lo
+                                              or hi < tuple(deserialize_row(f.min_key, key_types)))]
+        except (TypeError, ValueError, LakehouseError):
+            pass  # keys that do not compare (or decode): read them
+        if not files:
+            return False
+        bucket_dir = self.table.path_factory.bucket_dir(
+            self.table.partition_codec().from_binary(m.partition).spec, m.bucket)
+        try:
+            ours = self._keys(m.new_files, bucket_dir, key_names)
+            theirs = self._keys(files, bucket_dir, key_names)
+        except LakehouseError:
+            return True
+        return ours.join(theirs, key_names, join_type="inner").num_rows > 0
+
+    def _keys(self, files: list[DataFileMeta], bucket_dir: str, key_names: list[str]) -> pa.Table:
+        """The distinct keys of `files`."""
+        file_schema = self.table.schema.data_file_arrow_schema()
+        schema = pa.schema([file_schema.field(k) for k in key_names])
+        tables = [read_data_file(self.table.file_io, f"{bucket_dir}/{f.file_name}", key_names, schema)
+                  for f in files]
+        keys = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return keys.group_by(key_names).aggregate([])
 
     # ---- rewriting -----------------------------------------------------------------------
     def _shift(self, m: CommitMessage, offset: int, live_names: set[str]) -> None:

@@ -84,6 +84,23 @@ def test_an_upsert_of_keys_1_to_5_by_two_writers_reads_as_the_later_commit(catal
     assert _state(table) == expected
 
 
+def test_writers_of_disjoint_keys_in_one_bucket_are_not_rewritten(catalog: Catalog) -> None:
+    table = _table(catalog, {"bucket": "1"})
+    write(table, _batch([1, 2, 3, 4], "v0"))
+    interleaved = _open(table, _batch([2, 4], "even"))  # key range overlaps, keys do not
+    apart = _open(table, _batch([10, 11], "apart"))  # key range apart from the others
+    _commit(_open(table, _batch([1, 3], "odd")))
+    for w, c in (interleaved, apart):
+        messages = w.prepare_commit()
+        names = [f.file_name for m in messages for f in m.new_files]
+        c.commit(messages)
+        # Same numbers as the other commit, but no key in common: committed without a rewrite.
+        assert [f.file_name for m in messages for f in m.new_files] == names
+    assert _state(table) == {1: "odd", 2: "even", 3: "odd", 4: "even", 10: "apart", 11: "apart"}
+    table.compact(full=True)
+    assert _state(table) == {1: "odd", 2: "even", 3: "odd", 4: "even", 10: "apart", 11: "apart"}
+
+
 def test_two_messages_of_one_commit_for_one_bucket_resolve_in_message_order(catalog: Catalog) -> None:
     table = _table(catalog, {"bucket": "1"})
     write(table, _batch([1, 2, 3], "v0"))
