@@ -57,7 +57,8 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
         for f in sorted(files, key=lambda f: (f.min_sequence_number, f.creation_time_millis or 0)):
-            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
+            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema,
+                                  meta=f)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))

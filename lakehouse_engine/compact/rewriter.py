@@ -131,7 +131,7 @@ class BucketCompactor:
         ordered = sorted(files, key=lambda f: f.max_sequence_number)
         in_order = all(a.max_sequence_number < b.min_sequence_number for a, b in pairwise(ordered))
         tables = [read_data_file(self.table.file_io, f"{self.bucket_dir}/{f.file_name}", self.columns,
-                                 self.read_schema) for f in ordered]
+                                 self.read_schema, meta=f) for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
                                self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,
