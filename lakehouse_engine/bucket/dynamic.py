@@ -87,9 +87,10 @@ class DynamicBucketAssigner:
                 e.bucket: e for e in self._snapshot_entries()
                 if e.partition == partition and e.index_type == HASH_INDEX and e.kind == FileKind.ADD}
             hashes, buckets = [], []
+            index_manifest = (self.snapshot.index_manifest if self.snapshot else None) or ""
             aligned = True
             for bucket, e in entries.items():
-                h = read_hash_index_file(self.table, e)
+                h = read_hash_index_file(self.table, e, index_manifest)
                 hashes.append(h)
                 buckets.append(np.full(len(h), bucket, dtype=np.int16))
                 if self.num_assigners > 1 and aligned:

@@ -20,6 +20,7 @@ from lakehouse_engine.bucket.hash_index import PartitionHashIndex, decode_hashes
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.manifest_entries import IndexManifestEntry
+from lakehouse_engine.manifest_io import check_file_name
 from lakehouse_engine.mergetree.data_file import read_data_file
 
 if TYPE_CHECKING:
@@ -27,26 +28,34 @@ if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
 
-def read_hash_index_file(table: FileStoreTable, entry: IndexManifestEntry) -> np.ndarray:
+def read_hash_index_file(table: FileStoreTable, entry: IndexManifestEntry,
+                         index_manifest: str) -> np.ndarray:
     """The key hashes of one HASH index file, checked against the size and row count recorded.
 
     Raises:
         CorruptFileError: the file is missing, of another size or hash count than its index
-            manifest entry records, or not a whole number of hashes; the message names it.
+            manifest entry records, or not a whole number of hashes. The message names it, and
+            the index manifest `index_manifest` too where a flipped bit there would look alike.
     """
+    manifest = table.path_factory.manifest_path(index_manifest)
+    if not check_file_name(entry.file_name):
+        raise CorruptFileError(f"index manifest {manifest} is damaged: it names index file "
+                               f"{entry.file_name!r}, which is not a valid file name")
     path = f"{table.path_factory.index_dir}/{entry.file_name}"
     try:
         data = table.file_io.read_bytes(path)
     except FileNotFoundError:
-        raise CorruptFileError(f"hash index file {path} is missing, but the snapshot's index "
-                               f"manifest lists it") from None
+        raise CorruptFileError(f"hash index file {path} is missing, but index manifest {manifest} "
+                               f"lists it (one of the two is damaged)") from None
     if len(data) != entry.file_size:
-        raise CorruptFileError(f"hash index file {path} has {len(data)} bytes, but its index "
-                               f"manifest entry records {entry.file_size}")
+        raise CorruptFileError(f"hash index file {path} has {len(data)} bytes, but index "
+                               f"manifest {manifest} records {entry.file_size} (one of the two "
+                               f"is damaged)")
     hashes = decode_hashes(data, path)
     if len(hashes) != entry.row_count:
-        raise CorruptFileError(f"hash index file {path} holds {len(hashes)} key hashes, but its "
-                               f"index manifest entry records {entry.row_count}")
+        raise CorruptFileError(f"hash index file {path} holds {len(hashes)} key hashes, but index "
+                               f"manifest {manifest} records {entry.row_count} (one of the two is "
+                               f"damaged)")
     return hashes
 
 
