@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -61,6 +62,14 @@ class _ImmutableFileCache:
 
 
 _CACHE = _ImmutableFileCache()
+# What Paimon's writers name metadata files: a prefix, a UUID and a counter. A control character,
+# a path separator or a non-ASCII byte means the name itself was damaged where it was recorded.
+_FILE_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_file_name(name: str) -> bool:
+    """Whether `name` can be a metadata file's name (letters, digits, '.', '_' and '-' only)."""
+    return _FILE_NAME_RE.fullmatch(name) is not None
 
 
 def clear_manifest_cache() -> None:
@@ -78,26 +87,44 @@ class ManifestIO:
         self.partition_codec = partition_codec
         self.schema_id = schema_id
         self.codec = _CODECS.get(compression, "zstandard")
+        # Which manifest list named each manifest read through `data_manifests`, for errors.
+        self._listed_in: dict[str, str] = {}
 
     # ---- manifests --------------------------------------------------------------
     def _read_cached(self, name: str, what: str, decode: Callable[..., list[Any]],
-                     expected_size: int | None = None) -> list[Any]:
+                     expected_size: int | None = None, referrer: str | None = None) -> list[Any]:
         """Decode a metadata file once; with `expected_size` (recorded by whoever referenced it),
-        a truncated file is detected even when the Avro that is left still decodes."""
+        a truncated file is detected even when the Avro that is left still decodes.
+
+        `referrer` is the file that named this one. A flipped bit there reads as another name or
+        size, so the error names both files; a name no writer produces blames the referrer only.
+        """
+        if not check_file_name(name):
+            raise CorruptFileError(f"{referrer or 'a metadata file'} is damaged: it names {what} "
+                                   f"{name!r}, which is not a valid file name")
         path = self.paths.manifest_path(name)
         cached = _CACHE.get(path)
         if cached is not None:
             return cached
         try:
-            data = self.file_io.read_bytes(path)
-        except FileNotFoundError:
-            raise CorruptFileError(f"{what} {path} is missing") from None
-        decoded = decode(data, path, expected_size=expected_size)
+            try:
+                data = self.file_io.read_bytes(path)
+            except FileNotFoundError:
+                raise CorruptFileError(f"{what} {path} is missing") from None
+            decoded = decode(data, path, expected_size=expected_size)
+        except CorruptFileError as exc:
+            if referrer is None:
+                raise
+            raise CorruptFileError(f"{exc} (named by {referrer}; one of the two is damaged, or "
+                                   f"the file was deleted)") from exc
         _CACHE.put(path, decoded)
         return decoded
 
-    def read_manifest(self, name: str, expected_size: int | None = None) -> list[ManifestEntry]:
-        return self._read_cached(name, "manifest file", decode_manifest_entries, expected_size)
+    def read_manifest(self, name: str, expected_size: int | None = None,
+                      listed_in: str | None = None) -> list[ManifestEntry]:
+        """A manifest's entries; `listed_in` (the manifest list naming it) is named in errors too."""
+        return self._read_cached(name, "manifest file", decode_manifest_entries, expected_size,
+                                 listed_in)
 
     def write_manifest(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
         """Write entries as one manifest file and return its ManifestFileMeta (with partition stats)."""
@@ -140,8 +167,11 @@ class ManifestIO:
         return SimpleStats(serialize_row(mins, codec.types), serialize_row(maxs, codec.types), nulls)
 
     # ---- manifest lists ---------------------------------------------------------
-    def read_manifest_list(self, name: str, expected_size: int | None = None) -> list[ManifestFileMeta]:
-        return self._read_cached(name, "manifest list", decode_manifest_file_metas, expected_size)
+    def read_manifest_list(self, name: str, expected_size: int | None = None,
+                           listed_in: str | None = None) -> list[ManifestFileMeta]:
+        """A manifest list's metas; `listed_in` (the snapshot naming it) is named in errors too."""
+        return self._read_cached(name, "manifest list", decode_manifest_file_metas, expected_size,
+                                 listed_in)
 
     def write_manifest_list(self, metas: Sequence[ManifestFileMeta]) -> tuple[str, int]:
         name = self.paths.new_manifest_list_name()
@@ -166,13 +196,21 @@ class ManifestIO:
     # ---- snapshots --------------------------------------------------------------
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, every live data file."""
-        return (self.read_manifest_list(snapshot.base_manifest_list, snapshot.base_manifest_list_size)
-                + self.read_manifest_list(snapshot.delta_manifest_list, snapshot.delta_manifest_list_size))
+        snapshot_file = self.paths.snapshot_path(snapshot.id)
+        base = self.read_manifest_list(snapshot.base_manifest_list, snapshot.base_manifest_list_size,
+                                       snapshot_file)
+        delta = self.read_manifest_list(snapshot.delta_manifest_list,
+                                        snapshot.delta_manifest_list_size, snapshot_file)
+        self._listed_in.update((m.file_name, self.paths.manifest_path(snapshot.base_manifest_list))
+                               for m in base)
+        self._listed_in.update((m.file_name, self.paths.manifest_path(snapshot.delta_manifest_list))
+                               for m in delta)
+        return base + delta
 
     def read_entries(self, metas: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
         out: list[ManifestEntry] = []
         for m in metas:
-            out.extend(self.read_manifest(m.file_name, m.file_size))
+            out.extend(self.read_manifest(m.file_name, m.file_size, self._listed_in.get(m.file_name)))
         return out
 
     def live_entries(self, snapshot: Snapshot | None) -> list[ManifestEntry]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from lakehouse_engine.errors import InvalidOptionError, SchemaError
+from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, SchemaError
 from lakehouse_engine.options import (
     BUCKET_KEY,
     ROWKIND_FIELD,
@@ -232,14 +232,18 @@ class TableSchema:
         )
 
     @staticmethod
-    def from_json(text: str, file_name: str) -> TableSchema:
+    def from_json(text: str | bytes, file_name: str) -> TableSchema:
+        """Parse a `schema-N` file; CorruptFileError names `file_name` if it is not a valid one."""
         from lakehouse_engine.format.schema_file import schema_from_json
 
         d = schema_from_json(text, file_name)
-        fields = tuple(
-            DataField(fid, name, DataType.parse(type_str), desc)
-            for fid, name, type_str, desc in d["fields"]
-        )
+        try:
+            fields = tuple(
+                DataField(fid, name, DataType.parse(type_str), desc)
+                for fid, name, type_str, desc in d["fields"]
+            )
+        except SchemaError as exc:  # a type string no writer produces: the file is damaged
+            raise CorruptFileError(f"schema file {file_name!r}: {exc}") from exc
         return TableSchema(
             id=d["schema_id"], fields=fields, highest_field_id=d["highest_field_id"],
             partition_keys=tuple(d["partition_keys"]), primary_keys=tuple(d["primary_keys"]),

@@ -36,7 +36,8 @@ class SchemaManager:
         if not ids:
             raise TableNotExistError(f"table {self.table_name} has no schema")
         path = self.paths.schema_path(ids[-1])
-        return TableSchema.from_json(self.file_io.read_text(path), path)
+        # Bytes, not text: a file that is not UTF-8 is a damaged schema file, which the parser names.
+        return TableSchema.from_json(self.file_io.read_bytes(path), path)
 
     def commit_options(self, updates: Mapping[str, str], retries: int = 10) -> TableSchema:
         """ALTER TABLE SET options: write `schema-(N+1)` with the updated options (validated)."""

@@ -18,9 +18,9 @@ import numpy as np
 from lakehouse_engine.bucket.hash_index import (
     MAX_DYNAMIC_BUCKETS,
     PartitionHashIndex,
-    decode_hashes,
     encode_hashes,
 )
+from lakehouse_engine.bucket.index_check import check_index_covers_data, read_hash_index_file
 from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.format.bucket_hash import bucket_of
 from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry
@@ -87,10 +87,10 @@ class DynamicBucketAssigner:
                 e.bucket: e for e in self._snapshot_entries()
                 if e.partition == partition and e.index_type == HASH_INDEX and e.kind == FileKind.ADD}
             hashes, buckets = [], []
+            index_manifest = (self.snapshot.index_manifest if self.snapshot else None) or ""
             aligned = True
             for bucket, e in entries.items():
-                path = f"{self.table.path_factory.index_dir}/{e.file_name}"
-                h = decode_hashes(self.table.file_io.read_bytes(path), path)
+                h = read_hash_index_file(self.table, e, index_manifest)
                 hashes.append(h)
                 buckets.append(np.full(len(h), bucket, dtype=np.int16))
                 if self.num_assigners > 1 and aligned:
@@ -98,6 +98,8 @@ class DynamicBucketAssigner:
             self._aligned[partition] = aligned
             idx = PartitionHashIndex(np.concatenate(hashes) if hashes else None,
                                      np.concatenate(buckets) if buckets else None)
+            if not self.fresh and self.snapshot is not None:
+                check_index_covers_data(self.table, self.snapshot, partition, entries, idx)
             self._indexes[partition] = idx
             self._base_entries[partition] = entries
         return idx

@@ -76,7 +76,8 @@ def run_append_compact_task(table: FileStoreTable, task: CompactTask) -> CommitM
     part = table.partition_codec().from_binary(task.partition)
     bucket_dir = table.path_factory.bucket_dir(part.spec, task.bucket)
     schema = table.schema.arrow_schema()
-    rows = pa.concat_tables([read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", schema.names, schema)
+    rows = pa.concat_tables([read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", schema.names, schema,
+                                            meta=f)
                              for f in picked])
     writer = DataFileWriter(table.file_io, table.schema, bucket_dir, table.path_factory.new_data_file_name, target)
     after = writer.write_run(rows, level=0, min_sequence=picked[0].min_sequence_number,

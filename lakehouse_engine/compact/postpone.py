@@ -60,7 +60,8 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
         # Files oldest first (the merge order): the writer numbers rows as they arrive, above what
         # the target bucket holds, so rows of later commits get higher sequence numbers and win.
         for f in merge_order(files):
-            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
+            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema,
+                                  meta=f)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))

@@ -132,7 +132,7 @@ class BucketCompactor:
         ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
         in_order = sequence_disjoint(ordered)
         tables = [read_data_file(self.table.file_io, f"{self.bucket_dir}/{f.file_name}", self.columns,
-                                 self.read_schema) for f in ordered]
+                                 self.read_schema, meta=f) for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
                                self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,

@@ -165,7 +165,17 @@ def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
     if not expiring or retained is None:
         return 0  # never expire the latest snapshot
     tags = _tags(table)
-    doomed = plan_expiry(table, expiring, retained, tags.values())
+    try:
+        doomed = plan_expiry(table, expiring, retained, tags.values())
+    except CorruptFileError:
+        if snapshots.snapshot_exists(retained.id):
+            raise  # what stays cannot be read: real damage, never guessed around
+        # A concurrent expiry deleted `retained`, and the metadata only it and older snapshots
+        # used, after this run read it: that run expires further than this one would, so this
+        # one has nothing left to do (the missing file is expired, not corrupt).
+        log.info("table %s: snapshot %s was expired by a concurrent expiry; leaving it the work",
+                 table.name, retained.id)
+        return 0
 
     # 1. Snapshot files, oldest first: an interrupted run leaves a shorter, intact chain.
     for s in expiring:

@@ -18,6 +18,11 @@ from lakehouse_engine.format.binary_row import EMPTY_ROW, serialize_row
 from lakehouse_engine.format.float_order import total_order
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.io import FileIO, storage_error
+from lakehouse_engine.mergetree.data_file_check import (
+    check_column_types,
+    check_file_size,
+    check_row_count,
+)
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
@@ -136,6 +141,9 @@ class DataFileWriter:
             writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
                                       compression_level=self.compression_level,
                                       write_statistics=False,
+                                      # CRC-32 per page, verified on read: a flipped bit fails
+                                      # the read instead of reading as another value.
+                                      write_page_checksum=True,
                                       use_dictionary=dictionary_columns(table),
                                       **self.parquet_types)
             try:
@@ -195,17 +203,21 @@ class DataFileWriter:
 
 
 def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None,
-                   schema: pa.Schema | None = None) -> pa.Table:
+                   schema: pa.Schema | None = None, meta: DataFileMeta | None = None) -> pa.Table:
     """Read a data file (optionally only some columns, cast to `schema`).
 
     The format follows the file name as Paimon names data files: `.orc` and `.avro` files (which
     other writers produce: pypaimon writes postpone-bucket files as Avro) are read too, anything
     else as parquet, the format this engine writes. Other writers differ in details such as
     nullability flags, so files are cast to the table's view of the columns before they meet
-    files of other writers. CorruptFileError names a file that will not decode.
+    files of other writers. Parquet page checksums are verified where the writer wrote them;
+    with `meta` (the file's manifest entry) the file's size and row count are checked against
+    it, and parquet column types against `schema` (see `data_file_check`). CorruptFileError
+    names a file that will not decode or fails a check.
     """
     try:
         with file_io.open_input(path) as f:
+            check_file_size(path, f.size(), meta)
             if path.endswith(".avro"):
                 table = _read_avro(f, path, columns, schema)
             elif path.endswith(".orc"):
@@ -215,15 +227,20 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
                 if columns is not None:  # ORC keeps the file's column order
                     table = table.select(list(columns))
             else:
-                pf = pq.ParquetFile(f)
+                # Verification is a no-op for pages written without a checksum (other writers).
+                pf = pq.ParquetFile(f, page_checksum_verification=True)
                 _check_columns(path, pf.schema_arrow.names, columns)
                 table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
+                check_column_types(path, table.schema, schema)
+        check_row_count(path, table.num_rows, meta)
         if schema is not None and not table.schema.equals(schema):
             table = table.cast(schema)
         return table
     except FileNotFoundError:
         raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)") from None
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+    # A damaged footer surfaces as whatever its decoder meets: Arrow errors, a bad UTF-8 column
+    # name, a cast that finds nulls in a required column.
+    except (pa.ArrowException, ValueError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 

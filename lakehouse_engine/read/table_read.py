@@ -110,11 +110,13 @@ class TableRead:
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
         if not self.primary_key:
             paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
-            return _concat([self._read_file(p, self.value_columns) for p in paths])
+            return _concat([self._read_file(p, self.value_columns, f)
+                            for f, p in zip(files, paths, strict=True)])
         if len(files) == 1:
             # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
             # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
-            t = self._read_file(f"{split.bucket_path}/{files[0].file_name}", self.value_columns + [VALUE_KIND])
+            t = self._read_file(f"{split.bucket_path}/{files[0].file_name}", self.value_columns + [VALUE_KIND],
+                                files[0])
             kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
             return t if keep.all() else t.filter(pa.array(keep))
@@ -126,16 +128,17 @@ class TableRead:
         columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
-        table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns) for f in ordered])
+        table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns, f)
+                        for f in ordered])
         return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
                              self.sequence_descending, self.ignore_delete, drop_retracts=True,
                              rows_in_sequence_order=in_order, options=self.table.options,
                              primary_keys=self.table.schema.primary_keys)
 
 
-    def _read_file(self, path: str, columns: list[str]) -> pa.Table:
+    def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
-        return read_data_file(self.table.file_io, path, columns, schema)
+        return read_data_file(self.table.file_io, path, columns, schema, meta=meta)
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

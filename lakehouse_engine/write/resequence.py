@@ -156,7 +156,7 @@ class Resequencer:
         """The distinct keys of `files`."""
         file_schema = self.table.schema.data_file_arrow_schema()
         schema = pa.schema([file_schema.field(k) for k in key_names])
-        tables = [read_data_file(self.table.file_io, f"{bucket_dir}/{f.file_name}", key_names, schema)
+        tables = [read_data_file(self.table.file_io, f"{bucket_dir}/{f.file_name}", key_names, schema, meta=f)
                   for f in files]
         keys = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return keys.group_by(key_names).aggregate([])
@@ -206,7 +206,7 @@ class Resequencer:
         columns = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
         file_schema = schema.data_file_arrow_schema()
         read_schema = pa.schema([file_schema.field(c) for c in columns])
-        rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema)
+        rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema, meta=f)
         seq = pc.add(rows.column(SEQUENCE_NUMBER), pa.scalar(offset, pa.int64()))
         rows = rows.set_column(rows.schema.get_field_index(SEQUENCE_NUMBER), SEQUENCE_NUMBER, seq)
         writer = DataFileWriter(table.file_io, schema, bucket_dir, table.path_factory.new_data_file_name,

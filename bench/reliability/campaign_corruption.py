@@ -1,0 +1,195 @@
+"""Single-bit flips and truncations of every kind of file of a small table: each damaged read must
+return exactly the rows, or raise CorruptFileError naming the damaged file.
+
+The table: a dynamic-bucket primary-key table (so it has HASH index files and an index manifest),
+seven column types with nulls, two commits and a tag. For each kind of file (data file, manifest,
+manifest list, snapshot, schema, index manifest, HASH index file, tag) one file is damaged at a
+time and restored after: one bit of every byte flipped (quick: of every fourth byte; every bit
+of files under 256 bytes) and the file cut at evenly spaced points. What is done with the damaged table is what uses that file: reading the
+latest snapshot (data, manifest, manifest list, snapshot, schema), reading the tag (tag), or a
+writer assigning buckets to every key again (index files: a wrong assignment is a key given a
+second bucket).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bench.reliability import Outcome
+from lakehouse_engine import Catalog, CorruptFileError, Schema
+from lakehouse_engine.bucket.dynamic import HASH_INDEX, DynamicBucketAssigner
+from lakehouse_engine.format.bucket_hash import hash_rows
+from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.table import FileStoreTable
+
+SCHEMA = pa.schema([
+    pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("amount", pa.float64()),
+    ("qty", pa.int32()), ("day", pa.date32()), ("ts", pa.timestamp("us")),
+    ("price", pa.decimal128(10, 2)),
+])
+
+
+def _rows(ids: range, version: int) -> pa.Table:
+    def v(i: int, x: object) -> object:
+        return None if i % 5 == 0 else x
+    return pa.table({
+        "id": list(ids),
+        "name": [v(i, f"n{i}-{version}") for i in ids],
+        "amount": [v(i, i * 1.5 + version) for i in ids],
+        "qty": [v(i, i * 3) for i in ids],
+        "day": [v(i, datetime.date(2026, 1, 1) + datetime.timedelta(days=i)) for i in ids],
+        "ts": [v(i, datetime.datetime(2026, 1, 1, 0, 0, i % 60)) for i in ids],
+        "price": [v(i, decimal.Decimal(i) / 4) for i in ids],
+    }, schema=SCHEMA)
+
+
+def _build(root: Path) -> FileStoreTable:
+    catalog = Catalog(str(root / "warehouse"))
+    catalog.create_database("db")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(
+        SCHEMA, primary_keys=["id"], options={"bucket": "-1", "dynamic-bucket.target-row-num": "15",
+                                              "write-only": "true"}))
+    table = catalog.get_table("db.t")
+    for ids, version in ((range(0, 20), 1), (range(10, 30), 2)):
+        wb = table.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(_rows(ids, version))
+        c.commit(w.prepare_commit())
+        w.close()
+        c.close()
+        if version == 1:
+            table.create_tag("first", 1)
+    return table
+
+
+def _read(table: FileStoreTable, tag: str | None = None) -> set[tuple[Any, ...]]:
+    clear_manifest_cache()
+    fresh = Catalog(str(Path(table.path).parents[1])).get_table("db.t")
+    rb = fresh.new_read_builder()
+    if tag is not None:
+        rb = rb.with_tag(tag)
+    data = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    return set(zip(*(c.to_pylist() for c in data.columns), strict=True))
+
+
+def _assignment(table: FileStoreTable) -> set[tuple[Any, ...]]:
+    """(key hash, bucket) a new writer gives every key of the table (a writer's first step)."""
+    clear_manifest_cache()
+    fresh = Catalog(str(Path(table.path).parents[1])).get_table("db.t")
+    snapshot = fresh.latest_snapshot()
+    partition = fresh.manifest_io().live_entries(snapshot)[0].partition
+    hashes = hash_rows([pa.array(np.arange(30, dtype=np.int64))], fresh.schema.types_of(["id"]))
+    assigner = DynamicBucketAssigner(fresh, snapshot)
+    buckets = assigner.assign(fresh.partition_codec().from_binary(partition), hashes)
+    return set(zip(hashes.tolist(), buckets.tolist(), strict=True))
+
+
+def _files(table: FileStoreTable) -> dict[str, tuple[Path, Callable[[], set[tuple[Any, ...]]]]]:
+    """One file of each kind, and the operation that uses it."""
+    snap = table.latest_snapshot()
+    mio = table.manifest_io()
+    paths = table.path_factory
+    base = mio.read_manifest_list(snap.delta_manifest_list)
+    entry = mio.live_entries(snap)[0]
+    index_entry = next(e for e in mio.read_index_manifest(snap.index_manifest or "")
+                       if e.index_type == HASH_INDEX)
+    data = next(Path(table.path).rglob(entry.file.file_name))
+    return {
+        "data file": (data, lambda: _read(table)),
+        "manifest": (Path(paths.manifest_path(base[0].file_name)), lambda: _read(table)),
+        "manifest list": (Path(paths.manifest_path(snap.delta_manifest_list)), lambda: _read(table)),
+        "snapshot": (Path(paths.snapshot_path(snap.id)), lambda: _read(table)),
+        "schema": (Path(paths.schema_path(0)), lambda: _read(table)),
+        "tag": (Path(table.path) / "tag" / "tag-first", lambda: _read(table, "first")),
+        "index manifest": (Path(paths.manifest_path(snap.index_manifest or "")),
+                           lambda: _assignment(table)),
+        "HASH index file": (Path(paths.index_dir) / index_entry.file_name, lambda: _assignment(table)),
+    }
+
+
+@dataclass
+class _Tally:
+    trials: int = 0
+    exact: int = 0
+    named: int = 0
+    lost: int = 0
+    wrong: int = 0
+    unclear: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+def _damages(raw: bytes, quick: bool) -> Iterator[bytes]:
+    """Single-bit flips (quick: one bit of every fourth byte; full: one bit of every byte, every
+    bit of files under 256 bytes), then cuts at evenly spaced points."""
+    every = len(raw) < 256 and not quick
+    for byte in range(0, len(raw), 4 if quick else 1):
+        for bit in (range(8) if every else (byte % 8,)):
+            damaged = bytearray(raw)
+            damaged[byte] ^= 1 << bit
+            yield bytes(damaged)
+    cuts = 16 if quick else 64
+    for cut in sorted({0, 1, len(raw) - 1, *range(0, len(raw), max(1, len(raw) // cuts))}):
+        yield raw[:cut]
+
+
+def _attack(path: Path, use: Callable[[], set[tuple[Any, ...]]], quick: bool) -> _Tally:
+    good = use()
+    raw = path.read_bytes()
+    tally = _Tally()
+    try:
+        for damaged in _damages(raw, quick):
+            tally.trials += 1
+            path.write_bytes(damaged)
+            try:
+                got = use()
+            except CorruptFileError as exc:
+                if path.name in str(exc):
+                    tally.named += 1
+                else:
+                    tally.unclear += 1
+                    tally.examples.append(str(exc)[:160])
+                continue
+            except Exception as exc:  # anything else is an unclear error
+                tally.unclear += 1
+                tally.examples.append(repr(exc)[:160])
+                continue
+            if got == good:
+                tally.exact += 1
+            else:
+                tally.lost += len(good - got)
+                tally.wrong += len(got - good)
+                tally.examples.append(f"wrong read: {len(good - got)} rows lost, {len(got - good)} other")
+    finally:
+        path.write_bytes(raw)
+    return tally
+
+
+def run(quick: bool) -> list[Outcome]:
+    """Flip and cut every kind of file of a small table; tally exact reads and named errors."""
+    root = Path(tempfile.mkdtemp(prefix="campaign-corruption-"))
+    outcomes = []
+    try:
+        table = _build(root)
+        for kind, (path, use) in _files(table).items():
+            t = _attack(path, use, quick)
+            how = "one bit of every fourth byte" if quick else "one bit of every byte"
+            result = f"exact {t.exact:,}, CorruptFileError naming the file {t.named:,}"
+            if t.examples:
+                result += f"; e.g. {t.examples[0]}"
+            outcomes.append(Outcome(
+                area="corruption", tried=f"{how} of a {kind} ({path.stat().st_size:,} bytes) "
+                f"flipped, and cuts", trials=t.trials, lost_rows=t.lost, wrong_rows=t.wrong,
+                unclear_errors=t.unclear, result=result))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return outcomes

@@ -1,0 +1,70 @@
+"""Checks of a data file against what its manifest entry records, so that damage the format itself
+does not detect is caught before its rows are used.
+
+Parquet page checksums (CRC-32 of each page's bytes) catch a flip in the data, but they do not
+cover the page headers or the footer. A flipped bit there can still decode: the footer's row
+count drops rows, a column's physical or logical type changes (DOUBLE read as FLOAT, a DECIMAL's
+scale), a file is cut or grown. Every one of those disagrees with the manifest entry (file size,
+row count) or with the table schema (column types), which is what these checks compare.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+
+
+def check_file_size(path: str, actual: int, meta: DataFileMeta | None) -> None:
+    """Raise CorruptFileError when the file's size is not the size its manifest entry records."""
+    if meta is not None and actual != meta.file_size:
+        raise CorruptFileError(
+            f"data file {path} has {actual} bytes, but its manifest entry records {meta.file_size} "
+            f"(truncated, grown or replaced)")
+
+
+def check_row_count(path: str, rows: int, meta: DataFileMeta | None) -> None:
+    """Raise CorruptFileError when a whole read of the file returned another number of rows than
+    its manifest entry records."""
+    if meta is not None and rows != meta.row_count:
+        raise CorruptFileError(
+            f"data file {path} holds {rows} rows, but its manifest entry records {meta.row_count}")
+
+
+def _comparable(t: pa.DataType) -> pa.DataType:
+    """The type with encodings other writers choose freely folded away (dictionary, large, view
+    and fixed-size variants of strings and bytes, a timestamp's time zone), so only a change of
+    meaning remains."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_timestamp(t):
+        # TIMESTAMP(0) is seconds to us, but parquet has no seconds: Paimon's writers store it as
+        # millis. Any other unit is one a writer chose for the column's precision, so a
+        # different one is a damaged footer (micros read as millis are 1000 times too late).
+        return pa.timestamp("ms" if t.unit == "s" else t.unit)
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return pa.binary()  # pypaimon stores BINARY(n) as fixed-size binary
+    return t
+
+
+def check_column_types(path: str, file_schema: pa.Schema, expected: pa.Schema | None) -> None:
+    """Raise CorruptFileError when a column of the file has another type than the table gives it.
+
+    Nullability is not compared (writers differ: pypaimon marks primary keys nullable). A cast
+    would otherwise turn a flipped type into other values silently: a DECIMAL(10, 2) whose footer
+    says scale 10 reads as values a hundred million times smaller.
+    """
+    if expected is None:
+        return
+    for field in expected:
+        index = file_schema.get_field_index(field.name)
+        if index < 0:
+            continue  # reported by the column check, or added by schema evolution
+        found = _comparable(file_schema.field(index).type)
+        if found != _comparable(field.type):
+            raise CorruptFileError(
+                f"data file {path}: column {field.name!r} has type {file_schema.field(index).type} "
+                f"in the file, but the table's schema says {field.type}")
