@@ -252,13 +252,17 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     return functools.reduce(DataFrame.unionByName, frames)
 
 
+def per_day_metadata(context: dg.AssetExecutionContext, per_day: dict[str, dict[str, Any]]) -> None:
+    """Give each day's materialization that day's figures, over the run's figures for all its days."""
+    for dt in context.partition_keys:
+        if dt in per_day:
+            context.add_asset_metadata(per_day[dt], partition_key=dt)
+
+
 # ---- the asset -------------------------------------------------------------------------------
-def _files_markdown(files: list[LandingFile], result: StageResult) -> str:
-    lines = ["| file | format | bytes | valid rows | quarantined |", "|---|---|---:|---:|---:|"]
-    for f in files:
-        valid, bad = result.per_file[f.relpath]
-        lines.append(f"| `{f.relpath}` | {f.format} | {f.size:,} | {valid:,} | {bad:,} |")
-    return "\n".join(lines)
+FILES_TABLE_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("file", "string"), dg.TableColumn("format", "string"), dg.TableColumn("bytes", "int"),
+    dg.TableColumn("valid_rows", "int"), dg.TableColumn("quarantined_rows", "int")])
 
 
 def _by_count(reasons: Counter[str]) -> list[tuple[str, int]]:
@@ -310,17 +314,26 @@ def ingested_events(context: dg.AssetExecutionContext, spark: SparkResource,
             "partitions": {dt: {"rows": result.per_day.get(dt, 0), "snapshot_id": None} for dt in dts}}
     context.log.info(f"staged {result.valid:,} rows from {len(files)} files, "
                      f"quarantined {result.quarantined:,}")
+    def figures(day_files: list[LandingFile]) -> dict[str, Any]:
+        valid = sum(result.per_file[f.relpath][0] for f in day_files)
+        bad = sum(result.per_file[f.relpath][1] for f in day_files)
+        return {"new_files": len(day_files), "rows_read": valid + bad, "rows_staged": valid,
+                "rows_quarantined": bad, "dagster/row_count": valid,
+                "files": dg.MetadataValue.table(
+                    [dg.TableRecord({"file": f.relpath, "format": f.format, "bytes": f.size,
+                                     "valid_rows": result.per_file[f.relpath][0],
+                                     "quarantined_rows": result.per_file[f.relpath][1]}) for f in day_files],
+                    schema=FILES_TABLE_SCHEMA)}
+
+    per_day_metadata(context, {dt: figures([f for f in files if f.dt == dt]) for dt in dts})
     metadata: dict[str, Any] = {
-        "new_files": len(files),
+        **figures(files),
         "files_already_ingested": len(seen) - len(files),
-        "rows_read": result.valid + result.quarantined,
-        "rows_staged": result.valid,
-        "rows_quarantined": result.quarantined,
-        "dagster/row_count": result.valid,
-        "files": dg.MetadataValue.md(_files_markdown(files, result)),
         "quarantine_reasons": dg.MetadataValue.md(_reasons_markdown(result.reasons)),
         "quarantine_reason_counts": dg.MetadataValue.json(dict(_by_count(result.reasons))),
-        "staging": dg.MetadataValue.path(str(staging)),
+        # Not a path link: lsm_write deletes the staged batch once it is committed; the ledger stays.
+        "staged_batch": f"{staging} (removed once lsm_write commits it)",
+        "ledger": dg.MetadataValue.path(str(lakehouse.ledger_path)),
         "batch": batch,
     }
     if result.quarantined:

@@ -14,6 +14,7 @@ import dagster as dg
 
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.tables import BucketMode
+from pipelines.ingest import SINGLE_RUN
 from pipelines.lsm import (
     BucketRow,
     bucket_metadata,
@@ -35,6 +36,9 @@ def _absent() -> dg.MaterializeResult:
 
 # ---- postpone-bucket compaction ------------------------------------------------------------
 @dg.asset(
+    # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
+    # select it together with the daily assets (the CLI requires it of every selected asset).
+    backfill_policy=SINGLE_RUN,
     deps=[lsm_write],
     group_name="maintenance",
     kinds={"paimon"},
@@ -127,6 +131,9 @@ def _advice_markdown(advice: list[BucketAdvice], targets: dict[str, int]) -> str
 
 
 @dg.asset(
+    # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
+    # select it together with the daily assets (the CLI requires it of every selected asset).
+    backfill_policy=SINGLE_RUN,
     deps=[postpone_compaction],
     group_name="maintenance",
     kinds={"paimon"},
@@ -184,6 +191,9 @@ class ExpiryConfig(dg.Config):
 
 
 @dg.asset(
+    # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
+    # select it together with the daily assets (the CLI requires it of every selected asset).
+    backfill_policy=SINGLE_RUN,
     deps=[rescale, sorted_run_compaction],
     group_name="maintenance",
     kinds={"paimon"},

@@ -1,17 +1,19 @@
-"""Screenshot of the asset graph for the docs: serve the code location with `dagster dev` on a free
-loopback port and capture its lineage page with headless Chromium. Run by hand, not in CI:
+"""Screenshots of the Dagster UI for the docs, and the browser test's driver: serve the code
+location with `dagster dev` on a free loopback port and open its pages in Debian's Chromium with
+Playwright (Playwright's own browser download is not used):
 
-    apt-get update && apt-get install -y chromium
-    .venv/bin/python -m pipelines.screenshot            # writes docs/asset_graph.png
+    apt-get update && apt-get install -y chromium      # `make test` does this when root
+    make run                                             # materializations to show
+    .venv/bin/python -m pipelines.screenshot             # writes docs/ui_*.png
 
-`DagsterDev` (start, wait for GraphQL, query, stop by process group) is what the tests use too.
+`DagsterDev` (start, wait for the code location through `dagster_graphql`, stop by process group)
+and `capture_ui` (the pages, what each must show, the PNGs) are what the tests use too.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -20,15 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 REPO = Path(__file__).resolve().parent.parent
-# The lineage of the LSM write, deep enough to reach both ends of the graph: every asset, in its group.
-GRAPH_PATH = "/assets/lsm_write?view=lineage&lineageScope=neighbors&lineageDepth=4"
 
 
 def free_port() -> int:
@@ -40,11 +40,15 @@ def free_port() -> int:
 
 
 def quiet_instance(home: Path) -> None:
-    """Give a Dagster home without settings some: no telemetry, no "join the community" dialog."""
-    settings = home / "dagster.yaml"
-    if not settings.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        settings.write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
+    """Give a Dagster home without settings the project's: no telemetry, no "join the community" dialog."""
+    from pipelines.instance import prepare_home
+
+    saved = os.environ.get("DAGSTER_HOME")
+    prepare_home(home)
+    if saved is None:  # prepare_home exports the home; a helper for another process must not
+        del os.environ["DAGSTER_HOME"]
+    else:
+        os.environ["DAGSTER_HOME"] = saved
 
 
 class DagsterDev:
@@ -77,20 +81,24 @@ class DagsterDev:
             stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
         return self
 
-    def graphql(self, query: str, variables: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
-        """The `data` of a GraphQL query; RuntimeError on GraphQL errors."""
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"{self.url}/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            payload = json.loads(response.read())
-        if payload.get("errors"):
-            raise RuntimeError(f"GraphQL errors: {payload['errors']}")
-        data: dict[str, Any] = payload["data"]
+    def client(self, timeout: int = 60) -> Any:
+        """A `dagster_graphql.DagsterGraphQLClient` of this server."""
+        from dagster_graphql import DagsterGraphQLClient
+
+        return DagsterGraphQLClient("127.0.0.1", port_number=self.port, timeout=timeout)
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None, timeout: int = 60) -> dict[str, Any]:
+        """The `data` of a query the client has no method for (through its gql transport);
+        DagsterGraphQLClientError when the server does not answer or reports errors."""
+        with warnings.catch_warnings():  # gql deprecates the call dagster_graphql makes
+            warnings.simplefilter("ignore", DeprecationWarning)
+            data: dict[str, Any] = self.client(timeout)._execute(query, variables)
         return data
 
     def wait_ready(self, timeout: float = 240) -> None:
         """Wait until the webserver answers and the code location has loaded."""
+        from dagster_graphql import DagsterGraphQLClientError
+
         deadline = time.monotonic() + timeout
         query = ("{ workspaceOrError { ... on Workspace { locationEntries {"
                  " loadStatus locationOrLoadError { __typename } } } } }")
@@ -100,7 +108,7 @@ class DagsterDev:
                 raise RuntimeError(f"dagster dev exited with {self.process.returncode}{self.log_tail()}")
             try:
                 entries = self.graphql(query, timeout=10)["workspaceOrError"]["locationEntries"]
-            except (urllib.error.URLError, ConnectionError, TimeoutError, RuntimeError, KeyError):
+            except (DagsterGraphQLClientError, KeyError):
                 entries = []  # not serving yet
             if entries and all(e["loadStatus"] == "LOADED" for e in entries):
                 failed = [e for e in entries if e["locationOrLoadError"]["__typename"] != "RepositoryLocation"]
@@ -146,42 +154,91 @@ class DagsterDev:
         self.stop()
 
 
-def chromium() -> str:
-    """The Chromium executable (`apt-get install -y chromium`)."""
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+def chromium() -> str | None:
+    """Debian's Chromium (`apt-get install -y chromium`), or None when it is not installed."""
+    for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
         if found:
             return found
-    raise SystemExit("Chromium is not installed: apt-get update && apt-get install -y chromium")
+    return None
 
 
-def screenshot(url: str, out: Path, width: int = 2200, height: int = 1100, wait_ms: int = 20_000) -> None:
-    """Render `url` headless and save a PNG of the window."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                        f"--virtual-time-budget={wait_ms}", f"--screenshot={out}", url],
-                       check=True, timeout=180, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@dataclass(frozen=True)
+class Page:
+    """A UI page to capture: its path, the texts that prove it rendered, and its PNG's name."""
+
+    name: str
+    path: str
+    expect: tuple[str, ...]
+
+
+def ui_pages(day: str) -> list[Page]:
+    """The asset graph, a day's lsm_write materialization (its rows-per-bucket table), and its checks."""
+    return [
+        # The lineage of the LSM write, deep enough to reach both ends: every asset, in its group.
+        Page("ui_asset_graph", "/assets/lsm_write?view=lineage&lineageScope=neighbors&lineageDepth=4",
+             ("ingested_events", "bucket_assignment", "snapshot_expiry")),
+        Page("ui_lsm_write_rows_per_bucket", f"/assets/lsm_write?view=events&partition={day}",
+             ("rows_per_bucket", "sorted_runs", f"dt={day}")),
+        Page("ui_lsm_write_checks", "/assets/lsm_write?view=checks",
+             ("no_duplicate_primary_key", "bucket_row_counts_match_snapshot", "Passed")),
+    ]
+
+
+def capture_ui(url: str, pages: list[Page], out_dir: Path, width: int = 1600, height: int = 1000,
+               timeout_ms: int = 60_000) -> dict[str, Path]:
+    """Open each page in headless Chromium, wait until every expected text shows, save a PNG.
+
+    RuntimeError naming the page and the missing text when one does not render in time.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    browser_path = chromium()
+    if browser_path is None:
+        raise RuntimeError("Chromium is not installed: apt-get update && apt-get install -y chromium")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            for target in pages:
+                page.goto(url + target.path, wait_until="domcontentloaded", timeout=timeout_ms)
+                for text in target.expect:
+                    try:
+                        page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=timeout_ms)
+                    except PlaywrightError as e:
+                        raise RuntimeError(f"{target.path}: {text!r} did not render ({e})") from None
+                page.wait_for_timeout(500)  # let late layout (graph edges, fonts) settle for the picture
+                written[target.name] = out_dir / f"{target.name}.png"
+                page.screenshot(path=str(written[target.name]))
+        finally:
+            browser.close()
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve the code location on the instance of `make run` and write the UI screenshots."""
+    from pipelines.ingest import DAILY_PARTITIONS
+    from pipelines.instance import dagster_home
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "asset_graph.png")
-    parser.add_argument("--path", default=GRAPH_PATH, help="UI page to capture")
+    parser.add_argument("--out", type=Path, default=REPO / "docs")
+    parser.add_argument("--day", default=DAILY_PARTITIONS.start.strftime("%Y-%m-%d"),
+                        help="the day whose lsm_write materialization is shown")
     parser.add_argument("--dagster-home", type=Path, default=None,
-                        help="an instance with runs (e.g. DAGSTER_HOME of a `make run`) to show their "
-                             "materializations; a fresh temporary one by default")
+                        help="the instance with the runs to show (default: DAGSTER_HOME or .dagster_home)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        home = args.dagster_home or Path(scratch)
-        quiet_instance(home)
-        env = {"DAGSTER_HOME": str(home),
-               "LAKEHOUSE_WAREHOUSE": os.environ.get("LAKEHOUSE_WAREHOUSE", str(REPO / "warehouse"))}
-        with DagsterDev(env=env, log=Path(scratch) / "dagster-dev.log") as server:
-            server.wait_ready()
-            screenshot(server.url + args.path, args.out)
-    print(f"wrote {args.out}")
+    home = args.dagster_home or dagster_home()
+    quiet_instance(home)
+    env = {"DAGSTER_HOME": str(home),
+           "LAKEHOUSE_WAREHOUSE": os.environ.get("LAKEHOUSE_WAREHOUSE", str(REPO / "warehouse"))}
+    with tempfile.TemporaryDirectory() as scratch, \
+            DagsterDev(env=env, log=Path(scratch) / "dagster-dev.log") as server:
+        server.wait_ready()
+        for path in capture_ui(server.url, ui_pages(args.day), args.out).values():
+            print(f"wrote {path}")
     return 0
 
 

@@ -100,11 +100,11 @@ def print_table(warehouse: str, table_name: str, result: Any) -> pa.Table:
     partitions = len(set(stats.column("partition").to_pylist()))
     runs = max(stats.column("sorted_runs").to_pylist(), default=0)
     print(f"\ntable {table.name} at {table.path} (snapshot {snapshot.id if snapshot else 0}, "
-          f"{stats.num_rows} buckets in {partitions} partitions, at most {runs} sorted runs in a bucket)")
+          f"{stats.num_rows} buckets in {partitions} partitions, most sorted runs in a bucket: {runs})")
     width = len(f"{max(written, in_files, merged.num_rows):,}")
     print(f"  {written:>{width},}  events this run wrote (each valid landed record: an insert, update or delete)")
-    print(f"  {in_files:>{width},}  records in the table's live files (events as written, before merging;"
-          f" compaction shrinks it)")
+    print(f"  {in_files:>{width},}  records in the table's live files (a write keeps the last event per key of"
+          f" its own rows; across writes every version stays until compaction merges them)")
     print(f"  {merged.num_rows:>{width},}  rows a reader sees (one per order_id and {PARTITION_KEY}: "
           f"the newest event wins, deleted orders are gone)")
     return merged

@@ -69,6 +69,17 @@ def metadata_of(result: Any, asset: str) -> dict[str, Any]:
     raise AssertionError(f"{asset} was not materialized")
 
 
+def metadata_by_partition(result: Any, asset: str) -> dict[str | None, dict[str, Any]]:
+    """The metadata values of each of the asset's materializations in a run, by partition."""
+    found = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        if mat.asset_key.to_user_string() == asset:
+            found[mat.partition] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    assert found, f"{asset} was not materialized"
+    return found
+
+
 def check_results(result: Any) -> dict[str, Any]:
     """`asset:check` -> its evaluation, for every check evaluated in a run."""
     return {f"{e.asset_check_key.asset_key.to_user_string()}:{e.asset_check_key.name}": e

@@ -150,6 +150,20 @@ def test_checks_of_a_table_without_snapshots_pass_without_starting_spark(lakehou
     assert all(e.passed for e in check_results(result).values())
 
 
+def test_a_run_that_wrote_nothing_checks_keys_without_starting_spark(lakehouse: LakehouseResource) -> None:
+    from pipelines.ingest import ingested_events
+    from pipelines.lsm import bucket_assignment
+
+    engine_write(lakehouse, events(rows_per_day=100))  # a table with a snapshot, and no landing files
+    assets = [ingested_events, bucket_assignment, lsm_write, no_duplicate_primary_key]
+    result = dg.materialize(assets, partition_key="2026-11-01", raise_on_error=False,
+                            resources={"lakehouse": lakehouse, "spark": NO_SPARK})
+    assert result.success  # NO_SPARK fails if anything starts a session
+    assert metadata_of(result, "lsm_write")["rows_written"] == 0
+    evaluation = check_results(result)["lsm_write:no_duplicate_primary_key"]
+    assert evaluation.passed and evaluation.description == "lsm_write wrote no rows in this run; Spark not started"
+
+
 # ---- the conditions themselves ---------------------------------------------------------------------
 def _rows(*records: int, partition: str = "dt=2026-11-01") -> list[BucketRow]:
     return [BucketRow(partition, b, len(records), n, 1, 1, n * 10) for b, n in enumerate(records)]

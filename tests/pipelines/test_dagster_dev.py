@@ -7,11 +7,15 @@ table creation, checks) without starting a second Spark JVM on this machine.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dagster import DagsterRunStatus
 
 from pipelines.screenshot import DagsterDev, quiet_instance
 from tests.pipelines.test_definitions import ASSETS, CHECKS
@@ -28,19 +32,6 @@ DEFINITIONS = """
   }
 }
 """
-
-LAUNCH = """
-mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
-"""
-
-STATUS = "query Status($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 
 MATERIALIZATIONS = """
 query Materializations($id: ID!) {
@@ -77,23 +68,39 @@ def test_graphql_lists_assets_checks_sensor_and_schedules(server: DagsterDev) ->
     assert "ingest_job" in {j["name"] for j in repository["jobs"]}
 
 
-def test_a_launched_ingestion_run_succeeds(server: DagsterDev, tmp_path: Path) -> None:
-    [repository] = server.graphql(DEFINITIONS)["repositoriesOrError"]["nodes"]
-    params = {"selector": {"repositoryLocationName": "lakehouse", "repositoryName": repository["name"],
-                           "jobName": "ingest_job"},
-              "runConfigData": {},
-              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": DAY}]}}
-    launched = server.graphql(LAUNCH, {"params": params})["launchRun"]
-    assert launched["__typename"] == "LaunchRunSuccess", launched
-    run_id = launched["run"]["runId"]
+def test_the_home_has_the_projects_quiet_settings(server: DagsterDev) -> None:
+    settings = (Path(server.env["DAGSTER_HOME"]) / "dagster.yaml").read_text()
+    assert "telemetry:\n  enabled: false" in settings and "nux:\n  enabled: false" in settings
 
+
+def test_a_launched_ingestion_run_succeeds(server: DagsterDev, tmp_path: Path) -> None:
+    client = server.client()
+    run_id = client.submit_job_execution("ingest_job", repository_location_name="lakehouse",
+                                         tags={"dagster/partition": DAY})
     deadline, status = time.monotonic() + 240, None
     while time.monotonic() < deadline:
-        status = server.graphql(STATUS, {"id": run_id})["runOrError"]["status"]
-        if status in ("SUCCESS", "FAILURE", "CANCELED"):
+        status = client.get_run_status(run_id)
+        if status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
             break
         time.sleep(2)
-    assert status == "SUCCESS", server.log_tail()
+    assert status == DagsterRunStatus.SUCCESS, server.log_tail()
     materialized = server.graphql(MATERIALIZATIONS, {"id": run_id})["runOrError"]["assetMaterializations"]
     assert sorted(("/".join(m["assetKey"]["path"]), m["partition"]) for m in materialized) == [
         ("bucket_assignment", DAY), ("ingested_events", DAY), ("lsm_write", DAY)]
+
+
+def test_sigterm_stops_dagster_dev_within_seconds(tmp_path: Path) -> None:
+    """`make dev` runs `dagster dev` in the foreground: a SIGTERM (or Ctrl-C) must end it promptly."""
+    home = tmp_path / "home"
+    quiet_instance(home)
+    dev = DagsterDev(env={"DAGSTER_HOME": str(home), "LAKEHOUSE_WAREHOUSE": str(home / "warehouse")},
+                     log=home / "dagster-dev.log")
+    with dev:
+        dev.wait_ready()
+        assert dev.process is not None
+        process = dev.process
+        os.kill(process.pid, signal.SIGTERM)  # the leader only, as a shell or make would deliver it
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"dagster dev ignored SIGTERM for 20 s{dev.log_tail()}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -33,12 +34,17 @@ def _row(bucket: int, records: int, runs: int = 1) -> BucketRow:
 
 def test_bucket_metadata_shows_rows_as_a_table_a_chart_and_numbers() -> None:
     meta = bucket_metadata([_row(0, 300, runs=3), _row(1, 100), _row(POSTPONE_BUCKET, 50)])
-    table = meta["rows_per_bucket"].value
-    assert "| dt=2026-11-01 | 0 | 300 | 3 | 3 | 6,000 |" in table
-    assert "| dt=2026-11-01 | postpone | 50 |" in table
+    table = meta["rows_per_bucket"]
+    assert isinstance(table, dg.TableMetadataValue)  # a real table in the UI, not markdown text
+    assert [c.name for c in table.schema.columns] == ["partition", "bucket", "rows", "files", "sorted_runs", "bytes"]
+    assert [r.data for r in table.records] == [
+        {"partition": "dt=2026-11-01", "bucket": "0", "rows": 300, "files": 3, "sorted_runs": 3, "bytes": 6000},
+        {"partition": "dt=2026-11-01", "bucket": "1", "rows": 100, "files": 1, "sorted_runs": 1, "bytes": 2000},
+        {"partition": "dt=2026-11-01", "bucket": "postpone", "rows": 50, "files": 1, "sorted_runs": 1,
+         "bytes": 1000}]
     chart = meta["rows_per_bucket_chart"].value.splitlines()
-    assert chart[2].startswith("dt=2026-11-01/0") and chart[2].count("█") == 40 and chart[2].endswith("300")
-    assert chart[3].count("█") == 13
+    assert chart[2].startswith("dt=2026-11-01/0") and chart[2].count("█") == 24 and chart[2].endswith("300")
+    assert chart[3].count("█") == 8
     assert (meta["buckets"], meta["max_rows_in_a_bucket"], meta["mean_rows_per_bucket"]) == (2, 300, 200.0)
     assert (meta["bucket_skew"], meta["max_sorted_runs"], meta["rows_in_postpone_bucket"]) == (1.5, 3, 50)
 

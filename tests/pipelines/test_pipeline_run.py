@@ -41,7 +41,7 @@ from pipelines.resources import LakehouseResource, SparkResource
 from pipelines.run_main import write_landing
 from pipelines.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
 from pipelines.validation import MALFORMED, REASON, SOURCE_FILE
-from tests.pipelines.conftest import check_results, metadata_of
+from tests.pipelines.conftest import check_results, metadata_by_partition, metadata_of
 
 pytestmark = pytest.mark.spark
 
@@ -98,10 +98,19 @@ def test_one_run_materializes_every_asset_and_passes_every_check(pipeline: Pipel
     assert {name: e.passed for name, e in checks.items() if not e.passed} == {}
 
 
+def day_events(pipeline: Pipeline) -> dict[str, int]:
+    return {d: sum(b.num_rows for b in pipeline.batches if b.num_rows and b.column("dt")[0].as_py() == d)
+            for d in DAYS}
+
+
 def test_ingestion_stages_valid_rows_and_quarantines_the_rest_with_reasons(pipeline: Pipeline) -> None:
-    meta = metadata_of(pipeline.first, "ingested_events")
-    events = sum(b.num_rows for b in pipeline.batches)
-    assert (meta["new_files"], meta["rows_staged"], meta["rows_quarantined"]) == (10, events, 12)
+    per_day = metadata_by_partition(pipeline.first, "ingested_events")
+    # Each day's materialization carries that day's figures: 4 event files + 1 rejects file, 6 rejects.
+    assert {d: (m["new_files"], m["rows_staged"], m["rows_quarantined"]) for d, m in per_day.items()} == {
+        d: (5, n, 6) for d, n in day_events(pipeline).items()}
+    assert [r.data["file"] for r in per_day[DAYS[1]]["files"].records] == sorted(
+        f"dt={DAYS[1]}/{p.name}" for p in (pipeline.lakehouse.landing_path / f"dt={DAYS[1]}").iterdir())
+    meta = per_day[DAYS[0]]
     parts = sorted((Path(meta["quarantine"])).glob("part-*.json"))
     quarantined = pa.concat_tables([pa_json.read_json(p) for p in parts if p.stat().st_size])
     reasons = quarantined.column(REASON).to_pylist()
@@ -113,29 +122,44 @@ def test_ingestion_stages_valid_rows_and_quarantines_the_rest_with_reasons(pipel
     assert sum(r.startswith("_rowkind: isin(") for r in reasons) == 2
     assert all(s.endswith("/rejects.jsonl") for s in quarantined.column(SOURCE_FILE).to_pylist())
     assert meta["quarantine_reason_counts"][MALFORMED] == 2
+    assert Path(meta["ledger"]).exists() and "staging" not in meta  # no link to a folder lsm_write deletes
 
 
-def test_bucket_assignment_reports_rows_and_new_buckets(pipeline: Pipeline) -> None:
-    meta = metadata_of(pipeline.first, "bucket_assignment")
-    assert meta["bucket_mode"] == "fixed"
-    assert meta["rows"] == metadata_of(pipeline.first, "ingested_events")["rows_staged"]
-    assert (meta["buckets_assigned"], meta["new_buckets"]) == (4, 4)
-    assert "| dt=2026-11-02 | 1 |" in meta["rows_per_bucket"]
-    assert "█" in meta["rows_per_bucket_chart"]
-    assert Path(meta["plan"]).exists()
+def test_bucket_assignment_reports_rows_and_new_buckets_per_day(pipeline: Pipeline) -> None:
+    per_day = metadata_by_partition(pipeline.first, "bucket_assignment")
+    for day, n in day_events(pipeline).items():
+        meta = per_day[day]
+        assert meta["bucket_mode"] == "fixed"
+        assert meta["rows"] == n
+        assert (meta["buckets_assigned"], meta["new_buckets"]) == (2, 2)
+        table = meta["rows_per_bucket"]
+        assert isinstance(table, dg.TableMetadataValue)
+        assert {(r.data["partition"], r.data["bucket"]) for r in table.records} == {
+            (f"dt={day}", "0"), (f"dt={day}", "1")}
+        assert sum(r.data["rows"] for r in table.records) == n
+        assert "█" in meta["rows_per_bucket_chart"]
+        assert Path(meta["plan"]).exists()
 
 
-def test_the_lsm_write_commits_once_and_reports_its_buckets(pipeline: Pipeline) -> None:
-    meta = metadata_of(pipeline.first, "lsm_write")
-    snapshot = pipeline.lakehouse.get_table().snapshot(1)
-    assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (1, "APPEND", 4)
-    assert meta["rows_written"] == metadata_of(pipeline.first, "ingested_events")["rows_staged"]
-    assert meta["table_records"] == meta["records_in_files_added"] == snapshot.total_record_count
-    assert (meta["buckets"], meta["max_sorted_runs"]) == (4, 1)
-    assert "| dt=2026-11-01 | 0 |" in meta["rows_per_bucket"]
-    assert "sorted runs per bucket" in meta["sorted_runs_per_bucket"]
-    assert 1.0 <= meta["bucket_skew"] < 1.5
-    assert not Path(metadata_of(pipeline.first, "ingested_events")["staging"]).exists()  # committed: gone
+def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipeline) -> None:
+    per_day = metadata_by_partition(pipeline.first, "lsm_write")
+    table = pipeline.lakehouse.get_table()
+    snapshot = table.snapshot(1)
+    stats = {(r.partition, r.bucket): r.records for r in bucket_rows(table)}
+    for day, n in day_events(pipeline).items():
+        meta = per_day[day]
+        assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (1, "APPEND", 2)
+        assert meta["rows_written"] == n
+        assert meta["table_records"] == snapshot.total_record_count
+        day_records = stats[(f"dt={day}", 0)] + stats[(f"dt={day}", 1)]
+        assert meta["records_in_files_added"] == meta["dagster/row_count"] == day_records
+        assert (meta["buckets"], meta["max_sorted_runs"]) == (2, 1)
+        assert [(r.data["partition"], r.data["bucket"], r.data["rows"], r.data["sorted_runs"])
+                for r in meta["rows_per_bucket"].records] == [
+            (f"dt={day}", "0", stats[(f"dt={day}", 0)], 1), (f"dt={day}", "1", stats[(f"dt={day}", 1)], 1)]
+        assert "sorted runs per bucket" in meta["sorted_runs_per_bucket"]
+    staged = metadata_by_partition(pipeline.first, "ingested_events")[DAYS[0]]["staged_batch"].split(" (")[0]
+    assert not Path(staged).exists()  # committed: gone
     assert pipeline.table_equals_model()
 
 
