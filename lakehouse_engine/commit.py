@@ -14,13 +14,14 @@ from lakehouse_engine.commit_retry import (
     RetryGuard,
     SnapshotNotWritten,
     message_entries,
+    post_commit_error,
+    publish_snapshot,
     storage_error,
 )
 from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
     LakehouseError,
-    PostCommitError,
     SnapshotNotExistError,
     StorageError,
 )
@@ -69,6 +70,7 @@ class TableCommit:
         self.commit_user = commit_user
         self.once = once
         self._retries = RetryGuard(table, commit_user, restored)
+        self._landed_files: set[str] = set()  # data files of this committer's commits that landed
         specs: list[dict[str, object]] | None
         if overwrite_partition is None:
             specs = None
@@ -125,6 +127,7 @@ class TableCommit:
                 if sid is None:
                     sid = self._commit_data(new_entries, data_kind, commit_identifier)
                 written.append(sid)
+                self._landed_files |= {e.file.file_name for e in new_entries}
             if compact_entries:
                 sid = landed.get(COMPACT)
                 if sid is None:
@@ -178,17 +181,20 @@ class TableCommit:
                     raise storage_error(exc, f"compaction commit to table {self.table.name} failed "
                                              f"before its snapshot landed") from exc
                 raise
-            # The cause is chained, not quoted: its own words are about the compaction's snapshot.
-            why = (f"{type(exc).__name__} {exc.strerror or ''}".rstrip() if isinstance(exc, OSError)
-                   else type(exc).__name__)
-            raise PostCommitError(
-                f"table {self.table.name}: the data of this commit is committed (snapshot "
-                f"{', '.join(map(str, written))}), then the compaction that follows it failed ({why}, "
-                f"see the cause). Retrying the same commit is a no-op for the data and finishes the "
-                f"compaction", written) from exc
+            raise post_commit_error(self.table, written, exc) from exc
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
-        """Delete the data files of messages that will not be committed."""
+        """Delete the data files of messages that will not be committed.
+
+        Raises:
+            LakehouseError: this committer committed them (a PostCommitError came after they
+                landed): deleting them would break the table.
+        """
+        landed = sorted({f.file_name for m in messages for f in m.new_files} & self._landed_files)
+        if landed:
+            raise LakehouseError(
+                f"table {self.table.name}: cannot abort messages whose data this committer committed "
+                f"(files {landed[:3]}); retry the commit instead, it is a no-op for what landed")
         delete_message_files(self.table, messages)
 
     def close(self) -> None:
@@ -294,30 +300,9 @@ class TableCommit:
             time.sleep(wait * random.uniform(0.5, 1.0) / 1000.0)
 
     def _publish(self, path: str, snapshot: Snapshot) -> bool:
-        """Put-if-absent the snapshot file: True when it landed, False when another committer holds
-        the id (a lost race). Any other failure raises: a full disk is not a lost race."""
-        try:
-            return self.table.file_io.try_put_if_absent(path, snapshot.to_json().encode())
-        except OSError as exc:
-            put_error = exc
-        # The put failed, yet it may have landed (an error after the link) or lost to another
-        # committer meanwhile: the file there tells which.
-        try:
-            text = self.table.file_io.read_text(path)
-        except FileNotFoundError:
-            raise storage_error(put_error, f"table {self.table.name}: could not write snapshot file "
-                                           f"{path}; nothing was committed", SnapshotNotWritten) from put_error
-        except OSError as exc:
-            raise storage_error(exc, f"table {self.table.name}: writing snapshot file {path} failed "
-                                     f"({put_error}) and reading it back failed too, so whether it landed "
-                                     f"is unknown; retry the same commit (a landed one is recognised)") from exc
-        try:
-            landed = Snapshot.from_json(text, path)
-        except LakehouseError:
-            return False  # not ours (ours is published whole): another committer's
-        return (landed.commit_user == snapshot.commit_user
-                and landed.commit_identifier == snapshot.commit_identifier
-                and landed.base_manifest_list == snapshot.base_manifest_list)
+        """Put-if-absent the snapshot file: True when it landed, False on a lost race; any other
+        failure raises (a full disk is not a lost race)."""
+        return publish_snapshot(self.table, path, snapshot)
 
     def _index_manifest(self, latest: Snapshot | None, kind: str) -> tuple[str | None, list[str]]:
         """The index manifest of the new snapshot (and the new files it took), checking that no

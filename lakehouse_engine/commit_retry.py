@@ -1,4 +1,5 @@
-"""Filter-committed: find the snapshots a commit already landed in, so that retrying it is a no-op.
+"""Filter-committed: find the snapshots a commit already landed in, so that retrying it is a no-op;
+and tell, when publishing a snapshot fails, whether it landed.
 
 Two ways to recognise a commit that landed, as docs/snapshots.md ("Retrying a commit") states:
 
@@ -16,7 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import LakehouseError, SnapshotNotExistError, StorageError
+from lakehouse_engine.errors import (
+    LakehouseError,
+    PostCommitError,
+    SnapshotNotExistError,
+    StorageError,
+)
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -70,6 +76,8 @@ def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int
         if s.commit_identifier < identifier:
             break
         landed.by_kind.setdefault(s.commit_kind, sid)
+        if s.commit_kind != COMPACT:
+            break  # a commit's data snapshot comes before its compaction: nothing older is ours
     return landed
 
 
@@ -132,9 +140,9 @@ class RetryGuard:
         self.table = table
         self.commit_user = commit_user
         self.restored = restored
-        # Per commit identifier tried: the new files it commits and the latest snapshot id before
-        # its first attempt, so that a retry knows which snapshots could be its own.
-        self._attempts: dict[int, tuple[frozenset[str], int | None]] = {}
+        # Per commit identifier tried: the new files it commits. A first attempt reads nothing
+        # (not even the latest id): a retry walks back from the latest snapshot to this user's.
+        self._attempts: dict[int, frozenset[str]] = {}
         #: The last `filter_committed` was of an identifier tried before.
         self.retrying = False
 
@@ -148,16 +156,15 @@ class RetryGuard:
         previous = self._attempts.get(identifier)
         self.retrying = previous is not None
         if previous is None:
-            self._attempts[identifier] = (names, self.table.snapshot_manager().latest_snapshot_id())
+            self._attempts[identifier] = names
             landed = (snapshots_of_commit(self.table, self.commit_user, identifier, None)
                       if self.restored else Landed())
         else:
-            tried, base_id = previous
-            if tried != names:
+            if previous != names:
                 raise LakehouseError(
                     f"commit {identifier} of user {self.commit_user} to table {self.table.name} was "
                     f"tried before with other messages; a retry must commit the same messages")
-            landed = snapshots_of_commit(self.table, self.commit_user, identifier, base_id)
+            landed = snapshots_of_commit(self.table, self.commit_user, identifier, None)
         if landed.by_kind or landed.superseded:
             return landed
         if any(m.commit_user not in (None, self.commit_user) for m in messages):
@@ -208,3 +215,43 @@ def storage_error(exc: OSError, message: str, kind: type[StorageError] = Storage
         return kind(f"{message}: {exc}")
     # OSError's (errno, strerror, filename) form: str() then shows all three, as for any OS error.
     return kind(exc.errno, f"{message}: {exc.strerror or exc}", exc.filename)
+
+
+def publish_snapshot(table: FileStoreTable, path: str, snapshot: Snapshot) -> bool:
+    """Put-if-absent `snapshot` at `path`: True when it landed, False when another committer holds
+    the id (a lost race). Any other failure raises StorageError: a full disk is not a lost race
+    (SnapshotNotWritten when the file is surely not there)."""
+    try:
+        return table.file_io.try_put_if_absent(path, snapshot.to_json().encode())
+    except OSError as exc:
+        put_error = exc
+    # The put failed, yet it may have landed (an error after the link) or lost to another
+    # committer meanwhile: the file there tells which.
+    try:
+        text = table.file_io.read_text(path)
+    except FileNotFoundError:
+        raise storage_error(put_error, f"table {table.name}: could not write snapshot file {path}; "
+                                       f"nothing was committed", SnapshotNotWritten) from put_error
+    except OSError as exc:
+        raise storage_error(exc, f"table {table.name}: writing snapshot file {path} failed ({put_error}) "
+                                 f"and reading it back failed too, so whether it landed is unknown; "
+                                 f"retry the same commit (a landed one is recognised)") from exc
+    try:
+        landed = Snapshot.from_json(text, path)
+    except LakehouseError:
+        return False  # not ours (ours is published whole): another committer's
+    return (landed.commit_user == snapshot.commit_user
+            and landed.commit_identifier == snapshot.commit_identifier
+            and landed.base_manifest_list == snapshot.base_manifest_list)
+
+
+def post_commit_error(table: FileStoreTable, written: list[int], exc: BaseException) -> PostCommitError:
+    """The error of a failure after the data of a commit landed in `written` (chain `exc` to it)."""
+    # The cause is chained, not quoted: its own words are about the compaction's snapshot.
+    why = (f"{type(exc).__name__} {exc.strerror or ''}".rstrip() if isinstance(exc, OSError)
+           else type(exc).__name__)
+    return PostCommitError(
+        f"table {table.name}: the data of this commit is committed (snapshot "
+        f"{', '.join(map(str, written))}), then the compaction that follows it failed ({why}, see "
+        f"the cause). Retrying the same commit is a no-op for the data and finishes the compaction",
+        written)

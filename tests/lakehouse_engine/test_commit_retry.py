@@ -202,6 +202,8 @@ def test_a_full_disk_after_the_data_landed_raises_post_commit_error_with_its_sna
     assert pickle.loads(pickle.dumps(err.value)).snapshot_ids == [landed]
     table.file_io = plain
     assert contents(table) == template.after
+    with pytest.raises(LakehouseError, match="cannot abort messages whose data this committer committed"):
+        commit.abort(pickle.loads(template.messages))
     ids = commit.commit(pickle.loads(template.messages))  # finishes the compaction only
     assert ids[0] == landed and len(ids) == 2 and table.snapshot(ids[1]).commit_kind == "COMPACT"
     assert contents(table) == template.after
