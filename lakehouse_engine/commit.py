@@ -44,7 +44,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage
-from lakehouse_engine.write.resequence import Resequencer
+from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -230,7 +230,7 @@ class TableCommit:
             changes = list(entries)
             if kind == OVERWRITE:
                 changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
-            if kind != COMPACT and self._resequencer.resequence(changes, mio.live_entries(latest)):
+            if kind != COMPACT and self._resequencer.resequence(changes, latest):
                 # Rows of this commit now lie above what landed since they were written (later
                 # commit wins); the rewritten files have new names, so the delta manifest too.
                 entries, changes = self._resequencer.renamed(entries), self._resequencer.renamed(changes)
@@ -241,6 +241,7 @@ class TableCommit:
                 live = mio.live_entries(latest)
                 self._check_deletes_live(changes, live)
                 self._check_levels_disjoint(changes, live)
+                check_compaction_sees_older_files(self.table, changes, live)
             if kind == APPEND:
                 self._check_bucket_counts(changes, latest)
             index_manifest, index_files = self._index_manifest(latest, kind)

@@ -24,8 +24,8 @@ case: the check reads the live files' metadata only), nor when the others wrote 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.errors import CommitConflictError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
+from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -57,16 +58,17 @@ class Resequencer:
         #: Original file name -> the files that replaced it, over all attempts (for the entries).
         self._renamed: dict[str, list[DataFileMeta]] = {}
 
-    def resequence(self, changes: Sequence[ManifestEntry], live: Sequence[ManifestEntry]) -> bool:
-        """Shift the messages' new files above `live` (the latest snapshot's live files) and above
-        earlier messages of the same bucket; True when any file was rewritten.
+    def resequence(self, changes: Sequence[ManifestEntry], latest: Snapshot | None) -> bool:
+        """Shift the messages' new files above the files live in `latest` and above earlier
+        messages of the same bucket; True when any file was rewritten.
 
         Args:
             changes: this attempt's entries; files they DELETE (an overwrite) do not count as live.
-            live: the ADD entries live in the latest snapshot.
+            latest: the snapshot this attempt commits on top of.
         """
-        if not self.table.schema.has_primary_key:
-            return False
+        if not self.table.schema.has_primary_key or not any(m.new_files for m in self.messages):
+            return False  # append tables: numbers decide nothing (and their manifests stay unread)
+        live = self.table.manifest_io().live_entries(latest)
         deleted = {e.identifier for e in changes if e.kind == FileKind.DELETE}
         top: dict[BucketKey, int] = {}
         # Per bucket, the files ours must not tie with, and the highest number each really holds.
@@ -228,3 +230,54 @@ class Resequencer:
                         "bucket's new files were re-sequenced; a later compaction picks it up",
                         self.table.name, m.bucket)
             m.compact_before, m.compact_after = [], []
+
+
+def check_compaction_sees_older_files(table: FileStoreTable, changes: Sequence[ManifestEntry],
+                                      live: Sequence[ManifestEntry]) -> None:
+    """CommitConflictError when a compaction into a bucket's top level left out a file that is not
+    newer than what it merged.
+
+    Compaction into the highest level drops deletes: right only if no older record of the key
+    stays outside it. One writer's unpicked files are always newer (higher numbers) than its
+    compaction's inputs; a file another writer committed since the compaction's snapshot may not
+    be, and a delete dropped now would let its older record come back.
+    """
+    if not table.schema.has_primary_key:
+        return
+    key_types = table.schema.types_of(table.schema.trimmed_primary_keys)
+
+    def key_of(binary: bytes) -> tuple[Any, ...]:
+        return tuple(deserialize_row(binary, key_types))
+
+    buckets: dict[BucketKey, tuple[list[DataFileMeta], list[DataFileMeta]]] = {}
+    for e in changes:
+        before, after = buckets.setdefault((e.partition, e.bucket), ([], []))
+        (before if e.kind == FileKind.DELETE else after).append(e.file)
+    gone = {e.identifier for e in changes if e.kind == FileKind.DELETE}
+    for (partition, bucket), (before, after) in buckets.items():
+        if not before:
+            continue
+        # No output at all: every record merged was deleted, which happens at the top level only.
+        output_level = max((f.level for f in after), default=2**31)
+        others = [e.file for e in live
+                  if e.partition == partition and e.bucket == bucket and e.identifier not in gone]
+        if any(f.level > output_level for f in others):
+            continue  # not the top level: the compaction kept its deletes
+        # A file left out may hold an older record of a key whose delete was dropped only if its
+        # key range meets that of a merged file and it has a number below that file's highest.
+        older = [o.file_name for o in others
+                 if any(o.min_sequence_number <= b.max_sequence_number and _ranges_meet(o, b, key_of)
+                        for b in before)]
+        if older:
+            raise CommitConflictError(
+                f"commit to table {table.name}: the compaction of bucket {bucket} to its top level "
+                f"did not read files committed meanwhile with records as old as its "
+                f"own ({older[:3]}); it could drop a delete they need, so nothing was committed")
+
+
+def _ranges_meet(a: DataFileMeta, b: DataFileMeta, key_of: Callable[[bytes], tuple[Any, ...]]) -> bool:
+    """True when the key ranges of two files overlap (or cannot be compared: assume they do)."""
+    try:
+        return not (key_of(a.max_key) < key_of(b.min_key) or key_of(b.max_key) < key_of(a.min_key))
+    except (TypeError, ValueError, LakehouseError):
+        return True

@@ -101,6 +101,20 @@ def test_writers_of_disjoint_keys_in_one_bucket_are_not_rewritten(catalog: Catal
     assert _state(table) == {1: "odd", 2: "even", 3: "odd", 4: "even", 10: "apart", 11: "apart"}
 
 
+def test_a_writer_compaction_keeps_a_delete_an_unread_older_file_still_needs(catalog: Catalog) -> None:
+    table = _table(catalog, {"bucket": "1", "full-compaction.delta-commits": "1"})
+    quiet = table.copy({"write-only": "true"})  # these writers never compact
+    write(quiet, _batch([1, 2], "v0"))  # sequence 0, 1
+    stale = _open(quiet, _batch([1], "stale"))  # numbered from 1: sequence 2
+    write(quiet, _batch([2], "x", "-D"))  # sequence 2, key 2 only
+    deleter = _open(table, _batch([1], "x", "-D"))  # sequence 3; compacts fully at commit
+    _commit(stale)  # no key in common with the file at 2: committed as numbered
+    _commit(deleter)  # later: key 1 is deleted, and its compaction must not drop the delete
+    assert _state(table) == {}
+    table.compact(full=True)
+    assert _state(table) == {}
+
+
 def test_two_messages_of_one_commit_for_one_bucket_resolve_in_message_order(catalog: Catalog) -> None:
     table = _table(catalog, {"bucket": "1"})
     write(table, _batch([1, 2, 3], "v0"))
@@ -160,7 +174,7 @@ def test_without_resequencing_ties_resolve_alike_in_reads_and_full_compaction(
         catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another engine's two jobs leave files with equal sequence numbers: the merge order decides,
     # and every merge path decides the same way.
-    monkeypatch.setattr(Resequencer, "resequence", lambda self, changes, live: False)
+    monkeypatch.setattr(Resequencer, "resequence", lambda self, changes, latest: False)
     table = _table(catalog, {"bucket": "1"})
     write(table, _batch([1, 2, 3], "v0"))
     writers = [_open(table, _batch([1, 2, 3], f"w{i}")) for i in range(4)]
