@@ -3,6 +3,7 @@ it points to, and a flipped bit never makes a table read other rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError
-from lakehouse_engine.format.manifest import decode_manifest_file_metas
+from lakehouse_engine.format.manifest import decode_manifest_entries, decode_manifest_file_metas
+from lakehouse_engine.format.manifest_entries import ManifestEntry
 from lakehouse_engine.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
@@ -108,3 +110,41 @@ def test_a_snapshot_naming_another_manifest_list_raises_naming_the_snapshot(
     path.write_text(json.dumps(doc))
     with pytest.raises(CorruptFileError, match="snapshot-2"):
         _read_fresh(catalog)
+
+
+def _entries_or_none(data: bytes) -> list[ManifestEntry] | None:
+    try:
+        return decode_manifest_entries(data, "probe")
+    except CorruptFileError:
+        return None
+
+
+def test_a_manifest_whose_flipped_bit_moves_a_files_key_range_raises_not_reads_duplicates(
+        catalog: Catalog) -> None:
+    t = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                     options={"bucket": 1, "write-only": "true"})
+    write(t, pa.table({"id": [10, 11, 12, 13, 14], "v": ["a"] * 5}, schema=SCHEMA))
+    write(t, pa.table({"id": [12, 13, 14, 15, 16], "v": ["b"] * 5}, schema=SCHEMA))
+    good = _read_fresh(catalog)
+    snap = t.latest_snapshot()
+    name = t.manifest_io().read_manifest_list(snap.delta_manifest_list)[0].file_name
+    path = Path(t.path_factory.manifest_path(name))
+    raw = path.read_bytes()
+    before = decode_manifest_entries(raw, "probe")[0].file
+    # The flip that changes only the new file's _MIN_KEY, so its keys seem to start after the
+    # old file's: the two files would be read as not overlapping and not merged.
+    damaged = next(d for d in (bytes(raw[:i]) + bytes([raw[i] ^ (1 << b)]) + raw[i + 1:]
+                               for i in range(len(raw)) for b in range(8))
+                   if (e := _entries_or_none(d))
+                   and e[0].file == dataclasses.replace(before, min_key=e[0].file.min_key)
+                   and _key(e[0].file.min_key) > 14)
+    path.write_bytes(damaged)
+    with pytest.raises(CorruptFileError, match=f"{before.file_name}.*manifest"):
+        _read_fresh(catalog)
+    path.write_bytes(raw)
+    assert _read_fresh(catalog).equals(good)
+
+
+def _key(binary_row: bytes) -> int:
+    """The BIGINT of a one-field key row: arity (4 bytes), header (8), then the slot."""
+    return int.from_bytes(binary_row[12:20], "little", signed=True)
