@@ -271,7 +271,11 @@ class TableCommit:
             )
             path = self.table.path_factory.snapshot_path(new_id)
             try:
-                published = self._publish(path, snapshot)
+                # A base that expired while this attempt wrote its manifests means this attempt's
+                # id may be one expiry already freed: start over from the real latest snapshot.
+                put_millis = int(time.time() * 1000)
+                published = (latest is None or snapshots.snapshot_exists(latest.id)) and \
+                    self._publish(path, snapshot)
             except SnapshotNotWritten:
                 # It did not land, so nothing references this attempt's manifests (best effort:
                 # the disk may be full; orphan removal gets whatever stays).
@@ -279,6 +283,11 @@ class TableCommit:
                     for name in new_files + ([delta_meta.file_name] if delta_meta else []):
                         self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
                 raise
+            if published and latest is not None and snapshots.reused_expired_id(new_id, put_millis):
+                # The id was one a concurrent expiry had deleted, not the next one: this snapshot
+                # is outside the table's chain and must not be acknowledged. Take it back, retry.
+                self.table.file_io.delete_file(path, quiet=False)
+                published = False
             if published:
                 snapshots.commit_latest_hint(new_id)
                 return new_id

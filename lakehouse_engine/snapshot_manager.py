@@ -64,9 +64,33 @@ class SnapshotManager:
             nxt = hint + 1
             while self.snapshot_exists(nxt):
                 nxt += 1
-            return nxt - 1
+            # Expiry deletes oldest first: when the walk stopped at a gap that an expiry opened
+            # under it, the snapshot it stopped at is gone too. Then only a listing is the truth.
+            if self.snapshot_exists(nxt - 1):
+                return nxt - 1
         ids = self.list_snapshot_ids()
         return ids[-1] if ids else None
+
+    def reused_expired_id(self, snapshot_id: int, put_millis: int) -> bool:
+        """True when the snapshot just put at `snapshot_id` (the put began at `put_millis`) took
+        an id a concurrent expiry had freed rather than the next one.
+
+        Put-if-absent alone cannot tell: a committer whose base snapshot N-1 expired while it
+        wrote its manifests finds snapshot-N absent too. Checked only when N-1 is gone (rare):
+        the lowest snapshot above N then shows whether it was committed before the put began
+        (a chain that had moved on; the new snapshot is outside it) or after (a successor that
+        read the new snapshot, so it was stamped after the put).
+        """
+        if snapshot_id <= 1 or self.snapshot_exists(snapshot_id - 1):
+            return False
+        above = [i for i in self.list_snapshot_ids() if i > snapshot_id]
+        if not above:
+            return False
+        try:
+            successor = self.snapshot(above[0])
+        except SnapshotNotExistError:
+            return False
+        return successor.time_millis < put_millis
 
     def earliest_snapshot_id(self) -> int | None:
         """The oldest retained snapshot id: the EARLIEST hint when it checks out, else a listing."""

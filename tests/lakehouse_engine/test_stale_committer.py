@@ -1,0 +1,90 @@
+"""A committer that fell behind while an expiry ran must never publish into an id expiry freed.
+
+Put-if-absent alone does not stop it: after expiry deleted snapshots N-1 and N, a committer whose
+base was N-1 finds snapshot-N absent and would "win" it, outside the table's chain, and be told
+its commit landed. These tests open that window on purpose.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.commit import TableCommit
+from lakehouse_engine.io import FileIO
+from tests.lakehouse_engine.conftest import create_table, read, write
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+
+
+def _batch(first: int, n: int = 3) -> pa.Table:
+    return pa.table({"id": list(range(first, first + n)), "v": [first] * n}, schema=SCHEMA)
+
+
+def _others_commit(table: Any) -> None:
+    """Seven commits by others."""
+    for i in range(7):
+        write(table, _batch(100 + 10 * i))
+    time.sleep(0.01)
+
+
+def _expire(table: Any) -> None:
+    """An expiry that keeps only the last two snapshots."""
+    table.expire_snapshots(retain_max=2, retain_min=1, older_than=int(time.time() * 1000))
+
+
+def _commit_with(table: Any, expire_at: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Commit rows 1..3 while others commit 7 snapshots as it writes its manifests, and an expiry
+    runs then too (`expire_at` = "manifests") or as it puts its snapshot ("publish": after the
+    committer checked that its base snapshot is still there)."""
+    wb = table.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_batch(1))
+    messages = w.prepare_commit()
+    real_index: Callable[..., Any] = TableCommit._index_manifest
+    real_put: Callable[..., Any] = FileIO.try_put_if_absent
+    fired: set[str] = set()
+
+    def index_hook(self: Any, *args: Any) -> Any:
+        if "manifests" not in fired:
+            fired.add("manifests")
+            _others_commit(table)
+            fired.add("overtaken")
+            if expire_at == "manifests":
+                _expire(table)
+        return real_index(self, *args)
+
+    def put_hook(self: Any, path: str, data: bytes) -> Any:
+        if expire_at == "publish" and "overtaken" in fired and "publish" not in fired \
+                and path.rsplit("/", 1)[-1].startswith("snapshot-"):
+            fired.add("publish")
+            _expire(table)
+        return real_put(self, path, data)
+
+    monkeypatch.setattr(TableCommit, "_index_manifest", index_hook)
+    monkeypatch.setattr(FileIO, "try_put_if_absent", put_hook)
+    ids = c.commit(messages)
+    monkeypatch.setattr(TableCommit, "_index_manifest", real_index)
+    monkeypatch.setattr(FileIO, "try_put_if_absent", real_put)
+    assert expire_at in fired
+    return ids
+
+
+@pytest.mark.parametrize("where", ["manifests", "publish"])
+def test_a_committer_overtaken_by_commits_and_expiry_lands_on_the_real_chain(
+        catalog: Catalog, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                         options={"bucket": "1", "snapshot.num-retained.min": "1"})
+    write(table, _batch(50))  # snapshot 1: our base
+    ids = _commit_with(table, where, monkeypatch)
+    latest = table.snapshot_manager().latest_snapshot_id()
+    assert ids == [latest]  # acknowledged as the newest snapshot, not as a freed id below it
+    got = sorted(read(table).column("id").to_pylist())
+    assert got == sorted([1, 2, 3, 50, 51, 52] + [100 + 10 * i + j for i in range(7) for j in range(3)])
+    ids_on_disk = table.snapshot_manager().list_snapshot_ids()
+    assert ids_on_disk == list(range(ids_on_disk[0], ids_on_disk[-1] + 1))
