@@ -95,3 +95,15 @@ def test_missing_bucket_is_a_storage_error_naming_the_path(s3_warehouse: S3Wareh
     bad = Catalog(f"s3://no-such-bucket-{s3_warehouse.bucket}/warehouse", s3_warehouse.options)
     with pytest.raises(StorageError, match="no-such-bucket"):
         bad.create_database("db")
+
+
+def test_cli_reads_an_s3_warehouse_with_option_flags(s3_warehouse: S3Warehouse, capsys: pytest.CaptureFixture[str]) -> None:
+    from lakehouse_engine.cli import main
+
+    table = create_table(s3_warehouse.catalog(), "t", SCHEMA, ["id"], options={"bucket": "1"})
+    write(table, _rows(range(0, 5), "a"))
+    flags = [f"--option={k}={v}" for k, v in s3_warehouse.options.items()]
+    assert main([*flags, "--json", "tables", s3_warehouse.uri]) == 0
+    assert "t" in capsys.readouterr().out
+    assert main(["--option", "s3.endpoint", "tables", s3_warehouse.uri]) != 0
+    assert "KEY=VALUE" in capsys.readouterr().err
