@@ -75,7 +75,7 @@ class Catalog:
     def __init__(self, warehouse: str, options: Mapping[str, str] | None = None):
         self.warehouse = warehouse
         self.options = dict(options or {})
-        self.file_io, self.root = FileIO.for_warehouse(warehouse)
+        self.file_io, self.root = FileIO.for_warehouse(warehouse, self.options)
 
     # ---- databases -----------------------------------------------------------
     def database_path(self, name: str) -> str:

@@ -97,6 +97,10 @@ class SnapshotManager:
         hint = self._read_hint(EARLIEST)
         if hint is not None and hint > 0 and self.snapshot_exists(hint) and not self.snapshot_exists(hint - 1):
             return hint
+        if hint is None and self.snapshot_exists(1):
+            # Ids start at 1, so before the first expiry writes the hint, snapshot-1 is the earliest:
+            # one lookup instead of listing the snapshot directory on every commit.
+            return 1
         ids = self.list_snapshot_ids()
         return ids[0] if ids else None
 

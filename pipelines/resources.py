@@ -7,6 +7,7 @@ run config, and `resources_from_env` reads the defaults from `LAKEHOUSE_*` varia
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,14 @@ class LakehouseResource(dg.ConfigurableResource):
         default_factory=dict, description="Further Paimon options of a new table (over the pipeline's).")
     landing_dir: str | None = Field(
         default=None, description="Where new files land; default `<warehouse>/landing/<table>`.")
+    catalog_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Catalog options of an object-store warehouse (s3.endpoint, s3.path.style.access, "
+                    "lock.*); credentials best come from the environment (AWS_ACCESS_KEY_ID, ...).")
 
     # ---- the table ---------------------------------------------------------------------------
     def catalog(self) -> Catalog:
-        return Catalog(self.warehouse)
+        return Catalog(self.warehouse, self.catalog_options)
 
     def options(self) -> dict[str, str]:
         """The options a new table is created with."""
@@ -137,12 +142,17 @@ class LakehouseResource(dg.ConfigurableResource):
 
 def resources_from_env() -> dict[str, Any]:
     """The resources of the code location, configured from `LAKEHOUSE_WAREHOUSE` (./warehouse),
-    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET` and `LAKEHOUSE_SPARK_MASTER` (local[*])."""
-    warehouse = os.path.abspath(os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
+    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET`, `LAKEHOUSE_SPARK_MASTER` (local[*]) and
+    `LAKEHOUSE_CATALOG_OPTIONS` (a JSON object, e.g. `{"s3.endpoint": "..."}`)."""
+    warehouse = os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse")
+    if "://" not in warehouse:
+        warehouse = os.path.abspath(warehouse)
+    catalog_options = json.loads(os.environ.get("LAKEHOUSE_CATALOG_OPTIONS") or "{}")
     return {
         "spark": SparkResource(master=os.environ.get("LAKEHOUSE_SPARK_MASTER", DEFAULT_MASTER)),
         "lakehouse": LakehouseResource(
             warehouse=warehouse,
             table=os.environ.get("LAKEHOUSE_TABLE", DEFAULT_TABLE),
-            bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS)))),
+            bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS))),
+            catalog_options={str(k): str(v) for k, v in catalog_options.items()}),
     }

@@ -144,6 +144,11 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     from pipelines.resources import LakehouseResource
     from pipelines.summary import print_next_steps, print_summary, print_table
 
+    if "://" in warehouse and not warehouse.startswith("file://"):
+        # Landing, staging and the ledger live under a local warehouse (docs/deploying.md).
+        raise SystemExit(f"make run: warehouse {warehouse!r} is not a local path; the pipelines keep "
+                         f"their landing and staging folders beside the table, on local disk, for now. "
+                         f"Use the engine, the CLI or the Spark helpers on an object-store warehouse")
     warehouse = os.path.abspath(warehouse)
     lakehouse = LakehouseResource(warehouse=warehouse, table=table, bucket=buckets)
     start = datetime.date.fromisoformat(DAILY_PARTITIONS.start.strftime("%Y-%m-%d"))

@@ -58,7 +58,18 @@ def _common_options(for_subcommand: bool) -> argparse.ArgumentParser:
                    help="draw a progress bar on stderr (default: only when stderr is a terminal)")
     p.add_argument("--debug", action="store_true", default=flag_default,
                    help="print the traceback of a failure")
+    p.add_argument("--option", action="append", type=_catalog_option, metavar="KEY=VALUE",
+                   default=argparse.SUPPRESS if for_subcommand else [],
+                   help="a catalog option, e.g. s3.endpoint=http://127.0.0.1:9000 (repeatable; "
+                        "credentials also come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)")
     return p
+
+
+def _catalog_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--option {text!r} must look like KEY=VALUE")
+    return key.strip(), value
 
 
 class _VersionAction(argparse.Action):
@@ -107,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    ctx = Context(Output(args.json, sys.stdout, sys.stderr), show_progress)
+    ctx = Context(Output(args.json, sys.stdout, sys.stderr), show_progress,
+                  dict(getattr(args, "option", None) or []))
     try:
         args.run(args, ctx)
         sys.stdout.flush()

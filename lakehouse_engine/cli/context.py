@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakehouse_engine.catalog import Catalog
@@ -31,6 +31,7 @@ class Context:
 
     out: Output
     show_progress: bool
+    catalog_options: dict[str, str] = field(default_factory=dict)  # --option KEY=VALUE
 
     def progress(self, label: str, total: int | None = None, unit: str = "") -> Progress:
         """A progress line on stderr (inert unless stderr is a terminal or `--progress` was given)."""
@@ -38,7 +39,7 @@ class Context:
 
     def catalog(self, warehouse: str) -> Catalog:
         """The catalog of `warehouse`; WarehouseNotFoundError when it is not a directory."""
-        catalog = Catalog(warehouse)
+        catalog = Catalog(warehouse, self.catalog_options)
         if not catalog.file_io.is_dir(catalog.root):
             raise WarehouseNotFoundError(
                 f"warehouse {warehouse!r} does not exist or is not a directory; check the path")

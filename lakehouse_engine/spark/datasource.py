@@ -14,7 +14,7 @@ self-union) would read the first one's pruned splits. There, filters stay with S
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -295,7 +295,11 @@ class LakehouseDataSource(DataSource):
             raise LakehouseError(f"format('{FORMAT}') needs the table: .load('database.table')")
         if not warehouse:
             raise LakehouseError(f"format('{FORMAT}') needs option '{OPTION_WAREHOUSE}' (a path or URI)")
-        return TableRef.of(identifier, warehouse)
+        # Storage options (`s3.endpoint`, `s3.path.style.access`, credentials, `lock.*`) given to
+        # the reader or writer are session configuration Spark already carries to every task.
+        storage = {k: str(v) for k, v in self.options.items()
+                   if k.lower().startswith(("s3.", "s3a.", "fs.", "lock."))}
+        return replace(TableRef.of(identifier, warehouse), options=tuple(sorted(storage.items())))
 
     def _pin_snapshot(self, table: FileStoreTable) -> int | None:
         """The snapshot this DataFrame reads: `snapshot-id`, `tag`, else the latest (fixed once)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import pyarrow as pa
@@ -16,16 +16,34 @@ from lakehouse_engine.catalog import Catalog, Identifier
 from lakehouse_engine.errors import LakehouseError, UnsupportedError
 from lakehouse_engine.table import FileStoreTable
 
+# Catalog options that never travel to executors inside a task: credentials reach them through
+# the session's configuration instead (`spark.executorEnv.AWS_ACCESS_KEY_ID`, instance roles).
+_SECRET_WORDS = ("access-key", "access.key", "accesskey", "secret", "token", "password")
+
+
+def shippable_options(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The catalog options a task may carry (endpoint, region, path style, lock): no credentials."""
+    return tuple(sorted((k, v) for k, v in options.items()
+                        if k != "warehouse" and not any(w in k.lower() for w in _SECRET_WORDS)))
+
 
 @dataclass(frozen=True)
 class TableRef:
-    """Where an executor re-opens a table: the warehouse (a path or URI) and `database.table`."""
+    """Where an executor re-opens a table: the warehouse (a path or URI), `database.table` and the
+    catalog options without credentials (see `shippable_options`)."""
 
     warehouse: str
     identifier: str
+    options: tuple[tuple[str, str], ...] = ()
+    # The driver's own catalog options (credentials included); dropped when a task is pickled.
+    driver_options: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
     def open(self) -> FileStoreTable:
-        return Catalog(self.warehouse).get_table(self.identifier)
+        """The table, opened with the driver's options on the driver and the shipped ones in a task."""
+        return Catalog(self.warehouse, dict(self.driver_options or self.options)).get_table(self.identifier)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, tuple[tuple[str, str], ...]]]:
+        return (TableRef, (self.warehouse, self.identifier, self.options))
 
     @staticmethod
     def of(table_or_identifier: FileStoreTable | str | Identifier,
@@ -39,17 +57,21 @@ class TableRef:
         if isinstance(table_or_identifier, FileStoreTable):
             table = table_or_identifier
             if warehouse is None:
-                warehouse = _local_warehouse_of(table)
-            return TableRef(warehouse, table.name)
+                warehouse = _warehouse_of(table)
+            options = table.file_io.options
+            return TableRef(warehouse, table.name, shippable_options(options), tuple(sorted(options.items())))
         ident = Identifier.parse(table_or_identifier)
         if warehouse is None:
             raise LakehouseError(f"table {ident} is given by name: pass warehouse= (a path or URI)")
         return TableRef(warehouse, ident.full_name())
 
 
-def _local_warehouse_of(table: FileStoreTable) -> str:
+def _warehouse_of(table: FileStoreTable) -> str:
     # A table lives at <warehouse>/<database>.db/<table>.
     root = os.path.dirname(os.path.dirname(table.path))
+    scheme = getattr(table.file_io, "scheme", None)
+    if scheme is not None:  # an object store: root is `bucket/prefix`
+        return f"{scheme}://{root}"
     if not table.file_io.is_local or Catalog(root).table_path(table.name) != table.path:
         raise LakehouseError(
             f"cannot tell the warehouse of table {table.name} at {table.path}: pass warehouse= "
