@@ -271,11 +271,8 @@ class TableCommit:
             )
             path = self.table.path_factory.snapshot_path(new_id)
             try:
-                # A base that expired while this attempt wrote its manifests means this attempt's
-                # id may be one expiry already freed: start over from the real latest snapshot.
                 put_millis = int(time.time() * 1000)
-                published = (latest is None or snapshots.snapshot_exists(latest.id)) and \
-                    self._publish(path, snapshot)
+                published = self._publish(path, snapshot)
             except SnapshotNotWritten:
                 # It did not land, so nothing references this attempt's manifests (best effort:
                 # the disk may be full; orphan removal gets whatever stays).
