@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
-from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
@@ -57,9 +56,11 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     deletes: list[CommitMessage] = []
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
-        # Files oldest first (the merge order): the writer numbers rows as they arrive, above what
-        # the target bucket holds, so rows of later commits get higher sequence numbers and win.
-        for f in merge_order(files):
+        # Files in commit order (live entries keep the order their commits added them): the
+        # writer numbers rows as they arrive, above what the target bucket holds, so rows of
+        # later commits win. Not by sequence number: other writers (pypaimon) number each
+        # commit's postpone files from 0, so only the commit order tells which came last.
+        for f in files:
             rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema,
                                   meta=f)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
