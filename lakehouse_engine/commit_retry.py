@@ -13,7 +13,7 @@ Two ways to recognise a commit that landed, as docs/snapshots.md ("Retrying a co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -97,16 +97,17 @@ def filter_committed(table: FileStoreTable, commit_user: str, identifiers: Itera
 
 def latest_snapshot_of_user(table: FileStoreTable, commit_user: str) -> Snapshot | None:
     """The newest retained snapshot committed by `commit_user`, if any."""
+    return next((s for s in newest_first(table) if s.commit_user == commit_user), None)
+
+
+def newest_first(table: FileStoreTable) -> Iterator[Snapshot]:
+    """The retained snapshots from the latest back, stopping at the first one expired meanwhile."""
     snapshots = table.snapshot_manager()
-    latest = snapshots.latest_snapshot_id()
-    for sid in range(latest or 0, 0, -1):
+    for sid in range(snapshots.latest_snapshot_id() or 0, 0, -1):
         try:
-            s = snapshots.snapshot(sid)
+            yield snapshots.snapshot(sid)
         except SnapshotNotExistError:
-            break
-        if s.commit_user == commit_user:
-            return s
-    return None
+            return
 
 
 def snapshot_adding(table: FileStoreTable, file_names: set[str], not_before_millis: int) -> int | None:
@@ -114,21 +115,15 @@ def snapshot_adding(table: FileStoreTable, file_names: set[str], not_before_mill
     snapshots committed since `not_before_millis` (minus the clock skew allowance); None if none."""
     if not file_names:
         return None
-    snapshots = table.snapshot_manager()
     mio = table.manifest_io()
     bound = not_before_millis - CLOCK_SKEW_ALLOWANCE_MS
-    latest = snapshots.latest_snapshot_id()
-    for sid in range(latest or 0, 0, -1):
-        try:
-            s = snapshots.snapshot(sid)
-        except SnapshotNotExistError:
-            break
+    for s in newest_first(table):
         if s.time_millis < bound:
             break
         added = {e.file.file_name for e in mio.read_entries(mio.read_manifest_list(s.delta_manifest_list))
                  if e.kind == FileKind.ADD}
         if file_names <= added:
-            return sid
+            return s.id
     return None
 
 
