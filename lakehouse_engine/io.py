@@ -42,7 +42,7 @@ def storage_error(action: str, path: str, cause: OSError) -> StorageError:
 
 
 @contextmanager
-def _storage(action: str, path: str) -> Iterator[None]:
+def storage_errors(action: str, path: str) -> Iterator[None]:
     """Turn an OSError of the block into a StorageError; a missing file stays FileNotFoundError,
     which callers treat as a state (no snapshot yet, file expired), not as a failure."""
     try:
@@ -91,22 +91,22 @@ class FileIO:
 
     # ---- reads --------------------------------------------------------------
     def exists(self, path: str) -> bool:
-        with _storage("look up", path):
+        with storage_errors("look up", path):
             return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
     def is_dir(self, path: str) -> bool:
-        with _storage("look up", path):
+        with storage_errors("look up", path):
             return self.fs.get_file_info(path).type == pafs.FileType.Directory
 
     def read_bytes(self, path: str) -> bytes:
-        with _storage("read", path), self.fs.open_input_stream(path) as f:
+        with storage_errors("read", path), self.fs.open_input_stream(path) as f:
             return f.read()
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
 
     def file_size(self, path: str) -> int:
-        with _storage("look up", path):
+        with storage_errors("look up", path):
             info = self.fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(path)
@@ -116,7 +116,7 @@ class FileIO:
         """Entries under a directory (empty when it does not exist)."""
         sel = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         out = []
-        with _storage("list", path):
+        with storage_errors("list", path):
             infos = self.fs.get_file_info(sel)
         for info in infos:
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
@@ -129,12 +129,12 @@ class FileIO:
 
     # ---- writes -------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
-        with _storage("create directory", path):
+        with storage_errors("create directory", path):
             self.fs.create_dir(path, recursive=True)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write a whole file (overwriting); used for files with unique names."""
-        with _storage("write", path):
+        with storage_errors("write", path):
             parent = os.path.dirname(path)
             if parent:
                 self.fs.create_dir(parent, recursive=True)
@@ -146,7 +146,7 @@ class FileIO:
         if self.is_local:
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             self.write_bytes(tmp, data)
-            with _storage("replace", path):
+            with storage_errors("replace", path):
                 os.replace(tmp, path)
         else:
             self.write_bytes(path, data)
@@ -163,7 +163,7 @@ class FileIO:
                 return False
             self.write_bytes(path, data)
             return True
-        with _storage("publish", path):
+        with storage_errors("publish", path):
             return self._link_if_absent(path, data)
 
     @staticmethod
@@ -189,7 +189,7 @@ class FileIO:
 
     def delete_file(self, path: str, quiet: bool = True) -> None:
         try:
-            with _storage("delete", path):
+            with storage_errors("delete", path):
                 self.fs.delete_file(path)
         except OSError:
             if not quiet:
@@ -197,18 +197,18 @@ class FileIO:
 
     def delete_dir(self, path: str) -> None:
         if self.exists(path):
-            with _storage("delete directory", path):
+            with storage_errors("delete directory", path):
                 self.fs.delete_dir(path)
 
     def open_output(self, path: str) -> pa.NativeFile:
         """A stream to write `path`; errors while writing to it surface from the stream (see
         `storage_error` to name them)."""
-        with _storage("write", path):
+        with storage_errors("write", path):
             parent = os.path.dirname(path)
             if parent:
                 self.fs.create_dir(parent, recursive=True)
             return self.fs.open_output_stream(path)
 
     def open_input(self, path: str) -> pa.NativeFile:
-        with _storage("read", path):
+        with storage_errors("read", path):
             return self.fs.open_input_file(path)

@@ -248,30 +248,14 @@ class _FullDiskHandler(pafs.FileSystemHandler):
         return self.local.open_append_stream(path)
 
 
-class _FullStream:
-    """A writable file object that fails every write with the given error."""
+class _FullStream(_FailingStream):
+    """A writable file object that fails every write with the given error (a full disk)."""
 
     def __init__(self, inner: pa.NativeFile, error: OSError):
-        self.inner = inner
-        self.error = error
-        self.closed = False
+        super().__init__(inner, error, on_close=False)  # type: ignore[arg-type]
 
     def write(self, data: bytes) -> int:
         raise self.error
-
-    def tell(self) -> int:
-        return int(self.inner.tell())
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.inner.close()
 
 
 def full_disk_file_io(full: Callable[[str], bool], code: int = errno.ENOSPC) -> FileIO:

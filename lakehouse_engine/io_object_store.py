@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from lakehouse_engine.errors import InvalidOptionError, LakehouseError, StorageError
-from lakehouse_engine.io import FileIO, storage_error
+from lakehouse_engine.errors import InvalidOptionError, LakehouseError
+from lakehouse_engine.io import FileIO, storage_error, storage_errors
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
 GCS_SCHEMES = frozenset({"gs", "gcs"})
@@ -213,12 +213,12 @@ class ObjectStoreFileIO(FileIO):
     # ---- writes: no directories on an object store, so no requests for them ----------------
     def mkdirs(self, path: str) -> None:
         # A database is a prefix; a marker object lets listings and `is_dir` see an empty one.
-        with self._storage("create directory", path):
+        with storage_errors("create directory", path):
             self.fs.create_dir(path, recursive=True)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write a whole object (one PUT; a large one as a multi-part upload)."""
-        with self._storage("write", path), self.fs.open_output_stream(path) as f:
+        with storage_errors("write", path), self.fs.open_output_stream(path) as f:
             f.write(data)
 
     def overwrite_atomic(self, path: str, data: bytes) -> None:
@@ -226,7 +226,7 @@ class ObjectStoreFileIO(FileIO):
         self.write_bytes(path, data)
 
     def open_output(self, path: str) -> Any:
-        with self._storage("write", path):
+        with storage_errors("write", path):
             return self.fs.open_output_stream(path)
 
     def try_put_if_absent(self, path: str, data: bytes) -> bool:
@@ -312,14 +312,6 @@ class ObjectStoreFileIO(FileIO):
     def _attempts(self) -> int:
         return _attempts(s3_settings(self.options)) if self.scheme in S3_SCHEMES else DEFAULT_S3_ATTEMPTS
 
-    @contextmanager
-    def _storage(self, action: str, path: str) -> Iterator[None]:
-        try:
-            yield
-        except (StorageError, FileNotFoundError):
-            raise
-        except OSError as e:
-            raise storage_error(action, path, e) from e
 
 
 def _looks_like_file(path: str) -> bool:
