@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakehouse_engine.errors import (
@@ -13,9 +13,12 @@ from lakehouse_engine.errors import (
     InvalidIdentifierError,
     TableAlreadyExistError,
     TableNotExistError,
+    UnsupportedError,
 )
 from lakehouse_engine.invisible_chars import invisible_character, printable
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io import FileIO, storage_errors
+from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
+from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
 from lakehouse_engine.schema_manager import SchemaManager
@@ -51,13 +54,49 @@ class Identifier:
 
     @staticmethod
     def parse(identifier: str | Identifier) -> Identifier:
+        """An Identifier from `database.table` (each part may be quoted in backticks) or itself."""
         if isinstance(identifier, Identifier):
-            return identifier
+            return Identifier(validate_name(identifier.database, "database"),
+                              validate_name(identifier.table, "table"))
         if not isinstance(identifier, str) or identifier.count(".") != 1:
             raise InvalidIdentifierError(
                 f"table identifier {identifier!r} must look like 'database.table'")
-        db, table = identifier.split(".")
+        db, table = (_unquote(part) for part in identifier.split("."))
         return Identifier(validate_name(db, "database"), validate_name(table, "table"))
+
+    # ---- pypaimon's names ----------------------------------------------------------------
+    @staticmethod
+    def create(database: str, table: str) -> Identifier:
+        """pypaimon's `Identifier.create(database, table)`: a checked identifier."""
+        return Identifier(validate_name(database, "database"), validate_name(table, "table"))
+
+    @staticmethod
+    def from_string(full_name: str) -> Identifier:
+        """pypaimon's `Identifier.from_string("db.table")` (InvalidIdentifierError, a ValueError)."""
+        return Identifier.parse(full_name)
+
+    @property
+    def object(self) -> str:
+        """pypaimon's name for the table part."""
+        return self.table
+
+    def get_database_name(self) -> str:
+        return self.database
+
+    def get_table_name(self) -> str:
+        return self.table
+
+    def get_object_name(self) -> str:
+        return self.table
+
+    def get_branch_name(self) -> str | None:
+        return None  # this engine has no branches: every identifier names the main branch
+
+    def get_branch_name_or_default(self) -> str:
+        return "main"
+
+    def is_system_table(self) -> bool:
+        return False
 
     def full_name(self) -> str:
         return f"{self.database}.{self.table}"
@@ -67,6 +106,24 @@ class Identifier:
 
     def __str__(self) -> str:
         return self.full_name()
+
+
+def _unquote(part: str) -> str:
+    """`name` from a backtick-quoted "`name`" (pypaimon accepts both forms)."""
+    return part[1:-1] if len(part) >= 2 and part[0] == part[-1] == "`" else part
+
+
+def _identifier(identifier: str | Identifier) -> Identifier:
+    return Identifier.parse(identifier)
+
+
+@dataclass(frozen=True)
+class Database:
+    """pypaimon's `Database`: a database's name and properties (none on a filesystem catalog)."""
+
+    name: str
+    options: dict[str, str] = field(default_factory=dict)
+    comment: str | None = None
 
 
 class Catalog:
@@ -87,6 +144,12 @@ class Catalog:
             for s in self.file_io.list_status(self.root)
             if s.is_dir and s.path.endswith(DB_SUFFIX)
         )
+
+    def get_database(self, name: str) -> Database:
+        """The database `name`; DatabaseNotExistError (a ValueError) when there is none."""
+        if not self.database_exists(name):
+            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}")
+        return Database(name)
 
     def database_exists(self, name: str) -> bool:
         return self.file_io.is_dir(self.database_path(name))
@@ -159,7 +222,9 @@ class Catalog:
         if not self._schema_ids(path):
             raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
         schema = SchemaManager(self.file_io, PathFactory(path), ident.full_name()).latest()
-        return FileStoreTable(self.file_io, ident.full_name(), path, schema)
+        table = FileStoreTable(self.file_io, ident.full_name(), path, schema)
+        table.identifier = ident
+        return table
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:
         ident = Identifier.parse(identifier)
@@ -169,6 +234,100 @@ class Catalog:
                 return
             raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
         self.file_io.delete_dir(path)
+
+    def rename_table(self, source: str | Identifier, target: str | Identifier) -> None:
+        """Rename table `source` to `target` (in the same or another database of this warehouse).
+
+        The table directory is renamed in one step, so readers find the table under one name or
+        the other, never half. Only on a file system that renames directories atomically (a
+        local or mounted one): on object storage this raises UnsupportedError and changes
+        nothing, as a copy-then-delete would expose a half-moved table.
+
+        Raises:
+            TableNotExistError: there is no table `source`.
+            DatabaseNotExistError: the database of `target` does not exist.
+            TableAlreadyExistError: `target` exists (as a table or any other directory).
+        """
+        src, dst = _identifier(source), _identifier(target)
+        src_path, dst_path = self.table_path(src), self.table_path(dst)
+        if not self._schema_ids(src_path):
+            raise TableNotExistError(f"table '{src}' does not exist in {self.warehouse}")
+        if not self.database_exists(dst.database):
+            raise DatabaseNotExistError(
+                f"cannot rename table '{src}' to '{dst}': database '{dst.database}' does not exist")
+        if self.file_io.exists(dst_path):
+            raise TableAlreadyExistError(
+                f"cannot rename table '{src}' to '{dst}': '{dst}' already exists")
+        if not getattr(self.file_io, "is_local", False):
+            raise UnsupportedError(
+                f"cannot rename table '{src}': {self.warehouse} is object storage, where a "
+                f"directory cannot be renamed atomically; copy the table with Spark instead")
+        with storage_errors(f"rename table '{src}' to '{dst}'", src_path):
+            self.file_io.fs.move(src_path, dst_path)
+
+    def truncate_table(self, identifier: str | Identifier) -> int | None:
+        """Remove every row of a table in one OVERWRITE snapshot (earlier snapshots keep theirs);
+        returns the snapshot id, or None when the table had no snapshot yet."""
+        return self.get_table(identifier).truncate()
+
+    def drop_partitions(self, identifier: str | Identifier,
+                        partitions: Sequence[Mapping[str, object]]) -> int:
+        """Remove every row of the given partitions (full or partial specs, `{"dt": "2026-11-21"}`)
+        in one OVERWRITE snapshot; returns its id. Refuses an empty list (pypaimon does too)."""
+        return self.get_table(identifier).drop_partitions(partitions)
+
+    def list_partitions(self, identifier: str | Identifier) -> list[PartitionStatistics]:
+        """Every partition of the table's latest snapshot with its record count, file count, size,
+        buckets and last file creation time, sorted by partition spec."""
+        return self.get_table(identifier).list_partitions()
+
+    def list_partitions_paged(self, identifier: str | Identifier, max_results: int | None = None,
+                              page_token: str | None = None,
+                              partition_name_pattern: str | None = None) -> PagedList[PartitionStatistics]:
+        """pypaimon's paged listing: `max_results` per page from `page_token` (the previous page's
+        `next_page_token`), optionally only specs matching `partition_name_pattern` (`dt=2026*`)."""
+        return page_partitions(self.list_partitions(identifier), max_results, page_token,
+                               partition_name_pattern)
+
+    # ---- tags (pypaimon's catalog calls; each loads the table and calls its method) ---------
+    def create_tag(self, identifier: str | Identifier, tag_name: str, snapshot_id: int | None = None,
+                   time_retained: str | None = None, ignore_if_exists: bool = False) -> None:
+        """Tag snapshot `snapshot_id` (the latest when None); TagAlreadyExistError unless
+        `ignore_if_exists`."""
+        self.get_table(identifier).create_tag(tag_name, snapshot_id, ignore_if_exists=ignore_if_exists,
+                                              time_retained=time_retained)
+
+    def get_tag(self, identifier: str | Identifier, tag_name: str) -> GetTagResponse:
+        """Tag `tag_name`: its snapshot, creation time and retention; TagNotExistError when missing."""
+        return get_tag_response(self.get_table(identifier), tag_name)
+
+    def delete_tag(self, identifier: str | Identifier, tag_name: str) -> None:
+        """Delete tag `tag_name`; TagNotExistError when there is none (as pypaimon's catalog)."""
+        table = self.get_table(identifier)
+        if not table.delete_tag(tag_name):
+            raise TagNotExistError(f"tag {tag_name!r} of table {table.name} does not exist")
+
+    def replace_tag(self, identifier: str | Identifier, tag_name: str, snapshot_id: int | None = None,
+                    time_retained: str | None = None) -> None:
+        """Point existing tag `tag_name` at `snapshot_id` (the latest when None)."""
+        self.get_table(identifier).replace_tag(tag_name, snapshot_id, time_retained)
+
+    def rename_tag(self, identifier: str | Identifier, old_name: str, new_name: str) -> None:
+        self.get_table(identifier).rename_tag(old_name, new_name)
+
+    def list_tags_paged(self, identifier: str | Identifier, max_results: int | None = None,
+                        page_token: str | None = None,
+                        tag_name_prefix: str | None = None) -> PagedList[str]:
+        """Tag names in order, `max_results` per page after `page_token` (the previous page's last
+        name), optionally only those starting with `tag_name_prefix`."""
+        names = sorted(self.get_table(identifier).list_tags())
+        if tag_name_prefix:
+            names = [n for n in names if n.startswith(tag_name_prefix)]
+        if page_token:
+            names = [n for n in names if n > page_token]
+        if max_results is not None and 0 < max_results < len(names):
+            return PagedList(names[:max_results], names[max_results - 1])
+        return PagedList(names, None)
 
 
 class CatalogFactory:

@@ -39,6 +39,7 @@ from lakehouse_engine.options import (
     COMMIT_MAX_RETRY_WAIT,
     COMMIT_MIN_RETRY_WAIT,
     COMMIT_TIMEOUT,
+    DYNAMIC_PARTITION_OVERWRITE,
     MANIFEST_MERGE_MIN_COUNT,
     MANIFEST_TARGET_FILE_SIZE,
     WRITE_ONLY,
@@ -61,11 +62,17 @@ class TableCommit:
 
     def __init__(self, table: FileStoreTable, commit_user: str,
                  overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
-                 *, restored: bool = False, once: bool = True):
+                 *, restored: bool = False, once: bool = True,
+                 dynamic_partition_overwrite: bool | None = None):
         """A committer; `overwrite_partition` makes commits OVERWRITE that partition spec (or each
         of a list of specs; `{}` is the whole table). `restored`: the commit user was given (not
         new), so its first commit looks for snapshots it landed earlier. `once`: a batch commit,
-        refused after it succeeded once."""
+        refused after it succeeded once.
+
+        An overwrite of `{}` on a partitioned table follows Paimon's `dynamic-partition-overwrite`
+        (default true; `dynamic_partition_overwrite` overrides the option): only the partitions
+        the committed files are in are replaced, and a commit without files replaces nothing.
+        A non-empty spec always replaces exactly what it names (a static overwrite)."""
         self.table = table
         self.commit_user = commit_user
         self.once = once
@@ -80,6 +87,12 @@ class TableCommit:
             specs = [dict(p) for p in overwrite_partition]
         self.overwrite_specs = specs
         opts = table.schema.core_options
+        if dynamic_partition_overwrite is None:
+            dynamic_partition_overwrite = bool(opts.get(DYNAMIC_PARTITION_OVERWRITE))
+        #: Dynamic overwrite: the partitions being replaced are those of the committed files.
+        self.dynamic_overwrite = (dynamic_partition_overwrite and specs == [{}]
+                                  and bool(table.schema.partition_keys))
+        self._dynamic_partitions: set[bytes] = set()
         self.max_retries = opts.require(COMMIT_MAX_RETRIES)
         self.timeout_ms = opts.get(COMMIT_TIMEOUT)
         self.min_wait_ms = opts.require(COMMIT_MIN_RETRY_WAIT)
@@ -115,6 +128,10 @@ class TableCommit:
             for m in messages if m.inserted_keys is not None]
         new_entries, compact_entries = message_entries(messages)
         data_kind = OVERWRITE if self.overwrite_specs is not None else APPEND if new_entries else None
+        if self.dynamic_overwrite:
+            self._dynamic_partitions = {e.partition for e in new_entries}
+            if not new_entries:
+                data_kind = None  # nothing written: a dynamic overwrite replaces no partition
         landed = self._retries.filter_committed(messages, new_entries, compact_entries, commit_identifier,
                                                 data_kind or APPEND)
         written: list[int] = []
@@ -386,7 +403,10 @@ class TableCommit:
         codec = self.table.partition_codec()
         out = []
         for e in live:
-            if not codec.from_binary(e.partition).matches(specs):
+            if self.dynamic_overwrite:
+                if e.partition not in self._dynamic_partitions:
+                    continue
+            elif not codec.from_binary(e.partition).matches(specs):
                 continue
             out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
         return out

@@ -1,4 +1,10 @@
-"""One exception hierarchy for the engine: every failure a user can cause or meet is a LakehouseError."""
+"""One exception hierarchy for the engine: every failure a user can cause or meet is a LakehouseError.
+
+Where pypaimon 2.1.0 raises `ValueError` (a missing snapshot or tag, a duplicate tag, a bad name),
+ours derive from `ValueError` too, so pypaimon code's `except ValueError` catches them; the
+not-found and already-exists errors of databases and tables do as well. pypaimon's catalog
+exception names (`TableNotExistException`, ...) are aliases of ours, at the end of this module.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +17,19 @@ class InvalidIdentifierError(LakehouseError, ValueError):
     """A database or table name is malformed (empty, a path, a reserved character)."""
 
 
-class DatabaseNotExistError(LakehouseError):
+class DatabaseNotExistError(LakehouseError, ValueError):
     """The named database does not exist in the warehouse."""
 
 
-class DatabaseAlreadyExistError(LakehouseError):
+class DatabaseAlreadyExistError(LakehouseError, ValueError):
     """A database of that name already exists."""
 
 
-class TableNotExistError(LakehouseError):
+class TableNotExistError(LakehouseError, ValueError):
     """The named table does not exist in the warehouse."""
 
 
-class TableAlreadyExistError(LakehouseError):
+class TableAlreadyExistError(LakehouseError, ValueError):
     """A table of that name already exists."""
 
 
@@ -64,7 +70,7 @@ class StorageError(LakehouseError, OSError):
     """The filesystem failed an operation (disk full, permission denied, ...); names table and path."""
 
 
-class SnapshotNotExistError(LakehouseError):
+class SnapshotNotExistError(LakehouseError, ValueError):
     """A snapshot id or tag asked for does not exist (never written, or expired)."""
 
 
@@ -78,3 +84,11 @@ class DataFileMissingError(CorruptFileError):
 
 class UnsupportedError(LakehouseError, NotImplementedError):
     """A feature of the Paimon format that this engine does not (yet) handle."""
+
+
+# ---- pypaimon's names (pypaimon.catalog.catalog_exception), so its `except` clauses work ----
+CatalogException = LakehouseError
+DatabaseNotExistException = DatabaseNotExistError
+DatabaseAlreadyExistException = DatabaseAlreadyExistError
+TableNotExistException = TableNotExistError
+TableAlreadyExistException = TableAlreadyExistError

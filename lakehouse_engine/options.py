@@ -55,6 +55,15 @@ def _parse_int(text: str) -> int:
     return int(text.strip())
 
 
+class OptionKey(str):
+    """An option's key: a plain string that also answers `key()` (pypaimon's ConfigOption.key())."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 @dataclass(frozen=True)
 class ConfigOption(Generic[T]):
     """One table option: its key, how its string value parses, its default and what it means."""
@@ -66,6 +75,14 @@ class ConfigOption(Generic[T]):
     kind: str
     check: Callable[[T], str | None] | None = None
     choices: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # The key is a str that can also be called: pypaimon code writes `CoreOptions.BUCKET.key()`.
+        object.__setattr__(self, "key", OptionKey(self.key))
+
+    def default_value(self) -> T | None:
+        """pypaimon's name for `default`."""
+        return self.default
 
     def value(self, raw: Mapping[str, str]) -> T | None:
         """The typed value of this option in `raw`, or its default; raises InvalidOptionError."""
@@ -275,3 +292,28 @@ class CoreOptions:
     def bucket_keys(self) -> list[str]:
         v = self.get(BUCKET_KEY)
         return [f.strip() for f in v.split(",") if f.strip()] if v else []
+
+
+# ---- options pypaimon 2.1.0 declares, accepted and typed here too ----------------------------
+def _only_false(v: bool) -> str | None:
+    return "only false is supported: primary key fields are NOT NULL" if v else None
+
+
+DYNAMIC_PARTITION_OVERWRITE = _opt("dynamic-partition-overwrite", "bool", True, "An overwrite without a static partition replaces only the partitions its data is in (partitioned tables).")
+PRIMARY_KEY_NULLABLE = _opt("primary-key.nullable", "bool", False, "Whether primary key fields may hold nulls; this engine supports only false (keys are NOT NULL, as in Paimon Java 0.9).", _only_false)
+SCAN_SNAPSHOT_ID = _opt("scan.snapshot-id", "int", None, "Read this snapshot (time travel).", java_long=True)
+SCAN_TAG_NAME = _opt("scan.tag-name", "string", None, "Read the snapshot this tag keeps (time travel).")
+READ_BATCH_SIZE = _opt("read.batch-size", "int", 1024, "pypaimon's read batch size; accepted, this engine sizes batches by file.", _positive)
+READ_PARALLELISM = _opt("read.parallelism", "int", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _opt("postpone.batch-write-fixed-bucket", "bool", True, "Postpone bucket mode: a batch write may write fixed buckets directly (pypaimon's option; accepted).")
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", "bool", None, "Skip a commit that changes nothing (this engine never writes an empty APPEND snapshot).")
+
+
+def _expose_on_core_options() -> None:
+    """Every option as a CoreOptions class attribute, as pypaimon has them: `CoreOptions.BUCKET`."""
+    for name, value in list(globals().items()):
+        if isinstance(value, ConfigOption) and name.isupper():
+            setattr(CoreOptions, name, value)
+
+
+_expose_on_core_options()

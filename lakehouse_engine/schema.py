@@ -78,6 +78,10 @@ class TableSchema:
     comment: str | None = None
     time_millis: int = 0
 
+    def __call__(self) -> TableSchema:
+        """Itself: `table.schema` is this object, and pypaimon code calls `table.schema()`."""
+        return self
+
     # ---- derived views ------------------------------------------------------
     @property
     def field_names(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
@@ -20,10 +21,60 @@ EARLIEST = "EARLIEST"
 class SnapshotManager:
     """Reads a table's snapshot directory; never trusts a hint file without checking it."""
 
-    def __init__(self, file_io: FileIO, paths: PathFactory, table_name: str = ""):
-        self.file_io = file_io
-        self.paths = paths
+    def __init__(self, file_io: Any, paths: PathFactory | None = None, table_name: str = ""):
+        """`SnapshotManager(file_io, path_factory, table_name)`, or pypaimon's `SnapshotManager(table)`."""
+        if paths is None:
+            table = file_io  # pypaimon's form: anything with file_io, path_factory and name
+            file_io, paths, table_name = table.file_io, table.path_factory, table.name
+        self.file_io: FileIO = file_io
+        self.paths: PathFactory = paths
         self.table_name = table_name
+
+    # ---- pypaimon's names ----------------------------------------------------------------
+    def get_latest_snapshot(self) -> Snapshot | None:
+        """The newest snapshot, None when the table has none."""
+        return self.latest_snapshot()
+
+    def get_snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
+        """Snapshot `snapshot_id`, or None when it was never written or has expired."""
+        try:
+            return self.snapshot(snapshot_id)
+        except SnapshotNotExistError:
+            return None
+
+    def try_get_earliest_snapshot(self) -> Snapshot | None:
+        """The oldest retained snapshot, None when the table has none."""
+        sid = self.earliest_snapshot_id()
+        return None if sid is None else self.get_snapshot_by_id(sid)
+
+    def list_snapshots(self) -> list[Snapshot]:
+        """Every retained snapshot, oldest first."""
+        out = []
+        for sid in self.list_snapshot_ids():
+            snapshot = self.get_snapshot_by_id(sid)
+            if snapshot is not None:
+                out.append(snapshot)
+        return out
+
+    def earlier_or_equal_time_mills(self, timestamp_millis: int) -> Snapshot | None:
+        """The newest retained snapshot committed at or before `timestamp_millis` (epoch ms).
+
+        Snapshot times grow with their ids, so this is a binary search over the retained ids.
+        """
+        ids = self.list_snapshot_ids()
+        lo, hi, found = 0, len(ids) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            snapshot = self.get_snapshot_by_id(ids[mid])
+            if snapshot is None:  # expired meanwhile: drop it and search again
+                ids.pop(mid)
+                hi -= 1
+                continue
+            if snapshot.time_millis <= timestamp_millis:
+                found, lo = snapshot, mid + 1
+            else:
+                hi = mid - 1
+        return found
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
         return self.file_io.exists(self.paths.snapshot_path(snapshot_id))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +15,12 @@ from lakehouse_engine.manifest_io import ManifestIO
 from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
-from lakehouse_engine.schema import TableSchema
+from lakehouse_engine.schema import DataField, TableSchema
 from lakehouse_engine.snapshot_manager import SnapshotManager
 
 if TYPE_CHECKING:
+    from lakehouse_engine.maintenance.partitions import PartitionStatistics
+    from lakehouse_engine.maintenance.tags import TagManager
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
@@ -37,6 +39,46 @@ class FileStoreTable:
         self.options = schema.core_options
         self.path_factory = PathFactory(path, self.options.require(DATA_FILE_PREFIX))
         self._partition_codec: PartitionCodec | None = None
+        #: The catalog's Identifier of this table (set by `Catalog.get_table`), pypaimon's `identifier`.
+        self.identifier: Any = None
+
+    # ---- pypaimon's attribute names -----------------------------------------------------------
+    @property
+    def table_schema(self) -> TableSchema:
+        """pypaimon's name for `schema` (which can also be called: `table.schema()`)."""
+        return self.schema
+
+    @property
+    def table_path(self) -> str:
+        return self.path
+
+    @property
+    def fields(self) -> list[DataField]:
+        return list(self.schema.fields)
+
+    @property
+    def field_names(self) -> list[str]:
+        return self.schema.field_names
+
+    @property
+    def primary_keys(self) -> list[str]:
+        return list(self.schema.primary_keys)
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return list(self.schema.partition_keys)
+
+    @property
+    def trimmed_primary_keys(self) -> list[str]:
+        return self.schema.trimmed_primary_keys
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return self.schema.has_primary_key
+
+    @property
+    def total_buckets(self) -> int:
+        return self.options.bucket
 
     # ---- components ------------------------------------------------------------------
     def partition_codec(self) -> PartitionCodec:
@@ -57,6 +99,22 @@ class FileStoreTable:
 
         return BatchWriteBuilder(self)
 
+    def new_postpone_fixed_bucket_write_builder(self) -> BatchWriteBuilder:
+        """pypaimon's builder for a batch write into a postpone-bucket table (`bucket` = -2).
+
+        Rows go to the table's postpone bucket, as every write to such a table does here; the
+        next compaction gives each partition its fixed buckets (`postpone.default-bucket-num`).
+        Raises SchemaError on a table that is not in postpone bucket mode.
+        """
+        from lakehouse_engine.errors import SchemaError
+        from lakehouse_engine.write.write_builder import BatchWriteBuilder
+
+        if self.options.bucket != -2:
+            raise SchemaError(
+                f"table {self.name} has 'bucket' = {self.options.bucket}; the postpone fixed-bucket "
+                f"write builder is for postpone-bucket tables ('bucket' = -2)")
+        return BatchWriteBuilder(self)
+
     def new_stream_write_builder(self) -> StreamWriteBuilder:
         """A builder for a stream of commits with explicit, increasing commit identifiers."""
         from lakehouse_engine.write.write_builder import StreamWriteBuilder
@@ -73,7 +131,9 @@ class FileStoreTable:
         options = dict(self.schema.options)
         options.update({str(k): str(v) for k, v in dynamic_options.items()})
         CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
-        return FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
+        copied = FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
+        copied.identifier = self.identifier
+        return copied
 
     # ---- snapshots -----------------------------------------------------------------------
     def latest_snapshot(self) -> Snapshot | None:
@@ -133,16 +193,38 @@ class FileStoreTable:
         return expire_snapshots(self, retain_max=retain_max, retain_min=retain_min,
                                 older_than=older_than, max_deletes=max_deletes)
 
-    def create_tag(self, name: str, snapshot_id: int | None = None) -> None:
-        """Keep snapshot `snapshot_id` (the latest when None) under `name`."""
+    def create_tag(self, name: str, snapshot_id: int | None = None, ignore_if_exists: bool = False,
+                   time_retained: str | None = None) -> None:
+        """Keep snapshot `snapshot_id` (the latest when None) under `name` (pypaimon's signature).
+
+        TagAlreadyExistError (a ValueError) when the tag exists, unless `ignore_if_exists`;
+        `time_retained` (`1 d`, `12h`) records a retention in the tag file as Paimon does.
+        """
         from lakehouse_engine.maintenance.tags import create_tag
 
-        create_tag(self, name, snapshot_id)
+        create_tag(self, name, snapshot_id, ignore_if_exists=ignore_if_exists, time_retained=time_retained)
 
-    def delete_tag(self, name: str) -> None:
-        from lakehouse_engine.maintenance.tags import delete_tag
+    def delete_tag(self, name: str) -> bool:
+        """Delete tag `name` (and files only it kept); False when there is no such tag (pypaimon)."""
+        from lakehouse_engine.maintenance.tags import TagNotExistError, delete_tag
 
-        delete_tag(self, name)
+        try:
+            delete_tag(self, name)
+        except TagNotExistError:
+            return False
+        return True
+
+    def replace_tag(self, name: str, snapshot_id: int | None = None, time_retained: str | None = None) -> None:
+        """Point existing tag `name` at `snapshot_id` (the latest when None); TagNotExistError if none."""
+        from lakehouse_engine.maintenance.tags import replace_tag
+
+        replace_tag(self, name, snapshot_id, time_retained)
+
+    def rename_tag(self, old_name: str, new_name: str) -> None:
+        """Rename a tag; TagNotExistError / TagAlreadyExistError (both ValueErrors) name the problem."""
+        from lakehouse_engine.maintenance.tags import rename_tag
+
+        rename_tag(self, old_name, new_name)
 
     def tags(self) -> dict[str, Snapshot]:
         """Tag name -> the snapshot it keeps."""
@@ -150,11 +232,51 @@ class FileStoreTable:
 
         return list_tags(self)
 
+    def list_tags(self) -> list[str]:
+        """The tag names, sorted (pypaimon's `list_tags`; `tags()` also gives their snapshots)."""
+        return list(self.tags())
+
+    def tag_manager(self) -> TagManager:
+        """pypaimon's TagManager of this table."""
+        from lakehouse_engine.maintenance.tags import TagManager
+
+        return TagManager(self)
+
+    # ---- partitions --------------------------------------------------------------------------
+    def list_partitions(self) -> list[PartitionStatistics]:
+        """Partitions of the latest snapshot with rows, files, bytes, buckets and last file time."""
+        from lakehouse_engine.maintenance.partitions import list_partitions
+
+        return list_partitions(self)
+
+    def drop_partitions(self, partitions: Sequence[Mapping[str, object]]) -> int:
+        """Delete every row of `partitions` in one OVERWRITE snapshot; returns its id."""
+        from lakehouse_engine.maintenance.partitions import drop_partitions
+
+        return drop_partitions(self, partitions)
+
+    def truncate(self) -> int | None:
+        """Delete every row in one OVERWRITE snapshot; its id (None when there is no snapshot)."""
+        from lakehouse_engine.maintenance.partitions import truncate
+
+        return truncate(self)
+
     def rollback_to(self, snapshot_or_tag: int | str) -> None:
         """Make a snapshot (by id) or a tag (by name) the latest again; later snapshots go."""
         from lakehouse_engine.maintenance.rollback import rollback_to
 
         rollback_to(self, snapshot_or_tag)
+
+    def rollback_to_timestamp(self, timestamp_millis: int) -> int:
+        """Roll back to the newest snapshot committed at or before `timestamp_millis` (epoch ms);
+        returns its id. SnapshotNotExistError (a ValueError) when every snapshot is newer."""
+        target = self.snapshot_manager().earlier_or_equal_time_mills(timestamp_millis)
+        if target is None:
+            raise SnapshotNotExistError(
+                f"cannot roll back table {self.name} to {timestamp_millis}: no retained snapshot was "
+                f"committed at or before it")
+        self.rollback_to(target.id)
+        return target.id
 
     def remove_orphan_files(self, older_than: int | None = None, dry_run: bool = False) -> list[str]:
         """Delete files no snapshot or tag references, older than `older_than` (epoch ms; default 1 day ago)."""

@@ -7,9 +7,10 @@ the files only that tag kept.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import (
@@ -27,6 +28,7 @@ from lakehouse_engine.maintenance.references import (
     snapshot_references,
     tag_references,
 )
+from lakehouse_engine.options import parse_duration_ms
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -41,11 +43,16 @@ _BAD_TAG_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 class TagNotExistError(SnapshotNotExistError):
-    """The named tag does not exist."""
+    """The named tag does not exist (a ValueError, as pypaimon raises)."""
 
 
-class TagAlreadyExistError(LakehouseError):
-    """A tag of that name already exists."""
+class TagAlreadyExistError(LakehouseError, ValueError):
+    """A tag of that name already exists (a ValueError, as pypaimon raises)."""
+
+
+#: pypaimon's catalog exception names for the same errors.
+TagNotExistException = TagNotExistError
+TagAlreadyExistException = TagAlreadyExistError
 
 
 class InvalidTagNameError(InvalidIdentifierError):
@@ -120,37 +127,117 @@ def list_tags(table: FileStoreTable) -> dict[str, Snapshot]:
     return tags
 
 
-def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None) -> None:
+def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None, *,
+               ignore_if_exists: bool = False, time_retained: str | None = None) -> None:
     """Keep snapshot `snapshot_id` (the latest when None) under `name`.
 
+    `ignore_if_exists`: an existing tag of that name is left as it is (pypaimon's flag).
+    `time_retained` (a Paimon duration such as `1 d` or `12h`): the tag file also records when it
+    was made and how long it is kept (`tagCreateTime`, `tagTimeRetained`, as Java Paimon writes).
+
     Raises:
-        InvalidTagNameError: the name cannot name a tag.
+        InvalidTagNameError: the name cannot name a tag, or `time_retained` is not a duration.
         SnapshotNotExistError: the snapshot does not exist (or the table has none).
-        TagAlreadyExistError: a tag of that name exists.
+        TagAlreadyExistError: a tag of that name exists (and `ignore_if_exists` is False).
     """
     path = tag_path(table, name)
+    if ignore_if_exists and table.file_io.exists(path):
+        return
+    snapshot = _snapshot_to_tag(table, snapshot_id)
+    content = tag_json(snapshot, time_retained)
+    if not table.file_io.try_put_if_absent(path, content):
+        if ignore_if_exists:
+            return
+        existing = _read_tag(table, path)
+        held = f" (it keeps snapshot {existing.id})" if existing is not None else ""
+        raise TagAlreadyExistError(
+            f"tag {name!r} of table {table.name} already exists{held}; delete it first or "
+            f"choose another name")
+    _check_still_there(table, name, snapshot, path)
+
+
+def _snapshot_to_tag(table: FileStoreTable, snapshot_id: int | None) -> Snapshot:
     snapshots = table.snapshot_manager()
     if snapshot_id is None:
         snapshot = snapshots.latest_snapshot()
         if snapshot is None:
             raise SnapshotNotExistError(
                 f"table {table.name} has no snapshot to tag yet: commit something first")
-    else:
-        snapshot = snapshots.snapshot(snapshot_id)
-    if not table.file_io.try_put_if_absent(path, snapshot.to_json().encode("utf-8")):
-        existing = _read_tag(table, path)
-        held = f" (it keeps snapshot {existing.id})" if existing is not None else ""
-        raise TagAlreadyExistError(
-            f"tag {name!r} of table {table.name} already exists{held}; delete it first or "
-            f"choose another name")
+        return snapshot
+    return snapshots.snapshot(snapshot_id)
+
+
+def _check_still_there(table: FileStoreTable, name: str, snapshot: Snapshot, path: str) -> None:
     # Expiry deletes a snapshot file first and reads the tags afterwards (see expire.py). If the
     # snapshot is still there now, any expiry of it will see this tag and keep its files; if it
     # is gone, an expiry may already be deleting them, so the tag would keep nothing.
-    if not snapshots.snapshot_exists(snapshot.id):
+    if not table.snapshot_manager().snapshot_exists(snapshot.id):
         table.file_io.delete_file(path)
         raise SnapshotNotExistError(
             f"snapshot {snapshot.id} of table {table.name} expired while tag {name!r} was being "
             f"created; nothing was tagged")
+
+
+def tag_json(snapshot: Snapshot, time_retained: str | None) -> bytes:
+    """A tag file's bytes: the snapshot's JSON, plus Paimon's tag-only fields when it has a
+    retention (`tagCreateTime` as a LocalDateTime array, `tagTimeRetained` in seconds)."""
+    if time_retained is None:
+        return snapshot.to_json().encode("utf-8")
+    try:
+        retained_ms = parse_duration_ms(str(time_retained))
+    except ValueError as e:
+        raise InvalidTagNameError(f"time_retained {time_retained!r} of a tag: {e}") from None
+    now = datetime.datetime.now()
+    created = [now.year, now.month, now.day, now.hour, now.minute, now.second, now.microsecond * 1000]
+    extra = dict(snapshot.extra, tagCreateTime=created, tagTimeRetained=retained_ms / 1000)
+    return replace(snapshot, extra=extra).to_json().encode("utf-8")
+
+
+def get_tag(table: FileStoreTable, name: str) -> Snapshot:
+    """Tag `name` as stored, with its tag-only fields in `extra` (TagNotExistError when missing)."""
+    tag = _read_tag(table, tag_path(table, name))
+    if tag is None:
+        tag_snapshot(table, name)  # raises, naming the known tags
+    assert tag is not None
+    return tag
+
+
+def replace_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None,
+                time_retained: str | None = None) -> None:
+    """Point the existing tag `name` at snapshot `snapshot_id` (the latest when None).
+
+    Files only the old target kept are left to `remove_orphan_files` (as Paimon does).
+
+    Raises:
+        TagNotExistError: there is no tag `name`.
+        SnapshotNotExistError: the snapshot does not exist.
+    """
+    path = tag_path(table, name)
+    tag_snapshot(table, name)
+    snapshot = _snapshot_to_tag(table, snapshot_id)
+    table.file_io.overwrite_atomic(path, tag_json(snapshot, time_retained))
+    _check_still_there(table, name, snapshot, path)
+
+
+def rename_tag(table: FileStoreTable, old_name: str, new_name: str) -> None:
+    """Rename tag `old_name` to `new_name`; the new file is complete before the old one goes.
+
+    Raises:
+        InvalidTagNameError: either name cannot name a tag.
+        TagNotExistError: there is no tag `old_name`.
+        TagAlreadyExistError: a tag `new_name` exists.
+    """
+    new_path = tag_path(table, new_name)
+    old_path = tag_path(table, old_name)
+    tag = _read_tag(table, old_path)
+    if tag is None:
+        tag_snapshot(table, old_name)  # raises
+    assert tag is not None
+    if not table.file_io.try_put_if_absent(new_path, tag.to_json().encode("utf-8")):
+        raise TagAlreadyExistError(
+            f"cannot rename tag {old_name!r} of table {table.name} to {new_name!r}: a tag of "
+            f"that name already exists")
+    table.file_io.delete_file(old_path, quiet=False)
 
 
 def delete_tag(table: FileStoreTable, name: str) -> None:
@@ -189,3 +276,84 @@ def _files_only_tag_keeps(table: FileStoreTable, name: str, tag: Snapshot) -> Re
     others = [t for n, t in list_tags(table).items() if n != name]
     keep = keep | tag_references(table, others, paths)
     return tag_references(table, [tag], paths) - keep
+
+
+@dataclass(frozen=True)
+class GetTagResponse:
+    """pypaimon's `GetTagResponse`: a tag's name, its snapshot, and when it was made and for how
+    long it is kept (`tag_create_time` in epoch ms, `tag_time_retained` as an ISO-8601 duration;
+    both None for a tag made without a retention)."""
+
+    tag_name: str
+    snapshot: Snapshot
+    tag_create_time: int | None = None
+    tag_time_retained: str | None = None
+
+
+def get_tag_response(table: FileStoreTable, name: str) -> GetTagResponse:
+    tag = get_tag(table, name)
+    created, retained = tag.extra.get("tagCreateTime"), tag.extra.get("tagTimeRetained")
+    create_ms = None
+    if isinstance(created, list) and len(created) >= 5:
+        parts = [int(v) for v in created] + [0] * (7 - len(created))
+        y, mo, d, h, mi, sec, nanos = parts[:7]
+        local = datetime.datetime(y, mo, d, h, mi, sec, nanos // 1000)
+        create_ms = int(local.timestamp() * 1000)  # a LocalDateTime, read in this host's zone
+    return GetTagResponse(name, as_snapshot(tag), create_ms,
+                          None if retained is None else iso8601_duration(float(retained)))
+
+
+def iso8601_duration(seconds: float) -> str:
+    """A duration as Java's `Duration.toString()` writes it (`PT24H`, `PT30M`, `PT1.5S`)."""
+    if seconds <= 0:
+        return "PT0S"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = "PT"
+    if hours:
+        out += f"{int(hours)}H"
+    if minutes:
+        out += f"{int(minutes)}M"
+    if secs:
+        out += f"{secs:g}S"
+    return out
+
+
+class TagManager:
+    """pypaimon's `TagManager` of one table: the same calls, on this module's functions."""
+
+    def __init__(self, table: FileStoreTable):
+        self.table = table
+
+    def tag_directory(self) -> str:
+        return self.table.path_factory.tag_dir
+
+    def tag_path(self, tag_name: str) -> str:
+        return tag_path(self.table, tag_name)
+
+    def tag_exists(self, tag_name: str) -> bool:
+        return self.table.file_io.exists(tag_path(self.table, tag_name))
+
+    def get(self, tag_name: str) -> Snapshot | None:
+        """The tag as stored (tag-only fields in `extra`), or None when there is none."""
+        return _read_tag(self.table, tag_path(self.table, tag_name))
+
+    def get_or_throw(self, tag_name: str) -> Snapshot:
+        return get_tag(self.table, tag_name)
+
+    def list_tags(self) -> list[str]:
+        return sorted(list_tags(self.table))
+
+    def create_tag(self, snapshot: Snapshot, tag_name: str, ignore_if_exists: bool = False,
+                   time_retained: str | None = None) -> None:
+        create_tag(self.table, tag_name, snapshot.id, ignore_if_exists=ignore_if_exists,
+                   time_retained=time_retained)
+
+    def replace_tag(self, snapshot: Snapshot, tag_name: str, time_retained: str | None = None) -> None:
+        replace_tag(self.table, tag_name, snapshot.id, time_retained)
+
+    def delete_tag(self, tag_name: str) -> bool:
+        return bool(self.table.delete_tag(tag_name))
+
+    def rename_tag(self, old_name: str, new_name: str) -> None:
+        rename_tag(self.table, old_name, new_name)

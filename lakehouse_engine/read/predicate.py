@@ -84,22 +84,33 @@ class Predicate:
         if m == "isNotNull":
             return f.is_valid()
         if m == "in":
-            return f.isin(self._value_set())
+            # SQL: a null never equals anything, so `is_in([None])` matches no row (Arrow's
+            # is_in would match null rows to a null in the set).
+            return f.isin(self._value_set()) & f.is_valid()
         if m == "notIn":
             return ~f.isin(self._value_set()) & f.is_valid()
         if m == "between":
             return (f >= self._literal(self.literals[0])) & (f <= self._literal(self.literals[1]))
+        if m == "notBetween":
+            return (f < self._literal(self.literals[0])) | (f > self._literal(self.literals[1]))
         if m == "startsWith":
             return pc.starts_with(f, pattern=str(lit))
+        if m == "endsWith":
+            return pc.ends_with(f, pattern=str(lit))
+        if m == "contains":
+            return pc.match_substring(f, pattern=str(lit))
+        if m == "like":
+            return pc.match_like(f, pattern=str(lit))
         raise SchemaError(f"unknown predicate method {m!r}")
 
     def _value_set(self) -> Any:
+        values = [v for v in self.literals if v is not None]
         if self.arrow_type is None:
-            return list(self.literals)
+            return pa.array(values) if values else pa.array([], pa.null())
         try:
-            return pa.array([self._coerce(v) for v in self.literals], type=self.arrow_type)
+            return pa.array([self._coerce(v) for v in values], type=self.arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-            return list(self.literals)
+            return values
 
     def filter_table(self, table: pa.Table) -> pa.Table:
         return table.filter(self.to_arrow())
@@ -143,7 +154,9 @@ def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool
         return not (lo == hi and lo in literals)
     if m == "between":
         return not (literals[1] < lo or literals[0] > hi)
-    if m == "startsWith":
+    if m == "notBetween":
+        return not (literals[0] <= lo and hi <= literals[1])
+    if m in ("startsWith", "endsWith", "contains", "like"):
         return True
     v = literals[0]
     if v is None:
@@ -208,8 +221,22 @@ class PredicateBuilder:
     def between(self, name: str, low: Any, high: Any) -> Predicate:
         return self._leaf("between", name, low, high)
 
+    def not_between(self, name: str, low: Any, high: Any) -> Predicate:
+        """Values below `low` or above `high` (nulls never match)."""
+        return self._leaf("notBetween", name, low, high)
+
     def startswith(self, name: str, prefix: str) -> Predicate:
         return self._leaf("startsWith", name, prefix)
+
+    def endswith(self, name: str, suffix: str) -> Predicate:
+        return self._leaf("endsWith", name, suffix)
+
+    def contains(self, name: str, substring: str) -> Predicate:
+        return self._leaf("contains", name, substring)
+
+    def like(self, name: str, pattern: str) -> Predicate:
+        """SQL LIKE: `%` any text, `_` one character (`\\` escapes them), as pypaimon's `like`."""
+        return self._leaf("like", name, pattern)
 
     @staticmethod
     def and_predicates(predicates: Sequence[Predicate]) -> Predicate:

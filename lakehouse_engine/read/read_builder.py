@@ -9,6 +9,7 @@ from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
+from lakehouse_engine.schema import DataField
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -61,5 +62,7 @@ class ReadBuilder:
     def new_read(self) -> TableRead:
         return TableRead(self.table, self._projection, self._predicate, self._limit)
 
-    def read_type(self) -> list[str]:
-        return self._projection or self.table.schema.field_names
+    def read_type(self) -> list[DataField]:
+        """The fields a read returns, in order (pypaimon's `read_type`; `.name` of each for names)."""
+        schema = self.table.schema
+        return [schema.field(n) for n in (self._projection or schema.field_names)]

@@ -17,7 +17,7 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import SOURCE_SPLIT_OPEN_FILE_COST, SOURCE_SPLIT_TARGET_SIZE
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate
-from lakehouse_engine.read.split import DataSplit, interval_partition, ordered_pack
+from lakehouse_engine.read.split import DataSplit, PartitionRow, interval_partition, ordered_pack
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -33,6 +33,11 @@ class Plan:
     def splits(self) -> list[DataSplit]:
         return self._splits
 
+    @property
+    def snapshot_id(self) -> int | None:
+        """The id of the snapshot the plan reads (None for a table without snapshots), as pypaimon."""
+        return self.snapshot.id if self.snapshot is not None else None
+
 
 class TableScan:
     """Plans the splits of one snapshot (latest unless the table's scan options or a call pick one)."""
@@ -45,6 +50,7 @@ class TableScan:
         self.tag = tag
         schema = table.schema
         self.partition_keys = list(schema.partition_keys)
+        self.partition_fields = [schema.field(k) for k in self.partition_keys]
         self.key_names = schema.trimmed_primary_keys if schema.has_primary_key else []
         self.key_types = schema.types_of(self.key_names)
         opts = schema.core_options
@@ -64,7 +70,8 @@ class TableScan:
         for (partition, bucket), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             part = codec.from_binary(partition)
             bucket_path = self.table.path_factory.bucket_dir(part.spec, bucket)
-            splits.extend(self._bucket_splits(snapshot.id, part.binary, part.values, bucket,
+            row = PartitionRow(part.binary, part.values, self.partition_fields)
+            splits.extend(self._bucket_splits(snapshot.id, row, part.values, bucket,
                                               group[0].total_buckets, bucket_path,
                                               [e.file for e in group]))
         return Plan(splits, snapshot)

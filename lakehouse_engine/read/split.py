@@ -9,6 +9,31 @@ from typing import Any
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 
 
+class PartitionRow(bytes):
+    """A split's partition: the BinaryRow bytes manifests store, which also reads as pypaimon's
+    partition row (`values`, `fields`, `get_field(i)`, `to_dict()`)."""
+
+    values: tuple[Any, ...]
+    fields: list[Any]
+
+    def __new__(cls, binary: bytes, values: tuple[Any, ...], fields: Sequence[Any]) -> PartitionRow:
+        row = super().__new__(cls, binary)
+        row.values = tuple(values)
+        row.fields = list(fields)
+        return row
+
+    def get_field(self, pos: int) -> Any:
+        return self.values[pos]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Partition key -> value."""
+        return {f.name: v for f, v in zip(self.fields, self.values, strict=True)}
+
+    def __reduce__(self) -> Any:
+        # Picklable with its values (splits cross process boundaries in Spark).
+        return (PartitionRow, (bytes(self), self.values, self.fields))
+
+
 @dataclass
 class DataSplit:
     """Files of one (partition, bucket) read together; `sections` are key-disjoint groups of files."""

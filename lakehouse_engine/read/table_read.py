@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.mergetree.data_file_check import check_key_range
@@ -19,7 +20,12 @@ from lakehouse_engine.mergetree.merge import (
     merge_records,
 )
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
-from lakehouse_engine.options import IGNORE_DELETE, MERGE_ENGINE, SEQUENCE_FIELD_SORT_ORDER
+from lakehouse_engine.options import (
+    IGNORE_DELETE,
+    MERGE_ENGINE,
+    READ_PARALLELISM,
+    SEQUENCE_FIELD_SORT_ORDER,
+)
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -60,17 +66,30 @@ class TableRead:
         self._key_types = schema.types_of(self.key_names)
 
     # ---- public -----------------------------------------------------------------------
-    def to_arrow(self, splits: Sequence[DataSplit]) -> pa.Table:
-        """All rows of `splits` as one Arrow table (splits are read on all cores)."""
-        if self.limit is None and len(splits) > 1:
+    def to_arrow(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> pa.Table:
+        """All rows of `splits` as one Arrow table, in split order.
+
+        `parallelism` (pypaimon's argument): threads reading splits at once; default the
+        `read.parallelism` option, else one per core (at most one per split); 1 reads serially.
+        """
+        threads = self._threads(len(splits), parallelism)
+        if self.limit is None and threads > 1:
             # Parquet decoding, sorting and take release the GIL: one thread per core.
-            with ThreadPoolExecutor(max_workers=min(len(splits), os.cpu_count() or 1)) as pool:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
                 tables = [t for t in pool.map(self.read_split, splits) if t.num_rows]
         else:
             tables = list(self._read_splits(splits))
         if not tables:
             return self.output_schema.empty_table()
         return pa.concat_tables(tables)
+
+    def _threads(self, n_splits: int, parallelism: int | None) -> int:
+        if parallelism is None:
+            parallelism = self.table.options.get(READ_PARALLELISM)
+        elif isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise InvalidOptionError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+        cap = parallelism if parallelism is not None else (os.cpu_count() or 1)
+        return max(1, min(n_splits, cap))
 
     def to_arrow_batch_reader(self, splits: Sequence[DataSplit]) -> pa.RecordBatchReader:
         """A lazy reader that reads one split at a time."""
@@ -79,8 +98,30 @@ class TableRead:
                 yield from t.to_batches()
         return pa.RecordBatchReader.from_batches(self.output_schema, batches())
 
-    def to_pandas(self, splits: Sequence[DataSplit]) -> Any:
-        return self.to_arrow(splits).to_pandas()
+    def to_pandas(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> Any:
+        return self.to_arrow(splits, parallelism=parallelism).to_pandas()
+
+    def to_iterator(self, splits: Sequence[DataSplit]) -> Iterator[Row]:
+        """The rows of `splits` one at a time, read one split at a time (pypaimon's
+        `to_iterator`): each a Row with `get_field(i)`, `get_row_kind()` and `to_dict()`."""
+        names = list(self.output)
+        for t in self._read_splits(splits):
+            for batch in t.to_batches():
+                columns = [c.to_pylist() for c in batch.columns]
+                for values in zip(*columns, strict=True):
+                    yield Row(values, names)
+
+    def to_duckdb(self, splits: Sequence[DataSplit], table_name: str, connection: Any = None,
+                  parallelism: int | None = None) -> Any:
+        """The rows of `splits` registered as `table_name` in a DuckDB connection (a new in-memory
+        one unless given). Needs the `duckdb` package, which the engine does not depend on."""
+        try:
+            import duckdb
+        except ImportError:
+            raise UnsupportedError("to_duckdb needs the duckdb package: pip install duckdb") from None
+        con = connection if connection is not None else duckdb.connect(database=":memory:")
+        con.register(table_name, self.to_arrow(splits, parallelism=parallelism))
+        return con
 
     # ---- reading ------------------------------------------------------------------------
     def _read_splits(self, splits: Sequence[DataSplit]) -> Iterator[pa.Table]:
@@ -144,6 +185,34 @@ class TableRead:
         if self.primary_key and all(k in columns for k in self.key_names):
             check_key_range(path, rows, self.key_names, self._key_types, meta)
         return rows
+
+
+class Row:
+    """One row of `TableRead.to_iterator` (pypaimon's InternalRow calls)."""
+
+    __slots__ = ("values", "names")
+
+    def __init__(self, values: tuple[Any, ...], names: list[str]):
+        self.values = values
+        self.names = names
+
+    def get_field(self, pos: int) -> Any:
+        return self.values[pos]
+
+    def __getitem__(self, pos: int) -> Any:
+        return self.values[pos]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get_row_kind(self) -> str:
+        return "+I"  # a read returns merged rows: all inserts
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(zip(self.names, self.values, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Row({self.to_dict()!r})"
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -171,6 +171,7 @@ class TableWrite:
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
+        self._write_cols: list[str] | None = None
 
     # ---- restoring what the table already holds -------------------------------------
     def _restore(self) -> tuple[dict[tuple[bytes, int], int], dict[bytes, int]]:
@@ -198,6 +199,8 @@ class TableWrite:
             data = pa.Table.from_batches([data])
         if data.num_rows == 0:
             return
+        if self._write_cols is not None:
+            data = self._fill_unwritten(data)
         table = conform_to_schema(data, self.arrow_schema, self.table.name)
         self._check_not_null(table)
         self.write_rows(table, self._row_kinds(table))
@@ -241,6 +244,17 @@ class TableWrite:
                          kinds[start:end])
         if self._buffered_bytes > self.write_buffer_size:
             self._flush_until(self.write_buffer_size // 2)
+
+    def _fill_unwritten(self, data: pa.Table) -> pa.Table:
+        """`data` (the `with_write_type` columns) with the table's other columns as nulls."""
+        assert self._write_cols is not None
+        if sorted(data.column_names) != sorted(self._write_cols):
+            raise SchemaError(f"table {self.table.name}: this write takes columns {self._write_cols} "
+                              f"(with_write_type), got {data.column_names}")
+        for f in self.arrow_schema:
+            if f.name not in self._write_cols:
+                data = data.append_column(f, pa.nulls(data.num_rows, f.type))
+        return data
 
     def write_arrow_batch(self, batch: pa.RecordBatch) -> None:
         self.write_arrow(batch)
@@ -456,11 +470,36 @@ class TableWrite:
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
         return messages
 
-    def abort(self, messages: Iterable[CommitMessage]) -> None:
-        """Delete the files of messages that will never be committed."""
+    def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
+        """Delete the files of messages that will never be committed; with no messages (pypaimon's
+        `abort()`), the files this writer wrote and has not handed out in messages yet, and close."""
         from lakehouse_engine.commit import delete_message_files
 
+        if messages is None:
+            pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
+                                     list(buf.new_files), [], list(buf.compact_after),
+                                     commit_user=self.commit_user)
+                       for buf in self._buffers.values() if buf.new_files or buf.compact_after]
+            delete_message_files(self.table, pending)
+            self.close()
+            return
         delete_message_files(self.table, list(messages))
+
+    def with_write_type(self, write_cols: Sequence[str]) -> TableWrite:
+        """Write only `write_cols` (pypaimon's call): batches then hold just these columns and the
+        others are written as null (for a partial-update table: left as they are). Every primary
+        key and partition column must be among them; SchemaError names what is wrong."""
+        names = self.schema.field_names
+        unknown = [c for c in write_cols if c not in names]
+        if unknown:
+            raise SchemaError(f"with_write_type: {unknown} are not columns of table {self.table.name}")
+        needed = [k for k in list(self.schema.primary_keys) + list(self.schema.partition_keys)
+                  if k not in write_cols]
+        if needed:
+            raise SchemaError(f"with_write_type: key and partition columns {needed} of table "
+                              f"{self.table.name} must be written")
+        self._write_cols = None if len(set(write_cols)) == len(names) else list(write_cols)
+        return self
 
     def close(self) -> None:
         self._buffers.clear()
