@@ -55,6 +55,10 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
     p = _table_parser(subparsers, parents, "tags", "list a table's tags")
     p.set_defaults(run=run_tags)
 
+    p = _table_parser(subparsers, parents, "partitions",
+                      "list the partitions of the latest snapshot: rows, files, size, last update")
+    p.set_defaults(run=run_partitions)
+
     p = _table_parser(subparsers, parents, "files", "list the live data files of a snapshot")
     p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
     p.set_defaults(run=run_files)
@@ -110,6 +114,21 @@ def run_tables(args: argparse.Namespace, ctx: Context) -> None:
                Column("bucket", "bucket", right=True)]
     ctx.out.emit({"warehouse": args.warehouse, "tables": records},
                  lambda: table_or_note(records, columns, f"no tables in {args.warehouse}"))
+
+
+# ---- partitions -----------------------------------------------------------------------------------
+def run_partitions(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    records = [{"partition": p.name or "(unpartitioned)", "spec": p.spec, "record_count": p.record_count,
+                "file_count": p.file_count, "file_size_in_bytes": p.file_size_in_bytes,
+                "total_buckets": p.total_buckets, "last_file_creation_time": p.last_file_creation_time,
+                "last_update": iso_millis(p.last_file_creation_time)}
+               for p in table.list_partitions()]
+    columns = [Column("partition", "partition"), Column("record_count", "rows", right=True),
+               Column("file_count", "files", right=True), Column("file_size_in_bytes", "bytes", right=True),
+               Column("total_buckets", "buckets", right=True), Column("last_update", "last update")]
+    ctx.out.emit({"table": table.name, "partitions": records},
+                 lambda: table_or_note(records, columns, f"table {table.name} has no data files"))
 
 
 # ---- show ---------------------------------------------------------------------------------------

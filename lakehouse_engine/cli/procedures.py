@@ -1,5 +1,7 @@
 """Commands that change a table, named and shaped after Paimon's Spark procedures (`CALL sys.<name>`):
-compact, rescale, expire-snapshots, remove-orphan-files, rollback, create-tag and delete-tag."""
+compact, rescale, expire-snapshots, remove-orphan-files, rollback, rollback-to-timestamp,
+create-tag, delete-tag, rename-tag and replace-tag; and the table management of Paimon's SQL
+(`ALTER TABLE ... RENAME TO`, `... DROP PARTITION`): rename-table and drop-partition."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from lakehouse_engine.cli.args import (
     name_list,
     partition_specs,
     positive_int,
+    table_identifier,
     tag_name,
     timestamp_millis,
     typed_partitions,
@@ -72,10 +75,40 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
     target.add_argument("--tag", type=tag_name, metavar="NAME", help="tag to roll back to")
     p.set_defaults(run=run_rollback)
 
+    p = _procedure_parser(subparsers, parents, "rollback-to-timestamp",
+                          "roll back to the newest snapshot committed at or before a time")
+    p.add_argument("--timestamp", required=True, type=timestamp_millis, metavar="TIME",
+                   help="the time: " + _OLDER_THAN_HELP)
+    p.set_defaults(run=run_rollback_to_timestamp)
+
     p = _procedure_parser(subparsers, parents, "create-tag", "keep a snapshot under a name")
     p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
     p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
+    p.add_argument("--time-retained", metavar="DURATION",
+                   help="how long the tag is kept, recorded in the tag (e.g. '1 d', '12 h')")
     p.set_defaults(run=run_create_tag)
+
+    p = _procedure_parser(subparsers, parents, "replace-tag", "point an existing tag at another snapshot")
+    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
+    p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
+    p.add_argument("--time-retained", metavar="DURATION",
+                   help="how long the tag is kept, recorded in the tag (e.g. '1 d', '12 h')")
+    p.set_defaults(run=run_replace_tag)
+
+    p = _procedure_parser(subparsers, parents, "rename-tag", "rename a tag")
+    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
+    p.add_argument("--target-tag", required=True, type=tag_name, metavar="NEW", help="its new name")
+    p.set_defaults(run=run_rename_tag)
+
+    p = _sql_parser(subparsers, parents, "rename-table", "rename a table (ALTER TABLE ... RENAME TO)")
+    p.add_argument("target", metavar="NEW_TABLE", type=table_identifier, help="the new name, database.table")
+    p.set_defaults(run=run_rename_table)
+
+    p = _sql_parser(subparsers, parents, "drop-partition",
+                    "delete every row of partitions in one snapshot (ALTER TABLE ... DROP PARTITION)")
+    p.add_argument("--partitions", type=partition_specs, action="append", metavar="SPEC", required=True,
+                   help=_PARTITIONS_HELP)
+    p.set_defaults(run=run_drop_partition)
 
     p = _procedure_parser(subparsers, parents, "delete-tag", "delete tags")
     p.add_argument("--tag", required=True, type=name_list, metavar="NAME[,NAME...]",
@@ -89,6 +122,14 @@ def _procedure_parser(subparsers: Subparsers, parents: list[argparse.ArgumentPar
     p: argparse.ArgumentParser = subparsers.add_parser(
         name, parents=parents, help=summary,
         description=f"{summary[0].upper()}{summary[1:]} (Paimon: CALL sys.{paimon}).")
+    add_table_arguments(p)
+    return p
+
+
+def _sql_parser(subparsers: Subparsers, parents: list[argparse.ArgumentParser], name: str,
+                summary: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name, parents=parents, help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
     add_table_arguments(p)
     return p
 
@@ -200,7 +241,7 @@ def run_create_tag(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
     if args.snapshot is not None:
         table.snapshot(args.snapshot)  # fail with the engine's message before changing anything
-    table.create_tag(args.tag, args.snapshot)
+    table.create_tag(args.tag, args.snapshot, time_retained=args.time_retained)
     tagged = table.tags().get(args.tag)
     snapshot_id = tagged.id if tagged is not None else args.snapshot
 
@@ -223,3 +264,45 @@ def run_delete_tag(args: argparse.Namespace, ctx: Context) -> None:
     ctx.out.emit({"table": table.name, "deleted": args.tag},
                  lambda: [f"deleted {plural(len(args.tag), 'tag')} of {table.name}: "
                           f"{', '.join(args.tag)}"])
+
+
+def run_replace_tag(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    before = table.tag_manager().get_or_throw(args.tag).id
+    table.replace_tag(args.tag, args.snapshot, args.time_retained)
+    after = table.tag_manager().get_or_throw(args.tag).id
+    ctx.out.emit({"table": table.name, "tag": args.tag, "previous_snapshot_id": before, "snapshot_id": after},
+                 lambda: [f"tag '{args.tag}' of {table.name} now keeps snapshot {after} (was {before})"])
+
+
+def run_rename_tag(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    table.rename_tag(args.tag, args.target_tag)
+    ctx.out.emit({"table": table.name, "tag": args.tag, "target_tag": args.target_tag},
+                 lambda: [f"renamed tag '{args.tag}' of {table.name} to '{args.target_tag}'"])
+
+
+def run_rollback_to_timestamp(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    with ctx.progress(f"rolling back {table.name}"):
+        snapshot_id = table.rollback_to_timestamp(args.timestamp)
+    ctx.out.emit({"table": table.name, "timestamp_millis": args.timestamp, "snapshot_id": snapshot_id},
+                 lambda: [f"rolled {table.name} back to snapshot {snapshot_id} "
+                          f"(committed at or before {format_millis(args.timestamp)})"])
+
+
+def run_rename_table(args: argparse.Namespace, ctx: Context) -> None:
+    catalog = ctx.catalog(args.warehouse)
+    catalog.rename_table(args.table, args.target)
+    ctx.out.emit({"table": args.table, "target": args.target},
+                 lambda: [f"renamed table {args.table} to {args.target}"])
+
+
+def run_drop_partition(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    partitions = typed_partitions(table, _flatten(args.partitions)) or []
+    check_partitions_match(table, partitions)  # a mistyped partition fails, dropping nothing
+    snapshot_id = table.drop_partitions(partitions)
+    ctx.out.emit({"table": table.name, "partitions": partitions, "snapshot_ids": [snapshot_id]},
+                 lambda: [f"dropped {plural(len(partitions), 'partition')} of {table.name}: "
+                          f"{_committed([snapshot_id])}"])

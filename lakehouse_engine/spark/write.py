@@ -32,7 +32,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
-from lakehouse_engine.options import WRITE_ONLY
+from lakehouse_engine.options import DYNAMIC_PARTITION_OVERWRITE, WRITE_ONLY
 from lakehouse_engine.spark.routing import (
     ROWS_COLUMN,
     assigner_count,
@@ -125,7 +125,13 @@ def check_columns(columns: Iterable[str], table: FileStoreTable) -> None:
 def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None,
                commit_user: str | None = None) -> TableCommit:
     """The commit of one write: APPEND, or OVERWRITE of `static_partition` (`{}`: the table), as
-    `commit_user` when given."""
+    `commit_user` when given.
+
+    `{}` replaces the whole table, as Spark's default (static) overwrite mode does, whatever the
+    table's `dynamic-partition-overwrite` (which the engine's own `overwrite()` follows).
+    """
+    if static_partition is not None and not static_partition:
+        table = table.copy({DYNAMIC_PARTITION_OVERWRITE.key: "false"})
     builder = table.new_batch_write_builder()
     if commit_user is not None:
         builder.with_commit_user(commit_user)
