@@ -214,6 +214,25 @@ class TableCommit:
                 f"(files {landed[:3]}); retry the commit instead, it is a no-op for what landed")
         delete_message_files(self.table, messages)
 
+    def truncate_table(self) -> list[int]:
+        """pypaimon's `commit.truncate_table()`: one OVERWRITE snapshot that removes every row."""
+        return self._truncate([{}])
+
+    def truncate_partitions(self, partitions: Sequence[Mapping[str, object]]) -> list[int]:
+        """pypaimon's `commit.truncate_partitions(specs)`: one OVERWRITE snapshot removing every
+        row of the partitions (non-empty full or partial specs; LakehouseError otherwise)."""
+        specs = [dict(p) for p in partitions]
+        if not specs or not all(specs):
+            raise LakehouseError(f"truncate_partitions of table {self.table.name} needs non-empty "
+                                 f"partition specs")
+        self.table.partition_codec().check_spec_keys(specs, self.table.name, "truncate_partitions")
+        return self._truncate(specs)
+
+    def _truncate(self, specs: list[dict[str, object]]) -> list[int]:
+        self.overwrite_specs = specs
+        self.dynamic_overwrite = False  # these name what goes, whatever the table's option
+        return self.commit([])
+
     def close(self) -> None:
         pass
 

@@ -294,7 +294,7 @@ class CoreOptions:
         return [f.strip() for f in v.split(",") if f.strip()] if v else []
 
 
-# ---- options pypaimon 2.1.0 declares, accepted and typed here too ----------------------------
+# ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------
 def _only_false(v: bool) -> str | None:
     return "only false is supported: primary key fields are NOT NULL" if v else None
 
@@ -305,7 +305,7 @@ SCAN_SNAPSHOT_ID = _opt("scan.snapshot-id", "int", None, "Read this snapshot (ti
 SCAN_TAG_NAME = _opt("scan.tag-name", "string", None, "Read the snapshot this tag keeps (time travel).")
 READ_BATCH_SIZE = _opt("read.batch-size", "int", 1024, "pypaimon's read batch size; accepted, this engine sizes batches by file.", _positive)
 READ_PARALLELISM = _opt("read.parallelism", "int", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
-POSTPONE_BATCH_WRITE_FIXED_BUCKET = _opt("postpone.batch-write-fixed-bucket", "bool", True, "Postpone bucket mode: a batch write may write fixed buckets directly (pypaimon's option; accepted).")
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _opt("postpone.batch-write-fixed-bucket", "bool", True, "pypaimon's option, accepted: this engine writes postpone tables to the postpone bucket, and compaction assigns fixed buckets.")
 SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", "bool", None, "Skip a commit that changes nothing (this engine never writes an empty APPEND snapshot).")
 
 

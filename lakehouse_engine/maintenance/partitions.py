@@ -108,8 +108,5 @@ def truncate(table: FileStoreTable) -> int | None:
 
 
 def _overwrite(table: FileStoreTable, specs: list[dict[str, object]]) -> int:
-    from lakehouse_engine.commit import TableCommit
-
-    builder = table.new_batch_write_builder()
-    commit = TableCommit(table, builder.commit_user, specs, dynamic_partition_overwrite=False)
-    return commit.commit([])[0]
+    commit = table.new_batch_write_builder().new_commit()
+    return (commit.truncate_table() if specs == [{}] else commit.truncate_partitions(specs))[0]

@@ -355,3 +355,16 @@ def test_rename_table_refuses_object_storage(cat: Catalog, monkeypatch: pytest.M
     with pytest.raises(UnsupportedError, match="atomically"):
         cat.rename_table("default.t", "default.t2")
     assert cat.table_exists("default.t")
+
+
+def test_commit_truncate_partitions_and_truncate_table(cat: Catalog) -> None:
+    table = _table(cat)
+    _write(table, [("a", 1, "x"), ("b", 2, "y")])
+    commit = table.new_batch_write_builder().new_commit()
+    commit.truncate_partitions([{"dt": "a"}])
+    commit.close()
+    assert _read(table) == [("b", 2, "y")]
+    with pytest.raises(Exception, match="partition"):
+        table.new_batch_write_builder().new_commit().truncate_partitions([{"name": "x"}])
+    table.new_batch_write_builder().new_commit().truncate_table()
+    assert _read(table) == [] and [s.commit_kind for s in table.snapshots()] == ["APPEND", "OVERWRITE", "OVERWRITE"]

@@ -128,8 +128,13 @@ def test_overwrite_replaces_one_partition_or_the_whole_table(orders_table) -> No
     assert rows(read(orders_table, projection=["id", "dt"]), "id") == [
         {"id": 3, "dt": "b"}, {"id": 9, "dt": "a"}]
     assert orders_table.latest_snapshot().commit_kind == "OVERWRITE"
+    # `{}` follows dynamic-partition-overwrite (default true): only partition c is replaced ...
     write(orders_table, orders([5], ["c"], ["5"]), overwrite={})
-    assert read(orders_table, projection=["id"]).column("id").to_pylist() == [5]
+    assert sorted(read(orders_table, projection=["id"]).column("id").to_pylist()) == [3, 5, 9]
+    # ... and with the option false, the whole table.
+    whole = orders_table.copy({"dynamic-partition-overwrite": "false"})
+    write(whole, orders([6], ["c"], ["6"]), overwrite={})
+    assert read(orders_table, projection=["id"]).column("id").to_pylist() == [6]
     assert orders_table.latest_snapshot().total_record_count == 1
 
 
