@@ -112,3 +112,28 @@ def test_the_same_pypaimon_script_gives_the_same_results(tmp_path: Path, pypaimo
     assert ours["dynamic_overwrite"] == [["a", 5, "date"], ["b", 2, "banana"], ["c", 3, None]]
     assert ours["predicates"]["is_in_none"] == []
     assert ours["rolled_back"] == [["a", 1, "apple"], ["b", 2, "banana"], ["c", 3, None]]
+
+
+@pytest.mark.interop
+def test_pypaimon_reads_our_tag_with_a_retention(tmp_path: Path, pypaimon: Any) -> None:
+    import pyarrow as pa
+
+    from lakehouse_engine import CatalogFactory, Schema
+
+    warehouse = str(tmp_path / "wh")
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("d", True)
+    catalog.create_table("d.t", Schema.from_pyarrow_schema(
+        pa.schema([("id", pa.int64())]), primary_keys=["id"], options={"bucket": "1"}), False)
+    table = catalog.get_table("d.t")
+    wb = table.new_batch_write_builder()
+    write = wb.new_write()
+    write.write_arrow(pa.table({"id": [1]}))
+    wb.new_commit().commit(write.prepare_commit())
+    catalog.create_tag("d.t", "kept", time_retained="12h")
+    ours = catalog.get_tag("d.t", "kept")
+    theirs = pypaimon("""
+        r = CatalogFactory.create({"warehouse": ARGS["warehouse"]}).get_tag("d.t", "kept")
+        emit([r.snapshot.id, r.tag_create_time, r.tag_time_retained])
+    """, warehouse=warehouse)
+    assert theirs == [1, ours.tag_create_time, "PT12H"] == [1, ours.tag_create_time, ours.tag_time_retained]
