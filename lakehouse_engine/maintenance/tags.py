@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from lakehouse_engine.errors import (
     CorruptFileError,
     InvalidIdentifierError,
+    InvalidOptionError,
     LakehouseError,
     SnapshotNotExistError,
 )
@@ -136,11 +137,14 @@ def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None,
     was made and how long it is kept (`tagCreateTime`, `tagTimeRetained`, as Java Paimon writes).
 
     Raises:
-        InvalidTagNameError: the name cannot name a tag, or `time_retained` is not a duration.
+        InvalidTagNameError: the name cannot name a tag.
+        InvalidOptionError: `time_retained` is not a duration.
         SnapshotNotExistError: the snapshot does not exist (or the table has none).
         TagAlreadyExistError: a tag of that name exists (and `ignore_if_exists` is False).
     """
     path = tag_path(table, name)
+    if time_retained is not None:
+        _retained_seconds(time_retained)  # a bad duration fails before anything else
     if ignore_if_exists and table.file_io.exists(path):
         return
     snapshot = _snapshot_to_tag(table, snapshot_id)
@@ -183,14 +187,18 @@ def tag_json(snapshot: Snapshot, time_retained: str | None) -> bytes:
     retention (`tagCreateTime` as a LocalDateTime array, `tagTimeRetained` in seconds)."""
     if time_retained is None:
         return snapshot.to_json().encode("utf-8")
-    try:
-        retained_ms = parse_duration_ms(str(time_retained))
-    except ValueError as e:
-        raise InvalidTagNameError(f"time_retained {time_retained!r} of a tag: {e}") from None
+    retained = _retained_seconds(time_retained)
     now = datetime.datetime.now()
     created = [now.year, now.month, now.day, now.hour, now.minute, now.second, now.microsecond * 1000]
-    extra = dict(snapshot.extra, tagCreateTime=created, tagTimeRetained=retained_ms / 1000)
+    extra = dict(snapshot.extra, tagCreateTime=created, tagTimeRetained=retained)
     return replace(snapshot, extra=extra).to_json().encode("utf-8")
+
+
+def _retained_seconds(time_retained: str) -> float:
+    try:
+        return parse_duration_ms(str(time_retained)) / 1000
+    except ValueError as e:
+        raise InvalidOptionError(f"time_retained {time_retained!r} of a tag: {e}") from None
 
 
 def get_tag(table: FileStoreTable, name: str) -> Snapshot:
@@ -214,9 +222,15 @@ def replace_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None
     """
     path = tag_path(table, name)
     tag_snapshot(table, name)
+    old = table.file_io.read_bytes(path)
     snapshot = _snapshot_to_tag(table, snapshot_id)
     table.file_io.overwrite_atomic(path, tag_json(snapshot, time_retained))
-    _check_still_there(table, name, snapshot, path)
+    if not table.snapshot_manager().snapshot_exists(snapshot.id):
+        # Expired meanwhile (see _check_still_there): the tag keeps what it kept before.
+        table.file_io.overwrite_atomic(path, old)
+        raise SnapshotNotExistError(
+            f"snapshot {snapshot.id} of table {table.name} expired while tag {name!r} was being "
+            f"replaced; the tag is unchanged")
 
 
 def rename_tag(table: FileStoreTable, old_name: str, new_name: str) -> None:

@@ -368,3 +368,16 @@ def test_commit_truncate_partitions_and_truncate_table(cat: Catalog) -> None:
         table.new_batch_write_builder().new_commit().truncate_partitions([{"name": "x"}])
     table.new_batch_write_builder().new_commit().truncate_table()
     assert _read(table) == [] and [s.commit_kind for s in table.snapshots()] == ["APPEND", "OVERWRITE", "OVERWRITE"]
+
+
+def test_a_bad_time_retained_changes_nothing(cat: Catalog) -> None:
+    table = _table(cat)
+    _write(table, [("a", 1, "x")])
+    table.create_tag("v1")
+    before = snapshot_files(table)
+    for call in (lambda: table.create_tag("v2", time_retained="soon"),
+                 lambda: table.create_tag("v1", ignore_if_exists=True, time_retained="soon"),
+                 lambda: table.replace_tag("v1", 1, time_retained="soon")):
+        with pytest.raises(InvalidOptionError, match="time_retained 'soon'"):
+            call()
+    assert snapshot_files(table) == before
