@@ -74,7 +74,8 @@ class FaultInjector:
         self._mutex = threading.Lock()
 
     def fail(self, method: str, path: str, status: int = 503, times: int = 1, after: bool = False) -> None:
-        """Answer the next `times` `method` requests whose path matches the regex `path` with `status`."""
+        """Answer the next `times` `method` requests whose path (with `?query`) matches the regex
+        `path` with `status`."""
         with self._mutex:
             self._faults.append(_Fault(method, re.compile(path), status, times, after))
 
@@ -91,7 +92,8 @@ class FaultInjector:
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        fault = self._take(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""))
+        query = environ.get("QUERY_STRING", "")
+        fault = self._take(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
         if fault is None:
             return self.app(environ, start_response)
         if fault.after:
