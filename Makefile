@@ -138,7 +138,7 @@ dev: $(VENV)
 
 # ---------------------------------------------------------------- cleaning
 clean:
-	rm -rf warehouse .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	rm -rf warehouse pipeline .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
 	rm -rf ./*.egg-info docs/*.tmp
 	find . \( -path ./$(VENV) -o -path ./$(INTEROP_VENV) -o -path ./.git \) -prune \
 	  -o -type d -name __pycache__ -exec rm -rf {} +
