@@ -26,6 +26,14 @@ import pyarrow.fs as pafs
 
 from lakehouse_engine.errors import InvalidOptionError, LakehouseError
 from lakehouse_engine.io import FileIO, storage_error, storage_errors
+from lakehouse_engine.io_gcs_azure import (
+    azure_filesystem,
+    azure_settings,
+    azure_store_kwargs,
+    gcs_filesystem,
+    gcs_settings,
+    gcs_store_kwargs,
+)
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
 GCS_SCHEMES = frozenset({"gs", "gcs"})
@@ -152,9 +160,11 @@ def _commit_lock(options: Mapping[str, str]) -> FileCommitLock | None:
 class ObjectStoreFileIO(FileIO):
     """FileIO on an object store: data through pyarrow, put-if-absent through a conditional put."""
 
-    def __init__(self, fs: pafs.FileSystem, scheme: str, options: Mapping[str, str]):
+    def __init__(self, fs: pafs.FileSystem, scheme: str, options: Mapping[str, str],
+                 azure_account: str | None = None):
         super().__init__(fs)
         self.scheme = scheme
+        self.azure_account = azure_account  # the account an abfs:// URI names
         self.options = dict(options)
         self.conditional_put = _flag(self.options.get(CONDITIONAL_PUT, "true"), CONDITIONAL_PUT)
         self.lock = _commit_lock(self.options)
@@ -171,13 +181,18 @@ class ObjectStoreFileIO(FileIO):
             fs: pafs.FileSystem = _s3_filesystem(s3_settings(options))
             root = f"{parsed.netloc}{parsed.path}"
         elif scheme in GCS_SCHEMES:
-            fs = pafs.GcsFileSystem()
+            fs = gcs_filesystem(gcs_settings(options))
             root = f"{parsed.netloc}{parsed.path}"
         else:
-            # abfs://container@account.dfs.core.windows.net/path
-            container, _, host = parsed.netloc.partition("@")
-            fs = pafs.AzureFileSystem(account_name=host.split(".")[0])
+            # abfs://container@account.dfs.core.windows.net/path, or az://container/path with the
+            # account in the options
+            container, _, host = parsed.netloc.rpartition("@")
+            if not container:
+                container, host = host, ""
+            account = host.split(".")[0] or None
+            fs = azure_filesystem(azure_settings(options, account))
             root = f"{container}{parsed.path}"
+            return ObjectStoreFileIO(fs, scheme, options, account), root.rstrip("/")
         return ObjectStoreFileIO(fs, scheme, options), root.rstrip("/")
 
     def __getstate__(self) -> dict[str, Any]:
@@ -331,9 +346,10 @@ class ObjectStoreFileIO(FileIO):
                 kwargs["virtual_hosted_style_request"] = not _flag(s["path_style"], "s3.path.style.access")
             store = S3Store(bucket, **kwargs)
         elif self.scheme in GCS_SCHEMES:
-            store = GCSStore(bucket, retry_config=retry)
+            store = GCSStore(bucket, retry_config=retry, **gcs_store_kwargs(gcs_settings(self.options)))
         else:
-            store = AzureStore(bucket, retry_config=retry)
+            store = AzureStore(bucket, retry_config=retry,
+                               **azure_store_kwargs(azure_settings(self.options, self.azure_account)))
         self._stores[f"{bucket}/{retrying}"] = store
         return store
 
