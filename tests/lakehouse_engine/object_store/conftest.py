@@ -52,6 +52,7 @@ class RequestLog(logging.Handler):
 
 
 _ERROR_CODES = {500: "InternalError", 503: "SlowDown"}
+_SIGNER = re.compile(r"Credential=([^/]+)/")  # SigV4: the access key of the signer
 
 
 @dataclass
@@ -72,6 +73,8 @@ class FaultInjector:
         self.app = app
         self._faults: list[_Fault] = []
         self._mutex = threading.Lock()
+        # (method, path, access key that signed it) of every request: who wrote what
+        self.signed: list[tuple[str, str, str]] = []
 
     def fail(self, method: str, path: str, status: int = 503, times: int = 1, after: bool = False) -> None:
         """Answer the next `times` `method` requests whose path (with `?query`) matches the regex
@@ -93,6 +96,10 @@ class FaultInjector:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         query = environ.get("QUERY_STRING", "")
+        signer = _SIGNER.search(environ.get("HTTP_AUTHORIZATION", ""))
+        with self._mutex:
+            self.signed.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""),
+                                signer.group(1) if signer else ""))
         fault = self._take(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
         if fault is None:
             return self.app(environ, start_response)
