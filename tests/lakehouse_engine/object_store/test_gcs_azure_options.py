@@ -63,3 +63,15 @@ def test_warehouse_uris_of_gcs_and_azure_open_an_object_store_file_io() -> None:
     assert isinstance(fio, ObjectStoreFileIO) and fio.azure_account == "acct" and root == "lake/wh"
     with pytest.raises(InvalidOptionError, match="storage account"):
         FileIO.for_warehouse("az://lake/wh", {"azure.account-key": "a2V5"})
+
+
+def test_azure_keys_and_sas_tokens_never_travel_in_a_spark_task() -> None:
+    pytest.importorskip("pyspark")
+    from lakehouse_engine.spark.tables import shippable_options
+
+    shipped = dict(shippable_options({
+        "azure.account-key": "k", "fs.azure.account.key.acct.dfs.core.windows.net": "k",
+        "azure.sas-token": "t", "azure.client-secret": "s", "azure.endpoint": "http://127.0.0.1:1",
+        "fs.gs.auth.service.account.json.keyfile": "/keys/sa.json"}))
+    assert shipped == {"azure.endpoint": "http://127.0.0.1:1",
+                       "fs.gs.auth.service.account.json.keyfile": "/keys/sa.json"}  # a path, not a key
