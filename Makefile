@@ -41,7 +41,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability chromium
+.PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability chromium azurite
 
 help:
 	@echo "make test       lint + pytest -m 'not slow' (PYTEST_ARGS='...' passed to pytest)"
@@ -53,6 +53,7 @@ help:
 	@echo "make dev        dagster dev on http://127.0.0.1:3000 (DAGSTER_HOME=$(DAGSTER_HOME): shows make run's runs)"
 	@echo "make .venv / make .venv-interop   build the virtual environments"
 	@echo "make paimon-java  fetch Paimon 0.9's Java core and compile the judge (tests marked java)"
+	@echo "make azurite    install Azurite (npm) into .cache/azurite for the Azure test"
 	@echo "make clean      remove warehouse and caches; distclean also removes the venvs"
 
 # ---------------------------------------------------------------- environments
@@ -85,6 +86,14 @@ chromium:
 	    || echo "WARNING: could not install chromium; the browser test will skip" >&2; \
 	else echo "NOTE: chromium is not installed and we are not root: the browser test will skip" >&2; fi
 
+# Azurite (Microsoft's Blob Storage emulator, npm) for the Azure test; best effort like chromium.
+azurite:
+	@if command -v azurite-blob >/dev/null 2>&1 || [ -x .cache/azurite/node_modules/.bin/azurite-blob ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  mkdir -p .cache/azurite && (cd .cache/azurite && npm install --no-audit --no-fund --silent azurite@3) \
+	    || echo "WARNING: could not install Azurite; the Azure test will skip" >&2; \
+	else echo "NOTE: npm is not installed: the Azure test (Azurite) will skip" >&2; fi
+
 $(INTEROP_VENV): $(INTEROP_STAMP)
 	@:
 
@@ -116,7 +125,7 @@ lint: $(VENV)
 	$(VENV)/bin/mypy || status=1; \
 	exit $$status
 
-test: $(VENV) $(INTEROP_VENV) chromium paimon-java lint
+test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java lint
 	$(VENV)/bin/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
 
 soak: $(VENV) $(INTEROP_VENV)
@@ -138,7 +147,7 @@ dev: $(VENV)
 
 # ---------------------------------------------------------------- cleaning
 clean:
-	rm -rf warehouse .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	rm -rf warehouse pipeline .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
 	rm -rf ./*.egg-info docs/*.tmp
 	find . \( -path ./$(VENV) -o -path ./$(INTEROP_VENV) -o -path ./.git \) -prune \
 	  -o -type d -name __pycache__ -exec rm -rf {} +

@@ -6,7 +6,7 @@ retries with backoff on throttling and 5xx answers), but they cannot send `If-No
 obstore's create-mode put can, on every store we support (S3 `If-None-Match: *`, GCS
 `ifGenerationMatch=0`, Azure `If-None-Match: *`), so snapshot publication goes through it, on a
 client that never retries on its own: a retried conditional put that had landed would come back
-as "already exists" and read as a lost race.
+as "already exists" and read as a lost race. We retry it ourselves, after reading the object back.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import random
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,14 @@ import pyarrow.fs as pafs
 
 from lakehouse_engine.errors import InvalidOptionError, LakehouseError
 from lakehouse_engine.io import FileIO, storage_error, storage_errors
+from lakehouse_engine.io_gcs_azure import (
+    azure_filesystem,
+    azure_settings,
+    azure_store_kwargs,
+    gcs_filesystem,
+    gcs_settings,
+    gcs_store_kwargs,
+)
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
 GCS_SCHEMES = frozenset({"gs", "gcs"})
@@ -52,6 +61,8 @@ _S3_ENV: dict[str, tuple[str, ...]] = {
     "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
 }
 DEFAULT_S3_ATTEMPTS = 10  # Hadoop S3A's fs.s3a.attempts.maximum default
+_S3_ATTEMPTS_OPTION = "s3.attempts.maximum"
+_INIT_BACKOFF_S, _MAX_BACKOFF_S = 0.1, 15.0  # between attempts: doubled each time, jittered
 # Our option (Paimon has none: its object-store FileIOs rely on a catalog lock): set it to false
 # for an S3-compatible store that ignores If-None-Match; then commits need `lock.enabled`.
 CONDITIONAL_PUT = "fs.conditional-put"
@@ -149,9 +160,11 @@ def _commit_lock(options: Mapping[str, str]) -> FileCommitLock | None:
 class ObjectStoreFileIO(FileIO):
     """FileIO on an object store: data through pyarrow, put-if-absent through a conditional put."""
 
-    def __init__(self, fs: pafs.FileSystem, scheme: str, options: Mapping[str, str]):
+    def __init__(self, fs: pafs.FileSystem, scheme: str, options: Mapping[str, str],
+                 azure_account: str | None = None):
         super().__init__(fs)
         self.scheme = scheme
+        self.azure_account = azure_account  # the account an abfs:// URI names
         self.options = dict(options)
         self.conditional_put = _flag(self.options.get(CONDITIONAL_PUT, "true"), CONDITIONAL_PUT)
         self.lock = _commit_lock(self.options)
@@ -168,13 +181,18 @@ class ObjectStoreFileIO(FileIO):
             fs: pafs.FileSystem = _s3_filesystem(s3_settings(options))
             root = f"{parsed.netloc}{parsed.path}"
         elif scheme in GCS_SCHEMES:
-            fs = pafs.GcsFileSystem()
+            fs = gcs_filesystem(gcs_settings(options))
             root = f"{parsed.netloc}{parsed.path}"
         else:
-            # abfs://container@account.dfs.core.windows.net/path
-            container, _, host = parsed.netloc.partition("@")
-            fs = pafs.AzureFileSystem(account_name=host.split(".")[0])
+            # abfs://container@account.dfs.core.windows.net/path, or az://container/path with the
+            # account in the options
+            container, _, host = parsed.netloc.rpartition("@")
+            if not container:
+                container, host = host, ""
+            account = host.split(".")[0] or None
+            fs = azure_filesystem(azure_settings(options, account))
             root = f"{container}{parsed.path}"
+            return ObjectStoreFileIO(fs, scheme, options, account), root.rstrip("/")
         return ObjectStoreFileIO(fs, scheme, options), root.rstrip("/")
 
     def __getstate__(self) -> dict[str, Any]:
@@ -234,7 +252,8 @@ class ObjectStoreFileIO(FileIO):
 
         Raises:
             ConditionalPutUnsupportedError: the store has no conditional put and no lock is set.
-            StorageError: the put failed without an answer (it may have landed: read it back).
+            StorageError: every attempt went unanswered and the object was not there after any of
+                them, or reading it back failed too (whether it landed is unknown).
         """
         if self.conditional_put:
             return self._conditional_put(path, data)
@@ -253,6 +272,11 @@ class ObjectStoreFileIO(FileIO):
                 f"use a store with conditional writes; nothing was committed")
 
     def _conditional_put(self, path: str, data: bytes) -> bool:
+        """Put-if-absent with retries that are never blind: after a put without an answer (a
+        timeout, a reset connection, a 5xx or a throttling answer) the object is read back before
+        anything else. Ours there: it landed. Another object there: a lost race. Nothing there:
+        putting again is safe, since `If-None-Match` refuses it should the first put land late,
+        and a refusal that follows an unanswered put is settled by comparing content too."""
         import obstore
         from obstore.exceptions import (
             AlreadyExistsError,
@@ -262,17 +286,36 @@ class ObjectStoreFileIO(FileIO):
         )
 
         bucket, _, key = path.partition("/")
-        try:
-            obstore.put(self._store(bucket), key, data, mode="create")
-            return True
-        except (AlreadyExistsError, PreconditionError):
-            return False  # 412: another committer's object is there
-        except NotSupportedError as exc:
-            raise ConditionalPutUnsupportedError(f"{self._unsupported(path)} ({exc})") from exc
-        except BaseError as exc:
-            # No answer, or an error answer after the request was sent: it may have landed. The
-            # caller reads the object back (commit user + identifier) instead of putting again.
-            raise storage_error("publish", path, OSError(errno.EIO, _first_line(exc))) from exc
+        attempts = self._attempts()
+        unanswered: BaseException | None = None
+        for attempt in range(attempts):
+            try:
+                obstore.put(self._store(bucket), key, data, mode="create")
+                return True
+            except (AlreadyExistsError, PreconditionError):
+                # 412: an object is there; after an unanswered put of ours it may be ours.
+                return unanswered is not None and self._holds(path, data)
+            except NotSupportedError as exc:
+                raise ConditionalPutUnsupportedError(f"{self._unsupported(path)} ({exc})") from exc
+            except BaseError as exc:
+                unanswered = exc
+            try:
+                there = self.read_bytes(path)
+            except FileNotFoundError:
+                # Not there (yet): back off as for any throttling answer, then put again.
+                time.sleep(_backoff_s(attempt))
+                continue
+            return there == data
+        assert unanswered is not None
+        # Every attempt went unanswered and the object was not there after each: the caller may
+        # retry the same commit (nothing of it is published).
+        raise storage_error("publish", path, OSError(
+            errno.EIO, f"{attempts} attempt(s) ({_S3_ATTEMPTS_OPTION}) went unanswered, the last "
+                       f"with: {_first_line(unanswered)}")) from unanswered
+
+    def _holds(self, path: str, data: bytes) -> bool:
+        """Whether the object at `path` is `data` (one GET, retrying): a put of ours landed."""
+        return self.read_bytes(path) == data
 
     def _store(self, bucket: str, retrying: bool = False) -> Any:
         """The obstore client of `bucket`, made once; the one for conditional puts never retries
@@ -284,8 +327,8 @@ class ObjectStoreFileIO(FileIO):
 
         retry: Any = {"max_retries": self._attempts() - 1 if retrying else 0,
                  "retry_timeout": timedelta(seconds=180),
-                 "backoff": {"init_backoff": timedelta(milliseconds=100),
-                             "max_backoff": timedelta(seconds=15), "base": 2.0}}
+                 "backoff": {"init_backoff": timedelta(seconds=_INIT_BACKOFF_S),
+                             "max_backoff": timedelta(seconds=_MAX_BACKOFF_S), "base": 2.0}}
         if self.scheme in S3_SCHEMES:
             s = s3_settings(self.options)
             kwargs: dict[str, Any] = {"retry_config": retry}
@@ -303,9 +346,10 @@ class ObjectStoreFileIO(FileIO):
                 kwargs["virtual_hosted_style_request"] = not _flag(s["path_style"], "s3.path.style.access")
             store = S3Store(bucket, **kwargs)
         elif self.scheme in GCS_SCHEMES:
-            store = GCSStore(bucket, retry_config=retry)
+            store = GCSStore(bucket, retry_config=retry, **gcs_store_kwargs(gcs_settings(self.options)))
         else:
-            store = AzureStore(bucket, retry_config=retry)
+            store = AzureStore(bucket, retry_config=retry,
+                               **azure_store_kwargs(azure_settings(self.options, self.azure_account)))
         self._stores[f"{bucket}/{retrying}"] = store
         return store
 
@@ -332,7 +376,12 @@ def _attempts(s: Mapping[str, str]) -> int:
     return attempts
 
 
-def _first_line(exc: Exception) -> str:
+def _backoff_s(attempt: int) -> float:
+    """Seconds to wait after failed attempt `attempt` (0-based): exponential with full jitter."""
+    return min(_MAX_BACKOFF_S, _INIT_BACKOFF_S * 2.0 ** attempt) * random.uniform(0.5, 1.0)
+
+
+def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 

@@ -187,7 +187,7 @@ def no_duplicate_primary_key(context: dg.AssetCheckExecutionContext, spark: Spar
                                    metadata={"rows_written": 0})
     days = run_days(context)
     reader = (spark.spark_session.read.format("lakehouse").option("warehouse", lakehouse.warehouse)
-              .option("columns", ",".join(PRIMARY_KEY)))
+              .options(**lakehouse.catalog_options).option("columns", ",".join(PRIMARY_KEY)))
     if days:
         reader = reader.option("partitions", ";".join(partition_name(d) for d in days))
     dups = reader.load(lakehouse.table).groupBy(*PRIMARY_KEY).count().where(F.col("count") > 1)

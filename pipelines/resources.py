@@ -71,7 +71,8 @@ class LakehouseResource(dg.ConfigurableResource):
     """The primary-key table the pipelines write (warehouse, `database.table`, bucket mode, options)
     and the pipeline's own folders beside it: landing, staging, quarantine and the ingestion ledger."""
 
-    warehouse: str = Field(description="Warehouse root: a local path or a file:// URI.")
+    warehouse: str = Field(description="Warehouse root: a local path, a file:// URI or an object store "
+                                       "(s3://bucket/path; endpoint and the like in `catalog_options`).")
     table: str = Field(default=DEFAULT_TABLE, description="`database.table`.")
     bucket: int = Field(
         default=DEFAULT_BUCKETS,
@@ -80,6 +81,11 @@ class LakehouseResource(dg.ConfigurableResource):
         default_factory=dict, description="Further Paimon options of a new table (over the pipeline's).")
     landing_dir: str | None = Field(
         default=None, description="Where new files land; default `<warehouse>/landing/<table>`.")
+    pipeline_dir: str | None = Field(
+        default=None,
+        description="Local folder of the pipeline's landing, staging, quarantine and ledger folders; "
+                    "default: the warehouse itself when it is local. Required with an object-store "
+                    "warehouse (on a cluster: a mount every Spark worker sees).")
     catalog_options: dict[str, str] = Field(
         default_factory=dict,
         description="Catalog options of an object-store warehouse (s3.endpoint, s3.path.style.access, "
@@ -112,16 +118,22 @@ class LakehouseResource(dg.ConfigurableResource):
                 options=self.options()), ignore_if_exists=True)
             return catalog.get_table(self.table)
 
-    # ---- the pipeline's folders (local disk: Spark reads them, the ledger locks a file) --------
+    # ---- the pipeline's folders (a filesystem: Spark reads them, the ledger locks a file) ------
     @property
     def root(self) -> Path:
-        """The warehouse as a local path."""
+        """The folder holding landing, staging, quarantine and the ledger: `pipeline_dir`, else the
+        warehouse when it is on local disk. They stay on a filesystem with an object-store
+        warehouse: Spark reads landing files and writes staged batches there without the Hadoop
+        S3 connector (not part of pyspark), and the ledger is changed under a file lock."""
+        if self.pipeline_dir:
+            return Path(self.pipeline_dir).absolute()
         parsed = urlparse(self.warehouse)
         if parsed.scheme in ("", "file"):
             return Path(parsed.path if parsed.scheme else self.warehouse).absolute()
         raise dg.DagsterInvariantViolationError(
-            f"warehouse {self.warehouse!r}: the pipelines keep landing, staging and quarantine "
-            f"folders on local disk; use a local path or a file:// URI")
+            f"warehouse {self.warehouse!r} is an object store: set the lakehouse resource's "
+            f"pipeline_dir (LAKEHOUSE_PIPELINE_DIR) to a local folder for the landing, staging and "
+            f"quarantine folders and the ingestion ledger")
 
     @property
     def landing_path(self) -> Path:
@@ -142,8 +154,9 @@ class LakehouseResource(dg.ConfigurableResource):
 
 def resources_from_env() -> dict[str, Any]:
     """The resources of the code location, configured from `LAKEHOUSE_WAREHOUSE` (./warehouse),
-    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET`, `LAKEHOUSE_SPARK_MASTER` (local[*]) and
-    `LAKEHOUSE_CATALOG_OPTIONS` (a JSON object, e.g. `{"s3.endpoint": "..."}`)."""
+    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET`, `LAKEHOUSE_SPARK_MASTER` (local[*]),
+    `LAKEHOUSE_CATALOG_OPTIONS` (a JSON object, e.g. `{"s3.endpoint": "..."}`) and
+    `LAKEHOUSE_PIPELINE_DIR` (the pipeline's local folders; needed with an object-store warehouse)."""
     warehouse = os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse")
     if "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
@@ -154,5 +167,6 @@ def resources_from_env() -> dict[str, Any]:
             warehouse=warehouse,
             table=os.environ.get("LAKEHOUSE_TABLE", DEFAULT_TABLE),
             bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS))),
-            catalog_options={str(k): str(v) for k, v in catalog_options.items()}),
+            catalog_options={str(k): str(v) for k, v in catalog_options.items()},
+            pipeline_dir=os.environ.get("LAKEHOUSE_PIPELINE_DIR") or None),
     }

@@ -1,6 +1,7 @@
 """`make run`: the main Dagster job end to end in this process, then a summary.
 
-1. Sample order events are written as landing files under the warehouse (JSON lines, CSV and
+1. Sample order events are written as landing files under the warehouse, or under the pipeline
+   folder of an object-store warehouse (`--pipeline-dir`) (JSON lines, CSV and
    parquet, one folder per day, from the first daily partition to today), with a few invalid
    records per day that must be quarantined. Days that already have landing files keep them.
 2. `main_job` runs once over the sample's days with the in-process executor on the Dagster
@@ -131,12 +132,28 @@ def sample_days(first: datetime.date, days: int | None, today: datetime.date) ->
     return [(first + datetime.timedelta(days=d)).isoformat() for d in range(count)]
 
 
+def default_pipeline_dir(warehouse: str) -> str | None:
+    """Where the pipeline's local folders go for `warehouse`: beside the table when it is local
+    (None: the resource's default), else `./pipeline/<scheme>/<bucket>/<path>`, one per warehouse so
+    two warehouses never share a ledger."""
+    if "://" not in warehouse or warehouse.startswith("file://"):
+        return None
+    scheme, rest = warehouse.split("://", 1)
+    return os.path.abspath(os.path.join("pipeline", scheme, rest.strip("/")))
+
+
 def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_day: int = 5_000,
         buckets: int = 4, seed: int = 7, spark_master: str = "local[*]", keep_spark: bool = False,
-        instance: Any = None) -> int:
-    """Land the sample, run `main_job` on the instance, print the summary; the exit code."""
+        instance: Any = None, catalog_options: dict[str, str] | None = None,
+        pipeline_dir: str | None = None) -> int:
+    """Land the sample, run `main_job` on the instance, print the summary; the exit code.
+
+    `catalog_options` reach an object-store warehouse (`s3.endpoint`, ...; credentials best from
+    `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`); `pipeline_dir` holds the landing, staging and
+    quarantine folders and the ledger (default: the local warehouse, `default_pipeline_dir`)."""
     import dagster as dg
 
+    from lakehouse_engine.io_object_store import s3_settings
     from pipelines.automation import sorted_runs_sensor
     from pipelines.definitions import defs
     from pipelines.ingest import DAILY_PARTITIONS
@@ -144,13 +161,18 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     from pipelines.resources import LakehouseResource
     from pipelines.summary import print_next_steps, print_summary, print_table
 
-    if "://" in warehouse and not warehouse.startswith("file://"):
-        # Landing, staging and the ledger live under a local warehouse (docs/deploying.md).
-        raise SystemExit(f"make run: warehouse {warehouse!r} is not a local path; the pipelines keep "
-                         f"their landing and staging folders beside the table, on local disk, for now. "
-                         f"Use the engine, the CLI or the Spark helpers on an object-store warehouse")
-    warehouse = os.path.abspath(warehouse)
-    lakehouse = LakehouseResource(warehouse=warehouse, table=table, bucket=buckets)
+    options = dict(catalog_options or {})
+    pipeline_dir = pipeline_dir or default_pipeline_dir(warehouse)
+    if "://" not in warehouse:
+        warehouse = os.path.abspath(warehouse)
+    lakehouse = LakehouseResource(warehouse=warehouse, table=table, bucket=buckets,
+                                  catalog_options=options, pipeline_dir=pipeline_dir)
+    # Credentials given as options reach the Spark tasks through the session's configuration
+    # (the executors' environment), never inside a task.
+    given = s3_settings(options, env={})
+    executor_env = {f"spark.executorEnv.{var}": given[name] for name, var in (
+        ("access_key", "AWS_ACCESS_KEY_ID"), ("secret_key", "AWS_SECRET_ACCESS_KEY"),
+        ("session_token", "AWS_SESSION_TOKEN")) if name in given}
     start = datetime.date.fromisoformat(DAILY_PARTITIONS.start.strftime("%Y-%m-%d"))
     wanted = sample_days(start, days, datetime.date.today())
     missing = [d for d in wanted if not DAILY_PARTITIONS.has_partition_key(d)]
@@ -176,8 +198,10 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
         instance = dg.DagsterInstance.get()
         print(f"dagster instance: {home} (`make dev` shows this run)")
     run_config = {"resources": {
-        "lakehouse": {"config": {"warehouse": warehouse, "table": table, "bucket": buckets}},
-        "spark": {"config": {"master": spark_master, "stop_on_teardown": not keep_spark}}},
+        "lakehouse": {"config": {"warehouse": warehouse, "table": table, "bucket": buckets,
+                                 "catalog_options": options, "pipeline_dir": pipeline_dir}},
+        "spark": {"config": {"master": spark_master, "stop_on_teardown": not keep_spark,
+                             "spark_config": executor_env}}},
         "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     started = time.perf_counter()
     result = defs.resolve_job_def("main_job").execute_in_process(
@@ -197,14 +221,14 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
 
     if not result.success:
         return 1
-    merged = print_table(warehouse, table, result)
+    merged = print_table(warehouse, table, result, options)
     expected = apply_to_model(batches)
     got = merged.select(expected.column_names).sort_by([(k, "ascending") for k in PRIMARY_KEY])
     ok = got.num_rows == expected.num_rows and got.cast(expected.schema).equals(expected)
     deleted = sum(pc.sum(pc.equal(b.column(ROWKIND), "-D")).as_py() or 0 for b in batches)
     print(f"model check: {'OK' if ok else 'MISMATCH'}: the merged rows equal the valid sample events "
           f"applied in order ({deleted:,} delete events included)")
-    print_next_steps(warehouse, table)
+    print_next_steps(warehouse, table, options)
     return 0 if ok and checks_ok else 1
 
 
@@ -221,10 +245,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--buckets", type=int, default=4, help="bucket count of a new (fixed-bucket) table")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--spark-master", default=os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
+    parser.add_argument("--pipeline-dir", default=os.environ.get("LAKEHOUSE_PIPELINE_DIR"),
+                        help="local folder of landing, staging, quarantine and the ledger (default: the "
+                             "warehouse when local, else ./pipeline/<scheme>/<bucket>/<path>)")
     args = parser.parse_args(argv)
+    try:
+        options = json.loads(os.environ.get("LAKEHOUSE_CATALOG_OPTIONS") or "{}")
+    except json.JSONDecodeError as exc:
+        parser.error(f"LAKEHOUSE_CATALOG_OPTIONS is not a JSON object of catalog options: {exc}")
+    if not isinstance(options, dict):
+        parser.error("LAKEHOUSE_CATALOG_OPTIONS must be a JSON object, e.g. '{\"s3.endpoint\": \"...\"}'")
     warnings.filterwarnings("ignore", module="dagster")  # beta/preview notices, once per process
     return run(args.warehouse, args.table, args.days, args.rows_per_day, args.buckets, args.seed,
-               args.spark_master)
+               args.spark_master, catalog_options={str(k): str(v) for k, v in options.items()},
+               pipeline_dir=args.pipeline_dir)
 
 
 if __name__ == "__main__":

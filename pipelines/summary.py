@@ -86,11 +86,12 @@ def print_summary(result: Any) -> bool:
     return ok
 
 
-def print_table(warehouse: str, table_name: str, result: Any) -> pa.Table:
+def print_table(warehouse: str, table_name: str, result: Any,
+                catalog_options: dict[str, str] | None = None) -> pa.Table:
     """Where the table is and its three row numbers, each with what it means; returns the merged rows."""
     from lakehouse_engine import Catalog
 
-    table = Catalog(warehouse).get_table(table_name)
+    table = Catalog(warehouse, catalog_options or {}).get_table(table_name)
     stats = table.bucket_stats()
     snapshot = table.latest_snapshot()
     rb = table.new_read_builder()
@@ -110,9 +111,13 @@ def print_table(warehouse: str, table_name: str, result: Any) -> pa.Table:
     return merged
 
 
-def print_next_steps(warehouse: str, table: str) -> None:
-    """The commands a person runs next."""
+def print_next_steps(warehouse: str, table: str, catalog_options: dict[str, str] | None = None) -> None:
+    """The commands a person runs next (an object store's options as `--option`, credentials left
+    to the environment)."""
     wh, tb = shlex.quote(warehouse), shlex.quote(table)
+    secret = ("key", "secret", "token", "password")
+    wh = " ".join([*(f"--option {shlex.quote(f'{k}={v}')}" for k, v in sorted((catalog_options or {}).items())
+                     if not any(w in k.lower() for w in secret)), wh])
     print("\nnext")
     print(f"  .venv/bin/lakehouse buckets {wh} {tb}            # records, files, sorted runs per bucket")
     print(f"  .venv/bin/lakehouse read {wh} {tb} --limit 5     # merged rows")

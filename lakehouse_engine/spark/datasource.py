@@ -298,7 +298,7 @@ class LakehouseDataSource(DataSource):
         # Storage options (`s3.endpoint`, `s3.path.style.access`, credentials, `lock.*`) given to
         # the reader or writer are session configuration Spark already carries to every task.
         storage = {k: str(v) for k, v in self.options.items()
-                   if k.lower().startswith(("s3.", "s3a.", "fs.", "lock."))}
+                   if k.lower().startswith(("s3.", "s3a.", "fs.", "gs.", "azure.", "lock."))}
         return replace(TableRef.of(identifier, warehouse), options=tuple(sorted(storage.items())))
 
     def _pin_snapshot(self, table: FileStoreTable) -> int | None:

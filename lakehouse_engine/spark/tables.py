@@ -18,7 +18,8 @@ from lakehouse_engine.table import FileStoreTable
 
 # Catalog options that never travel to executors inside a task: credentials reach them through
 # the session's configuration instead (`spark.executorEnv.AWS_ACCESS_KEY_ID`, instance roles).
-_SECRET_WORDS = ("access-key", "access.key", "accesskey", "secret", "token", "password")
+_SECRET_WORDS = ("access-key", "access.key", "accesskey", "account-key", "account.key", "secret", "token",
+                 "sas", "password")
 
 
 def shippable_options(options: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -9,8 +9,9 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -50,12 +51,79 @@ class RequestLog(logging.Handler):
             return len(self.requests)
 
 
+_ERROR_CODES = {500: "InternalError", 503: "SlowDown"}
+_SIGNER = re.compile(r"Credential=([^/]+)/")  # SigV4: the access key of the signer
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    times: int
+    after: bool
+
+
+class FaultInjector:
+    """WSGI middleware in front of moto: answers the next requests that match a rule with an error
+    status, either instead of moto (the store never saw the request) or after moto applied it (the
+    object landed, the client hears an error)."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]):
+        self.app = app
+        self._faults: list[_Fault] = []
+        self._mutex = threading.Lock()
+        # (method, path, access key that signed it) of every request: who wrote what
+        self.signed: list[tuple[str, str, str]] = []
+
+    def fail(self, method: str, path: str, status: int = 503, times: int = 1, after: bool = False) -> None:
+        """Answer the next `times` `method` requests whose path (with `?query`) matches the regex
+        `path` with `status`."""
+        with self._mutex:
+            self._faults.append(_Fault(method, re.compile(path), status, times, after))
+
+    def clear(self) -> None:
+        with self._mutex:
+            self._faults.clear()
+
+    def _take(self, method: str, path: str) -> _Fault | None:
+        with self._mutex:
+            for fault in self._faults:
+                if fault.method == method and fault.path.search(path) and fault.times > 0:
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        query = environ.get("QUERY_STRING", "")
+        signer = _SIGNER.search(environ.get("HTTP_AUTHORIZATION", ""))
+        with self._mutex:
+            self.signed.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""),
+                                signer.group(1) if signer else ""))
+        fault = self._take(environ["REQUEST_METHOD"], environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
+        if fault is None:
+            return self.app(environ, start_response)
+        if fault.after:
+            answer = self.app(environ, lambda *args, **kwargs: None)
+            b"".join(answer)  # moto applied the request; its answer is lost
+        else:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length:
+                environ["wsgi.input"].read(length)  # drained, so the connection stays usable
+        code = _ERROR_CODES.get(fault.status, "InternalError")
+        body = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+        start_response(f"{fault.status} {code}", [("Content-Type", "application/xml"),
+                                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+
 @dataclass
 class S3Server:
     """The running server: its endpoint and the log of the requests it answered."""
 
     endpoint: str
     log: RequestLog
+    faults: FaultInjector
     report: dict[str, int] = field(default_factory=dict)  # numbers a test measured, printed at the end
 
     def options(self, **extra: str) -> dict[str, str]:
@@ -84,11 +152,13 @@ def s3_server() -> Iterator[S3Server]:
     port = _free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=True)
     server.start()
+    faults = FaultInjector(server._server.app)
+    server._server.app = faults
     log = RequestLog()
     werkzeug = logging.getLogger("werkzeug")
     werkzeug.addHandler(log)
     werkzeug.setLevel(logging.INFO)
-    served = S3Server(f"http://127.0.0.1:{port}", log)
+    served = S3Server(f"http://127.0.0.1:{port}", log, faults)
     try:
         yield served
     finally:
@@ -112,11 +182,12 @@ class S3Warehouse:
 
 
 @pytest.fixture
-def s3_warehouse(s3_server: S3Server) -> S3Warehouse:
+def s3_warehouse(s3_server: S3Server) -> Iterator[S3Warehouse]:
     bucket = s3_server.new_bucket()
     warehouse = S3Warehouse(f"s3://{bucket}/warehouse", bucket, s3_server.options(), s3_server)
     warehouse.catalog().create_database("db")
-    return warehouse
+    yield warehouse
+    s3_server.faults.clear()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
