@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, expected_merged, make_bench_data
+from bench.charts import line_chart
 from bench.machine import describe_machine, format_markdown_table
-from bench.png import line_chart
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.table import FileStoreTable

@@ -1,5 +1,11 @@
-"""lakehouse_engine: an Apache Paimon-compatible primary-key table engine on pyarrow."""
+"""lakehouse_engine: an Apache Paimon-compatible primary-key table engine on pyarrow.
 
+The public API is what this module exports, `lakehouse_engine.options` (the table options) and
+`lakehouse_engine.spark` (pyspark needed); other modules are the engine's insides and may change.
+Importing it loads neither pyspark, dagster nor pandas.
+"""
+
+from lakehouse_engine.bucket.mode import POSTPONE_BUCKET, BucketMode
 from lakehouse_engine.catalog import Catalog, CatalogFactory, Identifier
 from lakehouse_engine.errors import (
     CommitConflictError,
@@ -9,18 +15,26 @@ from lakehouse_engine.errors import (
     InvalidIdentifierError,
     InvalidOptionError,
     LakehouseError,
+    PostCommitError,
     SchemaError,
     SnapshotNotExistError,
     StorageError,
     TableAlreadyExistError,
     TableNotExistError,
+    UnsupportedError,
 )
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.mergetree.merge_engines.ordering import ROW_KIND_CODES
 from lakehouse_engine.schema import Schema
 from lakehouse_engine.table import FileStoreTable
 
+#: The row kinds a `rowkind.field` column may hold: +I, -U, +U, -D.
+ROW_KINDS: tuple[str, ...] = tuple(ROW_KIND_CODES)
+
 __all__ = [
+    "POSTPONE_BUCKET", "ROW_KINDS", "BucketMode", "PostCommitError", "Snapshot",
     "Catalog", "CatalogFactory", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
     "FileStoreTable", "Identifier", "InvalidDataError", "InvalidIdentifierError", "InvalidOptionError",
     "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError",
-    "TableNotExistError",
+    "TableNotExistError", "UnsupportedError",
 ]

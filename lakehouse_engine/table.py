@@ -21,6 +21,7 @@ from lakehouse_engine.snapshot_manager import SnapshotManager
 if TYPE_CHECKING:
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
+    from lakehouse_engine.bucket.mode import BucketMode
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
@@ -170,6 +171,13 @@ class FileStoreTable:
 
         return compact_table(self, full=full, partitions=partitions)
 
+    def compact_postpone(self, partitions: list[dict[str, Any]] | None = None) -> list[int]:
+        """Move the rows of a postpone-bucket table ('bucket' = -2) waiting in bucket-postpone
+        (of `partitions`, or all) into real buckets, one COMPACT snapshot; no other compaction."""
+        from lakehouse_engine.compact.postpone import compact_postpone
+
+        return compact_postpone(self, partitions)
+
     def rescale(self, bucket_num: int, partitions: list[dict[str, Any]] | None = None) -> list[int]:
         """Rewrite partitions (all when None) into `bucket_num` buckets as one OVERWRITE snapshot."""
         from lakehouse_engine.maintenance.rescale import rescale
@@ -181,6 +189,46 @@ class FileStoreTable:
         from lakehouse_engine.compact.stats import bucket_stats
 
         return bucket_stats(self, snapshot_id)
+
+    # ---- what the table holds (manifests only; lakehouse_engine.stats) ----------------------
+    def bucket_mode(self) -> BucketMode:
+        """How rows find their bucket: FIXED, DYNAMIC, POSTPONE or UNAWARE (from `bucket` and the key)."""
+        from lakehouse_engine.bucket.mode import BucketMode
+
+        return BucketMode.of(self)
+
+    def index_stats(self, snapshot_id: int | None = None) -> pa.Table:
+        """One row per live index file (partition, bucket, index_type, file_name, row_count,
+        file_size); a dynamic-bucket table's HASH files count the keys of each bucket."""
+        from lakehouse_engine.stats import index_stats
+
+        return index_stats(self, snapshot_id)
+
+    def files_added(self, snapshot_ids: list[int]) -> pa.Table:
+        """The data files these snapshots added: snapshot_id, partition, bucket, file_name,
+        level, row_count, file_size."""
+        from lakehouse_engine.stats import files_added
+
+        return files_added(self, snapshot_ids)
+
+    def committed_snapshots(self, commit_user: str, commit_identifier: int | None = None) -> list[int]:
+        """The snapshot ids a commit of `commit_user` landed as, oldest first; empty when it did
+        not land. `commit_identifier` defaults to a batch commit's (Long.MAX_VALUE)."""
+        from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER
+        from lakehouse_engine.stats import committed_snapshots
+
+        ident = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else commit_identifier
+        return committed_snapshots(self, commit_user, ident)
+
+    def preview_buckets(self, data: pa.Table) -> pa.Int32Array:
+        """The bucket each row of `data` would be written to now (as a batch write assigns it:
+        the fixed-bucket hash, the dynamic-bucket index, -2 for postpone, 0 for bucket-unaware),
+        with nothing written. Rows must have the table's columns."""
+        write = self.new_batch_write_builder().new_write()
+        try:
+            return write.preview_buckets(data)
+        finally:
+            write.close()
 
     def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,
                          older_than: int | None = None, max_deletes: int | None = None) -> int:

@@ -6,10 +6,6 @@ import hashlib
 from collections.abc import Sequence
 
 import dagster as dg
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from lakehouse_engine.options import NUM_SORTED_RUN_COMPACTION_TRIGGER
 from pipelines.ingest import DAILY_PARTITIONS, Ledger, ingested_events, list_landing_files
@@ -26,6 +22,10 @@ from pipelines.lsm import (
 from pipelines.maintenance import postpone_compaction, rescale, snapshot_expiry
 from pipelines.resources import LakehouseResource
 
+# Dagster's documented run tags of a single-run backfill over a partition range (a RunRequest
+# has no public argument for a range; `RunRequest.partition_key_range` reads these tags).
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 _COMPACTION_OP = sorted_run_compaction.op.name
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
               dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]

@@ -11,11 +11,8 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine import POSTPONE_BUCKET, BucketMode, FileStoreTable, Snapshot
 from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.tables import BucketMode
-from lakehouse_engine.table import FileStoreTable
 from pipelines.lsm import (
     BucketRow,
     bucket_rows,
@@ -156,19 +153,14 @@ def row_counts_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
                 description="No dynamic bucket holds more keys than dynamic-bucket.target-row-num "
                             "(its HASH index counts the keys).")
 def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    from lakehouse_engine.bucket.dynamic import HASH_INDEX
-    from lakehouse_engine.format.manifest_entries import FileKind
-
     latest = _latest(lakehouse)
     if latest is None:
         return _passed_empty()
     table, snapshot = latest
-    if BucketMode.of(table) is not BucketMode.DYNAMIC:
+    if table.bucket_mode() is not BucketMode.DYNAMIC:
         return _passed_empty(f"not a dynamic-bucket table ('bucket' = {table.options.bucket})")
-    codec = table.partition_codec()
-    entries = table.manifest_io().read_index_manifest(snapshot.index_manifest) if snapshot.index_manifest else []
-    keys = {(codec.from_binary(e.partition).path_string(), e.bucket): e.row_count
-            for e in entries if e.index_type == HASH_INDEX and e.kind == FileKind.ADD}
+    keys = {(r["partition"], r["bucket"]): r["row_count"]
+            for r in table.index_stats(snapshot.id).to_pylist() if r["index_type"] == "HASH"}
     return dynamic_target_result(keys, table.options.require(DYNAMIC_BUCKET_TARGET_ROW_NUM))
 
 

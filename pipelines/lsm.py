@@ -19,14 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER
-from lakehouse_engine.commit_retry import snapshots_of_commit
-from lakehouse_engine.errors import PostCommitError
-from lakehouse_engine.format.manifest_entries import FileKind
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.routing import bucket_column
-from lakehouse_engine.spark.tables import BucketMode, TableRef
-from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine import POSTPONE_BUCKET, BucketMode, FileStoreTable, PostCommitError
+from lakehouse_engine.options import NUM_SORTED_RUN_COMPACTION_TRIGGER
+from lakehouse_engine.spark import TableRef, bucket_column
 from pipelines.ingest import (
     DAILY_PARTITIONS,
     SINGLE_RUN,
@@ -157,20 +152,11 @@ def buckets_over_trigger(rows: Iterable[BucketRow], trigger: int) -> list[Bucket
 def dynamic_bucket_counts(ref: TableRef, rows: pa.Table) -> pa.Table:
     """Rows per dynamic bucket for rows of one partition: (dt, bucket, rows).
 
-    Runs the engine's assigner over the table's current HASH index without writing index files,
-    so it shows where a single-assigner write would put the rows.
+    `table.preview_buckets` runs the engine's assigner over the table's current HASH index
+    without writing index files, so it shows where a single-assigner write would put the rows.
     """
-    from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-    from lakehouse_engine.format.bucket_hash import hash_rows
-    from lakehouse_engine.write.table_write import conform_to_schema
-
-    table = ref.open()
-    schema = table.schema
-    rows = conform_to_schema(rows, schema.arrow_schema(), table.name)
-    _, partitions = table.partition_codec().group_rows(rows)
-    hashes = hash_rows([rows.column(k) for k in schema.bucket_keys], schema.types_of(schema.bucket_keys))
-    buckets = DynamicBucketAssigner(table, table.latest_snapshot()).assign(partitions[0], hashes)
-    counts = pa.table({BUCKET: pa.array(buckets, pa.int32())}).group_by(BUCKET).aggregate([(BUCKET, "count")])
+    buckets = ref.open().preview_buckets(rows)
+    counts = pa.table({BUCKET: buckets}).group_by(BUCKET).aggregate([(BUCKET, "count")])
     return pa.table({
         PARTITION_KEY: pa.array([rows.column(PARTITION_KEY)[0].as_py()] * counts.num_rows, pa.string()),
         BUCKET: counts.column(BUCKET),
@@ -187,7 +173,7 @@ PLAN_SCHEMA = StructType([StructField(PARTITION_KEY, StringType()), StructField(
 
 def assign_buckets(rows: DataFrame, table: FileStoreTable) -> list[tuple[str, int, int]]:
     """(dt, bucket, rows) for rows about to be written, computed on Spark for the table's mode."""
-    mode = BucketMode.of(table)
+    mode = table.bucket_mode()
     ref = TableRef.of(table)
     if mode is BucketMode.FIXED:
         counted = (rows.groupBy(PARTITION_KEY, bucket_column(rows, table, ref).alias(BUCKET))
@@ -216,7 +202,7 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: SparkResource,
                       lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Assign buckets to the staged rows not yet written and record the plan beside the staging."""
     table = lakehouse.get_or_create_table()
-    mode = BucketMode.of(table)
+    mode = table.bucket_mode()
     pending = Ledger(lakehouse.ledger_path).read().pending(context.partition_keys)
     base: dict[str, Any] = {"bucket_mode": mode.value, "table_buckets_option": table.options.bucket}
     if not pending:
@@ -255,16 +241,6 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: SparkResource,
 
 
 # ---- the LSM write -----------------------------------------------------------------------------
-def added_files(table: FileStoreTable, snapshot_ids: Iterable[int]) -> list[Any]:
-    """The data files these snapshots added (their delta manifests' ADD entries)."""
-    io = table.manifest_io()
-    entries = []
-    for sid in snapshot_ids:
-        delta = io.read_entries(io.read_manifest_list(table.snapshot(sid).delta_manifest_list))
-        entries += [e for e in delta if e.kind == FileKind.ADD]
-    return entries
-
-
 @dg.asset(
     partitions_def=DAILY_PARTITIONS,
     backfill_policy=SINGLE_RUN,
@@ -288,7 +264,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
         ids: list[int] = []
         # Rows an interrupted run committed, though it did not live to record it: never twice.
         for user, entries in state.committing_users(pending).items():
-            landed = sorted(snapshots_of_commit(table, user, BATCH_COMMIT_IDENTIFIER, None).by_kind.values())
+            landed = table.committed_snapshots(user)
             if landed:
                 context.log.warning(f"commit {user} of an earlier run had landed in snapshot {landed[0]}; "
                                     f"its {len(entries)} staged parts are not written again")
@@ -310,20 +286,18 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
         shutil.rmtree(lakehouse.staging_path / f"batch={batch}", ignore_errors=True)
     table = lakehouse.get_table()  # re-opened: the latest schema and snapshot
     snapshot = table.latest_snapshot()
-    files = added_files(table, ids)
-    codec = table.partition_codec()
-    files_of = {dt: [e for e in files if codec.from_binary(e.partition).path_string() == partition_name(dt)]
-                for dt in dts}
+    files = table.files_added(ids)
+    files_of = {dt: files.filter(pc.equal(files.column("partition"), partition_name(dt))) for dt in dts}
     live = bucket_rows(table, dts)
 
     def figures(days: list[str]) -> dict[str, Any]:
-        added = [e for dt in days for e in files_of[dt]]
+        added = [files_of[dt] for dt in days]
         names = {partition_name(d) for d in days}
         return {
             "rows_written": sum(n for _, dt, n in pending if dt in days),
-            "files_added": len(added),
-            "records_in_files_added": sum(e.file.row_count for e in added),
-            "bytes_added": sum(e.file.file_size for e in added),
+            "files_added": sum(a.num_rows for a in added),
+            "records_in_files_added": sum(pc.sum(a.column("row_count")).as_py() or 0 for a in added),
+            "bytes_added": sum(pc.sum(a.column("file_size")).as_py() or 0 for a in added),
             # The day's records in live files (before merging): what this partition holds now.
             "dagster/row_count": sum(r.records for r in live if r.partition in names),
             **bucket_metadata([r for r in live if r.partition in names]),
@@ -338,7 +312,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
         **figures(dts),
     }
     context.log.info(f"snapshot {metadata['snapshot_id']}: {metadata['rows_written']:,} rows, "
-                     f"{len(files)} files added")
+                     f"{files.num_rows} files added")
     return dg.MaterializeResult(metadata=metadata)
 
 
@@ -362,20 +336,16 @@ def compact_buckets(spark: SparkSession, table: FileStoreTable, buckets: set[tup
                     full: bool = False) -> list[int]:
     """Compact these (partition, bucket)s (all when None) on Spark executors and commit once.
 
-    Partitions are named as `bucket_rows` names them (`dt=2026-11-21`); they are turned back into
-    the partition values of the table's live files for `lakehouse_engine.spark.compact`.
+    Partitions are named as `bucket_rows` names them (`dt=2026-11-21`); those the table has are
+    turned back into partition values (`{"dt": "2026-11-21"}`) for `lakehouse_engine.spark.compact`.
     """
-    from lakehouse_engine.spark.compact import compact
+    from lakehouse_engine.spark import compact
 
     if buckets is None:
         return compact(spark, table, full=full)
-    latest = table.latest_snapshot()
-    if latest is None:
-        return []
-    codec = table.partition_codec()
-    partitions = {p.path_string(): p for p in
-                  (codec.from_binary(b) for b in {e.partition for e in table.manifest_io().live_entries(latest)})}
-    wanted = [(partitions[name].as_dict(), bucket) for name, bucket in sorted(buckets) if name in partitions]
+    live = {r.partition for r in bucket_rows(table)}
+    wanted = [({PARTITION_KEY: name.removeprefix(f"{PARTITION_KEY}=")}, bucket)
+              for name, bucket in sorted(buckets) if name in live]
     return compact(spark, table, full=full, buckets=wanted) if wanted else []
 
 
@@ -392,8 +362,6 @@ def compact_buckets(spark: SparkSession, table: FileStoreTable, buckets: set[tup
 def sorted_run_compaction(context: dg.AssetExecutionContext, config: CompactionConfig,
                           spark: SparkResource, lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Compact the requested buckets (the sensor names them), or every bucket over the trigger."""
-    from lakehouse_engine.options import NUM_SORTED_RUN_COMPACTION_TRIGGER
-
     if not lakehouse.table_exists():
         return dg.MaterializeResult(metadata={"buckets_compacted": 0, "note": "the table does not exist yet"})
     table = lakehouse.get_table()

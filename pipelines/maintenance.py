@@ -12,8 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.tables import BucketMode
+from lakehouse_engine import POSTPONE_BUCKET, BucketMode
 from pipelines.ingest import SINGLE_RUN
 from pipelines.lsm import (
     BucketRow,
@@ -47,19 +46,17 @@ def _absent() -> dg.MaterializeResult:
 )
 def postpone_compaction(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Move every postponed row into its bucket; nothing to do for other bucket modes."""
-    from lakehouse_engine.compact.postpone import compact_postpone
-
     if not lakehouse.table_exists():
         return _absent()
     table = lakehouse.get_table()
-    mode = BucketMode.of(table)
+    mode = table.bucket_mode()
     if mode is not BucketMode.POSTPONE:
         return dg.MaterializeResult(metadata={
             "bucket_mode": mode.value, "rows_moved": 0,
             "note": "only postpone-bucket tables ('bucket' = -2) have rows to move"})
     before = bucket_rows(table)
     waiting = [r for r in before if r.bucket == POSTPONE_BUCKET]
-    ids = compact_postpone(table)
+    ids = table.compact_postpone()
     table = lakehouse.get_table()
     after = bucket_rows(table)
     latest = table.latest_snapshot()
@@ -146,7 +143,7 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
     if not lakehouse.table_exists():
         return _absent()
     table = lakehouse.get_table()
-    mode = BucketMode.of(table)
+    mode = table.bucket_mode()
     advice = advise_bucket_counts(bucket_rows(table), config.target_bucket_bytes)
     chosen = {partition_name(d) for d in config.partitions}
     targets: dict[str, int] = {}

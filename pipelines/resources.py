@@ -14,12 +14,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from lakehouse_engine import Catalog, Schema
-from lakehouse_engine.errors import TableNotExistError
-from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine import Catalog, FileStoreTable, Schema, TableNotExistError
 from pipelines.sample_data import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
 
 DEFAULT_TABLE = "shop.orders"
@@ -37,9 +34,11 @@ PIPELINE_TABLE_OPTIONS = {
 }
 
 
-class SparkResource(LazyPySparkResource):
-    """dagster-pyspark's lazy SparkSession: started on first use by the engine's `create_session`
-    (loopback, UTC, the `lakehouse` data source registered) and stopped when the run ends."""
+class SparkResource(dg.ConfigurableResource):
+    """A lazy SparkSession: started on first use of `spark_session` by the engine's
+    `create_session` (loopback, UTC, the `lakehouse` data source registered), so assets and checks
+    that never touch Spark never start it, and stopped when the run ends. Dagster's public
+    resource API only (dagster-pyspark's LazyPySparkResource builds its session itself)."""
 
     master: str = Field(default=DEFAULT_MASTER, description="`local[*]`, `local[n]` or `spark://host:port`.")
     app_name: str = Field(default="lakehouse-pipelines", description="Spark application name.")
@@ -50,9 +49,13 @@ class SparkResource(LazyPySparkResource):
         default=True,
         description="Stop the session at the end of the run. Tests sharing one session turn it off.")
 
-    def _init_session(self) -> None:
+    _spark_session: Any = PrivateAttr(default=None)
+
+    @property
+    def spark_session(self) -> Any:
+        """The run's SparkSession (pyspark.sql.SparkSession), created on first use."""
         if self._spark_session is None:
-            from lakehouse_engine.spark.session import create_session
+            from lakehouse_engine.spark import create_session
 
             self._spark_session = create_session(
                 self.master, app_name=self.app_name, shuffle_partitions=self.shuffle_partitions,
@@ -60,6 +63,7 @@ class SparkResource(LazyPySparkResource):
                 conf={"spark.ui.showConsoleProgress": "false",  # no progress bars over the run's log
                       **{str(k): str(v) for k, v in self.spark_config.items()}})
             self._spark_session.sparkContext.setLogLevel("ERROR")  # Spark's WARN lines drown the run's
+        return self._spark_session
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_on_teardown:

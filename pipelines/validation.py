@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandera.errors import SchemaErrors
 
-from lakehouse_engine.mergetree.merge import ROW_KIND_CODES
+from lakehouse_engine import ROW_KINDS  # exactly what TableWrite accepts in `rowkind.field`
 from pipelines.sample_data import EVENT_SCHEMA
 
 CORRUPT_RECORD = "_corrupt_record"   # the raw text of a record the reader could not parse
@@ -26,7 +26,6 @@ SOURCE_FILE = "_source_file"         # the landing file a row came from
 REASON = "_reason"                   # why a row is quarantined; null for a valid row
 MALFORMED = "malformed record: does not parse with the event schema"
 
-ROW_KINDS = tuple(ROW_KIND_CODES)  # exactly what TableWrite accepts in `rowkind.field`
 STATUSES = ("created", "paid", "packed", "shipped", "delivered", "returned", "cancelled")
 MAX_AMOUNT = 9_999_999_999.99        # DECIMAL(12, 2)
 MAX_QUANTITY = 10_000

@@ -5,11 +5,17 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import io
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
 
 _CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -88,16 +94,23 @@ class Column:
 
 
 def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> list[str]:
-    """Records as lines of a table: a header, a rule, then one aligned line per record."""
+    """Records as lines of a table: a header, a rule, then one aligned line per record.
+
+    rich lays the columns out (two spaces apart, numbers right-aligned); cells are plain text,
+    never markup, and never wrapped: a wide table stays one line per record.
+    """
     cells = [[clean_cell(c.fmt(r.get(c.key))) for c in columns] for r in records]
     headers = [c.header for c in columns]
-    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if c.right else v.ljust(w) for v, w, c in zip(values, widths, columns, strict=True)]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths])] + [line(row) for row in cells]
+    widths = [max([cell_len(h)] + [cell_len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    table = RichTable(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 1))
+    for c, w in zip(columns, widths, strict=True):
+        table.add_column(justify="right" if c.right else "left", no_wrap=True, min_width=w)
+    for row in [headers, ["-" * w for w in widths], *cells]:
+        table.add_row(*(Text(v) for v in row))
+    out = io.StringIO()
+    Console(file=out, width=sum(widths) + 2 * len(widths) + 1, color_system=None, force_terminal=False,
+            highlight=False, emoji=False, markup=False, soft_wrap=False).print(table)
+    return [line.rstrip() for line in out.getvalue().splitlines()]
 
 
 def render_fields(pairs: Iterable[tuple[str, str]], indent: str = "") -> list[str]:

@@ -1,25 +1,34 @@
-"""A one-line progress bar on stderr, for commands whose work can take a while."""
+"""A one-line progress display on stderr (rich), for commands whose work can take a while."""
 
 from __future__ import annotations
 
-import shutil
+import io
 import threading
-import time
 from types import TracebackType
 from typing import TextIO
 
-_SPINNER = "|/-\\"
-_REDRAW_SECONDS = 0.1
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgress
+
 _FIRST_DRAW_SECONDS = 0.25
+_REDRAWS_PER_SECOND = 10
 
 
 class Progress:
     """A bar with counts when the amount of work is known, else a spinner with the elapsed time.
 
-    The engine's maintenance calls report nothing while they run, so those show the spinner; a
-    background thread redraws so the elapsed time keeps moving. Disabled, every method is a no-op.
-    Nothing is drawn for work that ends within a quarter of a second; a drawn line is erased
-    when the work ends, leaving stderr clean for the result or an error.
+    The engine's maintenance calls report nothing while they run, so those show the spinner;
+    rich redraws from its own thread so the elapsed time keeps moving. Disabled, every method is
+    a no-op. Nothing is drawn for work that ends within a quarter of a second; a drawn line is
+    erased when the work ends, leaving stderr clean for the result or an error.
     """
 
     def __init__(self, stream: TextIO, label: str, total: int | None = None, unit: str = "",
@@ -29,20 +38,25 @@ class Progress:
         self.total = total
         self.unit = unit
         self.enabled = enabled
-        self.done = 0
-        self._started = time.monotonic()
-        self._tick = 0
+        # The caller decided to draw (a terminal, or --progress): draw even into a pipe or file.
+        console = Console(file=stream, force_terminal=True, highlight=False, emoji=False)
+        self._progress = RichProgress(*_columns(total, unit), console=console, transient=True,
+                                      auto_refresh=True, refresh_per_second=_REDRAWS_PER_SECOND)
+        self._task = self._progress.add_task(label, total=total)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._width = 0
+        self._timer: threading.Timer | None = None
+        self._drawing = False
+        self._closed = False
+
+    @property
+    def done(self) -> int:
+        return int(self._progress.tasks[0].completed)
 
     def __enter__(self) -> Progress:
         if self.enabled:
-            self._started = time.monotonic()
-            self._thread = threading.Thread(target=self._redraw_until_stopped, daemon=True,
-                                            name="lakehouse-progress")
-            self._thread.start()
+            self._timer = threading.Timer(_FIRST_DRAW_SECONDS, self._start)
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -51,52 +65,37 @@ class Progress:
 
     def advance(self, amount: int = 1) -> None:
         """Count `amount` more units of work as done."""
-        with self._lock:
-            self.done += amount
+        self._progress.advance(self._task, amount)
 
     def close(self) -> None:
         """Stop redrawing and erase the line."""
-        if not self.enabled or self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
         with self._lock:
-            if self._width:
-                self.stream.write("\r" + " " * self._width + "\r")
-                self.stream.flush()
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._drawing:
+                self._progress.stop()
+                self._drawing = False
 
-    # ---- drawing --------------------------------------------------------------------------
-    def _redraw_until_stopped(self) -> None:
+    def _start(self) -> None:
         # Work that ends quickly draws nothing: no flicker on a terminal for a fast command.
-        if self._stop.wait(_FIRST_DRAW_SECONDS):
-            return
-        self._draw()
-        while not self._stop.wait(_REDRAW_SECONDS):
-            self._draw()
-
-    def _draw(self) -> None:
         with self._lock:
-            text = self.render(shutil.get_terminal_size((80, 24)).columns - 1)
-            self._tick += 1
-            pad = max(0, self._width - len(text))
-            self.stream.write("\r" + text + " " * pad)
-            self.stream.flush()
-            self._width = len(text)
+            if not self._closed:
+                self._progress.start()
+                self._drawing = True
 
     def render(self, columns: int) -> str:
-        """The current line, at most `columns` characters wide."""
-        elapsed = f"{time.monotonic() - self._started:.1f}s"
-        unit = f" {self.unit}" if self.unit else ""
-        if self.total is None:
-            text = f"{self.label} {_SPINNER[self._tick % len(_SPINNER)]} {elapsed}"
-            return text[:columns]
-        total = max(self.total, 0)
-        done = min(self.done, total) if total else self.done
-        counts = f" {done}/{total}{unit} {elapsed}"
-        bar_width = max(0, min(40, columns - len(self.label) - len(counts) - 3))
-        if bar_width < 5:
-            return (self.label + counts)[:columns]
-        filled = bar_width if total == 0 else bar_width * done // total
-        bar = "=" * filled + (">" if filled < bar_width else "") + " " * (bar_width - filled - 1)
-        return f"{self.label} [{bar[:bar_width]}]{counts}"[:columns]
+        """The current line as plain text, at most `columns` characters wide."""
+        out = io.StringIO()
+        Console(file=out, width=columns, color_system=None, force_terminal=False,
+                highlight=False, emoji=False).print(self._progress.get_renderable())
+        return out.getvalue().rstrip("\n")
+
+
+def _columns(total: int | None, unit: str) -> list[ProgressColumn | str]:
+    label = TextColumn("{task.description}", markup=False)
+    if total is None:
+        return [label, SpinnerColumn("line"), TimeElapsedColumn()]
+    counts = [MofNCompleteColumn()] + ([TextColumn(unit, markup=False)] if unit else [])
+    return [label, BarColumn(bar_width=40), *counts, TimeElapsedColumn()]

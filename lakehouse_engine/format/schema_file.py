@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias, TypedDict
+from typing import TypeAlias, TypedDict
 
 from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.format.json_spec import JsonKey, JsonObject, dumps
 
 CURRENT_VERSION = 3
 _PAIMON_07_VERSION = 1
@@ -31,6 +31,29 @@ class SchemaJson(TypedDict):
     default_values: dict[int, str]
 
 
+# The keys of a schema file and of each of its fields, in the order pypaimon 2.1.0 writes them.
+# `comment` is written even when null; a field's description and defaultValue only when set.
+# Missing in older files: `version` (Paimon 0.7 wrote none: 1), `timeMillis`, `options`.
+SCHEMA_JSON = JsonObject("schema", (
+    JsonKey("version", "version", "int", required=False, default=_PAIMON_07_VERSION),
+    JsonKey("id", "schema_id", "int"),
+    JsonKey("fields", "fields", "list"),
+    JsonKey("highestFieldId", "highest_field_id", "int"),
+    JsonKey("partitionKeys", "partition_keys", "str_list"),
+    JsonKey("primaryKeys", "primary_keys", "str_list"),
+    JsonKey("options", "options", "str_map", required=False, default=dict),
+    JsonKey("comment", "comment", "str", required=False, write_null=True),
+    JsonKey("timeMillis", "time_millis", "int", required=False, default=0),
+))
+SCHEMA_FIELD_JSON = JsonObject("schema", (
+    JsonKey("id", "id", "int"),
+    JsonKey("name", "name", "str"),
+    JsonKey("type", "type", "any"),        # a type string; nested types are JSON objects
+    JsonKey("description", "description", "str", required=False),
+    JsonKey("defaultValue", "default_value", "str", required=False),
+))
+
+
 def schema_to_json(
     schema_id: int,
     fields: Sequence[SchemaField],
@@ -48,29 +71,15 @@ def schema_to_json(
     `default_values` maps field ids to Paimon's per-field `defaultValue` strings, if any.
     """
     defaults = default_values or {}
-    field_docs = []
-    for field_id, name, type_string, description in fields:
-        doc: dict[str, Any] = {"id": field_id, "name": name, "type": type_string}
-        if description is not None:
-            doc["description"] = description
-        if field_id in defaults:
-            doc["defaultValue"] = defaults[field_id]
-        field_docs.append(doc)
-    return json.dumps(
-        {
-            "version": CURRENT_VERSION,
-            "id": schema_id,
-            "fields": field_docs,
-            "highestFieldId": highest_field_id,
-            "partitionKeys": list(partition_keys),
-            "primaryKeys": list(primary_keys),
-            "options": dict(options),
-            "comment": comment,
-            "timeMillis": time_millis,
-        },
-        indent=2,
-        ensure_ascii=False,
-    )
+    field_docs = [SCHEMA_FIELD_JSON.write({"id": field_id, "name": name, "type": type_string,
+                                           "description": description,
+                                           "default_value": defaults.get(field_id)})
+                  for field_id, name, type_string, description in fields]
+    return dumps(SCHEMA_JSON.write({
+        "version": CURRENT_VERSION, "schema_id": schema_id, "fields": field_docs,
+        "highest_field_id": highest_field_id, "partition_keys": list(partition_keys),
+        "primary_keys": list(primary_keys), "options": dict(options), "comment": comment,
+        "time_millis": time_millis}))
 
 
 def schema_from_json(text: str | bytes, file_name: str) -> SchemaJson:
@@ -80,113 +89,44 @@ def schema_from_json(text: str | bytes, file_name: str) -> SchemaJson:
     UnsupportedError. As Paimon does, a version-1 file without `bucket` gets bucket "1" and a
     version-1/2 file without `file.format` gets "orc".
     """
-    try:
-        doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptFileError(f"schema file {file_name!r} is not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise CorruptFileError(f"schema file {file_name!r} does not hold a JSON object")
-    checker = _Checker(file_name)
-
-    version = checker.integer(doc.get("version", _PAIMON_07_VERSION), "version")
+    doc = SCHEMA_JSON.read(SCHEMA_JSON.load(text, file_name), file_name)
     fields: list[SchemaField] = []
     default_values: dict[int, str] = {}
-    for raw in checker.array(doc.get("fields"), "fields"):
-        field_id, name, type_string, description, default = checker.field(raw)
-        fields.append((field_id, name, type_string, description))
-        if default is not None:
-            default_values[field_id] = default
+    for raw in doc["fields"]:
+        f = SCHEMA_FIELD_JSON.read(raw, file_name, where="fields.")
+        if isinstance(f["type"], dict):
+            raise UnsupportedError(
+                f"schema file {file_name!r}: field {f['name']!r} has nested type "
+                f"{f['type'].get('type')!r}; only atomic types are supported"
+            )
+        if not isinstance(f["type"], str):
+            raise CorruptFileError(f"schema file {file_name!r}: the type of field {f['name']!r} "
+                                   f"should be a string, got {f['type']!r}")
+        fields.append((f["id"], f["name"], f["type"], f["description"]))
+        if f["default_value"] is not None:
+            default_values[f["id"]] = f["default_value"]
     names = [f[1] for f in fields]
     if len(set(names)) != len(names) or len({f[0] for f in fields}) != len(fields):
         raise CorruptFileError(f"schema file {file_name!r} repeats a field name or id")
-
-    partition_keys = checker.names(doc.get("partitionKeys"), "partitionKeys", names)
-    primary_keys = checker.names(doc.get("primaryKeys"), "primaryKeys", names)
-    options = checker.options(doc.get("options"))
+    for key, attr in (("partitionKeys", "partition_keys"), ("primaryKeys", "primary_keys")):
+        unknown = [n for n in doc[attr] if n not in names]
+        if unknown:
+            raise CorruptFileError(f"schema file {file_name!r}: {key!r} names unknown fields {unknown}")
+    options: dict[str, str] = doc["options"]
+    version: int = doc["version"]
     if version <= _PAIMON_07_VERSION:
         options.setdefault("bucket", "1")
     if version <= _PAIMON_08_VERSION:
         options.setdefault("file.format", "orc")
-    comment = doc.get("comment")
-    if comment is not None and not isinstance(comment, str):
-        raise CorruptFileError(f"schema file {file_name!r}: comment should be a string")
     return SchemaJson(
         version=version,
-        schema_id=checker.integer(doc.get("id"), "id"),
+        schema_id=doc["schema_id"],
         fields=fields,
-        highest_field_id=checker.integer(doc.get("highestFieldId"), "highestFieldId"),
-        partition_keys=partition_keys,
-        primary_keys=primary_keys,
+        highest_field_id=doc["highest_field_id"],
+        partition_keys=doc["partition_keys"],
+        primary_keys=doc["primary_keys"],
         options=options,
-        comment=comment,
-        time_millis=checker.integer(doc.get("timeMillis", 0), "timeMillis"),
+        comment=doc["comment"],
+        time_millis=doc["time_millis"],
         default_values=default_values,
     )
-
-
-class _Checker:
-    """Type checks of JSON values that raise CorruptFileError naming the file and the key."""
-
-    def __init__(self, file_name: str) -> None:
-        self.file_name = file_name
-
-    def fail(self, message: str) -> CorruptFileError:
-        return CorruptFileError(f"schema file {self.file_name!r}: {message}")
-
-    def integer(self, value: Any, key: str) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"{key!r} should be an integer, got {value!r}")
-        return value
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise self.fail(f"{key!r} should be a string, got {value!r}")
-        return value
-
-    def array(self, value: Any, key: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise self.fail(f"{key!r} should be a list, got {value!r}")
-        return value
-
-    def names(self, value: Any, key: str, known: Sequence[str]) -> list[str]:
-        result = [self.string(v, key) for v in self.array(value, key)]
-        unknown = [n for n in result if n not in known]
-        if unknown:
-            raise self.fail(f"{key!r} names unknown fields {unknown}")
-        return result
-
-    def field(self, raw: Any) -> tuple[int, str, str, str | None, str | None]:
-        if not isinstance(raw, dict):
-            raise self.fail(f"a field should be a JSON object, got {raw!r}")
-        name = self.string(raw.get("name"), "name")
-        type_value = raw.get("type")
-        if isinstance(type_value, dict):
-            raise UnsupportedError(
-                f"schema file {self.file_name!r}: field {name!r} has nested type "
-                f"{type_value.get('type')!r}; only atomic types are supported"
-            )
-        description = raw.get("description")
-        default = raw.get("defaultValue")
-        return (
-            self.integer(raw.get("id"), f"id of field {name!r}"),
-            name,
-            self.string(type_value, f"type of field {name!r}"),
-            None if description is None else self.string(description, f"description of {name!r}"),
-            None if default is None else self.string(default, f"defaultValue of {name!r}"),
-        )
-
-    def options(self, value: Any) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(f"'options' should be a JSON object, got {value!r}")
-        result: dict[str, str] = {}
-        for key, option in value.items():
-            # Jackson reads JSON scalars into Map<String, String> as their text; so do we.
-            if isinstance(option, bool):
-                result[key] = "true" if option else "false"
-            elif isinstance(option, (str, int)):
-                result[key] = option if isinstance(option, str) else repr(option)
-            else:
-                raise self.fail(f"option {key!r} should be a string, got {option!r}")
-        return result

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.bucket.mode import BucketMode
 from lakehouse_engine.catalog import Catalog, Identifier
 from lakehouse_engine.errors import LakehouseError, UnsupportedError
 from lakehouse_engine.table import FileStoreTable
@@ -78,24 +78,6 @@ def _warehouse_of(table: FileStoreTable) -> str:
             f"cannot tell the warehouse of table {table.name} at {table.path}: pass warehouse= "
             f"(the URI executors open the catalog with)")
     return root
-
-
-class BucketMode(Enum):
-    """How rows of a table find their bucket (Paimon's bucket modes)."""
-
-    FIXED = "fixed"        # bucket > 0: hash of the bucket key modulo the partition's bucket count
-    UNAWARE = "unaware"    # append table with bucket = -1: no buckets, rows written where they are
-    DYNAMIC = "dynamic"    # primary key with bucket = -1: assigners keep a key -> bucket index
-    POSTPONE = "postpone"  # bucket = -2: rows wait in bucket-postpone until compaction assigns them
-
-    @staticmethod
-    def of(table: FileStoreTable) -> BucketMode:
-        bucket = table.options.bucket
-        if bucket > 0:
-            return BucketMode.FIXED
-        if bucket == -2:
-            return BucketMode.POSTPONE
-        return BucketMode.DYNAMIC if table.schema.has_primary_key else BucketMode.UNAWARE
 
 
 def check_writable(table: FileStoreTable) -> BucketMode:

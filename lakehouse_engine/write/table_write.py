@@ -511,3 +511,21 @@ class TableWrite:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ---- preview (FileStoreTable.preview_buckets) ---------------------------------------
+    def preview_buckets(self, data: pa.Table) -> pa.Int32Array:
+        """The bucket each row of `data` would be written to, assigned as `write_arrow` assigns
+        it, with nothing buffered or written. For a fresh TableWrite only: a dynamic-bucket
+        assigner remembers the keys it placed."""
+        from lakehouse_engine.errors import UnsupportedError
+
+        if self.mode == "cross":
+            raise UnsupportedError(
+                f"table {self.table.name}: bucket preview of a cross-partition upsert table (its "
+                f"primary key does not contain the partition keys) is not supported")
+        if data.num_rows == 0:
+            return pa.array([], pa.int32())
+        table = conform_to_schema(data, self.arrow_schema, self.table.name)
+        part_ids, partitions = self.partitions.group_rows(table)
+        buckets, _ = self._assign_buckets(table, part_ids, partitions)
+        return pa.array(buckets.astype(np.int32), pa.int32())

@@ -139,6 +139,8 @@ def test_hourly_ingestion_requests_one_run_over_the_days_with_new_files(
     assert request.partition_key is None
     assert request.tags["dagster/asset_partition_range_start"] == "2026-11-03"
     assert request.tags["dagster/asset_partition_range_end"] == "2026-11-05"
+    # Dagster reads our tags as the range (the tag names are not imported from dagster._core)
+    assert request.partition_key_range == dg.PartitionKeyRange("2026-11-03", "2026-11-05")
 
 
 def test_hourly_ingestion_requests_a_single_day_by_its_partition(
