@@ -2,6 +2,8 @@
 
 from lakehouse_engine.catalog import Catalog, CatalogFactory, Identifier
 from lakehouse_engine.errors import (
+    ColumnAlreadyExistError,
+    ColumnNotExistError,
     CommitConflictError,
     CorruptFileError,
     DatabaseNotExistError,
@@ -16,11 +18,12 @@ from lakehouse_engine.errors import (
     TableNotExistError,
 )
 from lakehouse_engine.schema import Schema
+from lakehouse_engine.schema_change import Move, SchemaChange
 from lakehouse_engine.table import FileStoreTable
 
 __all__ = [
-    "Catalog", "CatalogFactory", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
+    "Catalog", "CatalogFactory", "ColumnAlreadyExistError", "ColumnNotExistError", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
     "FileStoreTable", "Identifier", "InvalidDataError", "InvalidIdentifierError", "InvalidOptionError",
-    "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError",
+    "LakehouseError", "Move", "Schema", "SchemaChange", "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError",
     "TableNotExistError",
 ]

@@ -78,3 +78,11 @@ class DataFileMissingError(CorruptFileError):
 
 class UnsupportedError(LakehouseError, NotImplementedError):
     """A feature of the Paimon format that this engine does not (yet) handle."""
+
+
+class ColumnNotExistError(SchemaError):
+    """A schema change names a column the table does not have."""
+
+
+class ColumnAlreadyExistError(SchemaError):
+    """A schema change adds or renames to a column name the table already has."""
