@@ -25,6 +25,7 @@ class ReadBuilder:
         self._limit: int | None = None
         self._snapshot_id: int | None = None
         self._tag: str | None = None
+        self._keep_schema = False
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
         self._projection = list(projection)
@@ -43,7 +44,7 @@ class ReadBuilder:
         """The table as the snapshot read saw it: time travel (`with_snapshot`, `with_tag`, the
         `scan.snapshot-id` / `scan.tag-name` options) reads a snapshot with its own schema."""
         options = self.table.schema.options
-        if (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID not in options
+        if self._keep_schema or (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID not in options
                 and SCAN_TAG_NAME not in options):
             return self.table
         snapshot = self.table.resolve_snapshot(self._snapshot_id, self._tag)
@@ -67,6 +68,12 @@ class ReadBuilder:
     def with_tag(self, tag: str) -> ReadBuilder:
         """Read the snapshot a tag keeps."""
         self._tag = tag
+        return self
+
+    def with_table_schema(self) -> ReadBuilder:
+        """Read the chosen snapshot with this handle's schema rather than the snapshot's own
+        (a reader that pinned the latest snapshot and the latest schema separately)."""
+        self._keep_schema = True
         return self
 
     def new_predicate_builder(self) -> PredicateBuilder:
