@@ -48,7 +48,7 @@ def _canonical(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["dt"], r["id"]))
 
 
-def _evolve_ours(catalog: Catalog, name: str, options: dict[str, str]) -> list[dict[str, Any]]:
+def evolve_ours(catalog: Catalog, name: str, options: dict[str, str]) -> list[dict[str, Any]]:
     """A table written under five schema versions, one change kind after another; its rows."""
     ident = f"db.{name}"
     catalog.create_table(ident, Schema.from_pyarrow_schema(BASE, primary_keys=["id", "dt"],
@@ -94,7 +94,7 @@ EXPECTED = [
 def test_pypaimon_reads_our_evolved_tables(tmp_path: Path, pypaimon: Callable[..., Any]) -> None:
     catalog = Catalog(str(tmp_path / "wh"))
     catalog.create_database("db")
-    ours = {name: _evolve_ours(catalog, name, opts) for name, opts in (
+    ours = {name: evolve_ours(catalog, name, opts) for name, opts in (
         ("fixed", {"bucket": "2"}), ("dynamic", {"bucket": "-1"}), ("compacted", {"bucket": "1"}))}
     catalog.get_table("db.compacted").compact(full=True)
     for rows in ours.values():
