@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -20,7 +21,7 @@ from lakehouse_engine.errors import SchemaError, UnsupportedError
 from lakehouse_engine.types import DataType
 
 #: What a caller may pass as a column type.
-TypeLike = DataType | pa.DataType | str
+TypeLike: TypeAlias = "DataType | pa.DataType | str"
 
 
 def to_data_type(data_type: TypeLike, what: str) -> DataType:

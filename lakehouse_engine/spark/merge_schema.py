@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -33,7 +34,7 @@ def merge_schema_requested(table: FileStoreTable, options: Mapping[str, str] | N
     return str(value).strip().lower() == "true"
 
 
-def add_new_columns(columns: list[str], arrow_types: Mapping[str, object], ref: TableRef,
+def add_new_columns(columns: list[str], arrow_types: Mapping[str, pa.DataType], ref: TableRef,
                     table: FileStoreTable) -> FileStoreTable:
     """Add the `columns` the table lacks (nullable, in the given order); the table reopened."""
     new = [c for c in columns if c not in table.schema.field_names]
@@ -42,7 +43,7 @@ def add_new_columns(columns: list[str], arrow_types: Mapping[str, object], ref: 
     changes: list[SchemaChange] = []
     for name in new:
         try:
-            dtype = DataType.from_arrow(arrow_types[name], nullable=True)  # type: ignore[arg-type]
+            dtype = DataType.from_arrow(arrow_types[name], nullable=True)
         except SchemaError as e:
             raise SchemaError(f"write.merge-schema: column '{name}' of the DataFrame cannot be added "
                               f"to table {table.name}: {e}") from None
