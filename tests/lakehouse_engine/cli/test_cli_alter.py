@@ -3,6 +3,7 @@ naming the column and writes no schema version."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -63,3 +64,16 @@ def test_help_lists_the_changes(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for change in ("add-column", "drop-column", "rename-column", "alter-column", "set-option", "remove-option"):
         assert change in out
+
+
+def test_read_of_an_older_snapshot_takes_its_column_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = make_warehouse(tmp_path)
+    assert alter(capsys, root, "rename-column", "note", "remark").code == 0
+    code = main(["read", root, "db.orders", "--snapshot", "1", "--columns", "order_id,note", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert sorted(r["note"] or "" for r in json.loads(out)["rows"]) == ["", "a", "c"]
+    code = main(["read", root, "db.orders", "--columns", "order_id,remark", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert len(json.loads(out)["rows"]) == 4
