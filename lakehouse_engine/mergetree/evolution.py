@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_engine.errors import CommitConflictError, SchemaError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
@@ -71,8 +72,11 @@ class EvolvingFileReader:
                 continue
             column = rows.column(source)
             if column.type != target.type:
+                # Integers widened to FLOAT/DOUBLE round as Paimon's cast does; Arrow's safe cast
+                # would refuse any integer beyond the float's exact range.
+                rounding = pa.types.is_integer(column.type) and pa.types.is_floating(target.type)
                 try:
-                    column = column.cast(target.type)
+                    column = pc.cast(column, target.type, safe=not rounding)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise SchemaError(
                         f"table {self.table_name}: column '{target.name}' of data file {path} "
