@@ -11,6 +11,7 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.cli.app import main
+from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.cli.test_cli import Run, assert_one_line_error, make_warehouse
 from tests.lakehouse_engine.conftest import read
 
@@ -38,6 +39,12 @@ def test_every_change_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert read(t).column("channel").null_count == 4
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, FileStoreTable]:
+    """One warehouse for every refused change: each must leave it as it was."""
+    return make_warehouse(tmp_path_factory.mktemp("alter"))
+
+
 @pytest.mark.parametrize("args, code, fragments", [
     (["drop-column", "order_id"], 1, ["'order_id' is part of the primary key"]),
     (["rename-column", "dt", "day"], 1, ["'dt' is a partition key"]),
@@ -51,9 +58,9 @@ def test_every_change_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     (["drop-column", "nope"], 1, ["'nope' does not exist"]),
 ])
 def test_a_refused_change_is_one_line_and_writes_nothing(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], code: int,
+        refusing: tuple[str, FileStoreTable], capsys: pytest.CaptureFixture[str], args: list[str], code: int,
         fragments: list[str]) -> None:
-    root, table = make_warehouse(tmp_path)
+    root, table = refusing
     before = sorted(os.listdir(f"{table.path}/schema"))
     assert_one_line_error(alter(capsys, root, *args), code, *fragments)
     assert sorted(os.listdir(f"{table.path}/schema")) == before
