@@ -8,6 +8,8 @@ Importing it loads neither pyspark, dagster nor pandas.
 from lakehouse_engine.bucket.mode import POSTPONE_BUCKET, BucketMode
 from lakehouse_engine.catalog import Catalog, CatalogFactory, Identifier
 from lakehouse_engine.errors import (
+    ColumnAlreadyExistError,
+    ColumnNotExistError,
     CommitConflictError,
     CorruptFileError,
     DatabaseNotExistError,
@@ -26,6 +28,7 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.merge_engines.ordering import ROW_KIND_CODES
 from lakehouse_engine.schema import Schema
+from lakehouse_engine.schema_change import Move, SchemaChange
 from lakehouse_engine.table import FileStoreTable
 
 #: The row kinds a `rowkind.field` column may hold: +I, -U, +U, -D.
@@ -33,8 +36,9 @@ ROW_KINDS: tuple[str, ...] = tuple(ROW_KIND_CODES)
 
 __all__ = [
     "POSTPONE_BUCKET", "ROW_KINDS", "BucketMode", "PostCommitError", "Snapshot",
-    "Catalog", "CatalogFactory", "CommitConflictError", "CorruptFileError", "DatabaseNotExistError",
-    "FileStoreTable", "Identifier", "InvalidDataError", "InvalidIdentifierError", "InvalidOptionError",
-    "LakehouseError", "Schema", "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError",
-    "TableNotExistError", "UnsupportedError",
+    "Catalog", "CatalogFactory", "ColumnAlreadyExistError", "ColumnNotExistError", "CommitConflictError",
+    "CorruptFileError", "DatabaseNotExistError", "FileStoreTable", "Identifier", "InvalidDataError",
+    "InvalidIdentifierError", "InvalidOptionError", "LakehouseError", "Move", "Schema", "SchemaChange",
+    "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError", "TableNotExistError",
+    "UnsupportedError",
 ]

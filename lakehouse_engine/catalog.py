@@ -21,6 +21,7 @@ from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatisti
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
+from lakehouse_engine.schema_change import SchemaChange
 from lakehouse_engine.schema_manager import SchemaManager
 from lakehouse_engine.table import FileStoreTable
 
@@ -225,6 +226,23 @@ class Catalog:
         table = FileStoreTable(self.file_io, ident.full_name(), path, schema)
         table.identifier = ident
         return table
+
+    def alter_table(self, identifier: str | Identifier, changes: Sequence[SchemaChange],
+                    ignore_if_not_exists: bool = False) -> None:
+        """Apply `changes` (pypaimon's `SchemaChange`s) as one new schema version, or none.
+
+        Each change is checked against Paimon's rules first (docs/schema-evolution.md); a change
+        that breaks one raises an error naming the column or option and nothing is written. Two
+        concurrent alters: one writes the next `schema-N`, the other gets CommitConflictError.
+        """
+        ident = Identifier.parse(identifier)
+        path = self.table_path(ident)
+        if not self._schema_ids(path):
+            if ignore_if_not_exists:
+                return
+            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
+        table = self.get_table(ident)
+        table.schema_manager().commit_changes(list(changes), lambda: table.latest_snapshot() is not None)
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:
         ident = Identifier.parse(identifier)

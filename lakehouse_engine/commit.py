@@ -296,7 +296,9 @@ class TableCommit:
             deleted = sum(e.file.row_count for e in changes if e.kind == FileKind.DELETE)
             new_id = (latest.id if latest else 0) + 1
             snapshot = Snapshot(
-                id=new_id, schema_id=self.table.schema.id,
+                # As Paimon: the latest schema when the snapshot is made, which a time-travel read
+                # of it uses; a writer holding an older schema wrote files tagged with theirs.
+                id=new_id, schema_id=max([self.table.schema.id, *self.table.schema_manager().schema_ids()]),
                 base_manifest_list=base_name, delta_manifest_list=delta_name,
                 total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
                 delta_record_count=added - deleted,

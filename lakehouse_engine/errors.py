@@ -92,3 +92,9 @@ DatabaseNotExistException = DatabaseNotExistError
 DatabaseAlreadyExistException = DatabaseAlreadyExistError
 TableNotExistException = TableNotExistError
 TableAlreadyExistException = TableAlreadyExistError
+class ColumnNotExistError(SchemaError):
+    """A schema change names a column the table does not have."""
+
+
+class ColumnAlreadyExistError(SchemaError):
+    """A schema change adds or renames to a column name the table already has."""

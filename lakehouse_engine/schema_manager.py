@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import CommitConflictError, TableNotExistError
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import TableSchema
+
+if TYPE_CHECKING:
+    from lakehouse_engine.schema_change import SchemaChange
 
 _SCHEMA_RE = re.compile(r"^schema-(\d+)$")
 
@@ -35,9 +39,35 @@ class SchemaManager:
         ids = self.schema_ids()
         if not ids:
             raise TableNotExistError(f"table {self.table_name} has no schema")
-        path = self.paths.schema_path(ids[-1])
-        # Bytes, not text: a file that is not UTF-8 is a damaged schema file, which the parser names.
-        return TableSchema.from_json(self.file_io.read_bytes(path), path)
+        return self.schema(ids[-1])
+
+    def schema(self, schema_id: int) -> TableSchema:
+        """Schema version `schema_id` (`schema/schema-<id>`)."""
+        path = self.paths.schema_path(schema_id)
+        try:
+            # Bytes, not text: a file that is not UTF-8 is a damaged schema file, which the parser names.
+            data = self.file_io.read_bytes(path)
+        except FileNotFoundError:
+            raise TableNotExistError(f"table {self.table_name} has no schema {schema_id} ({path})") from None
+        return TableSchema.from_json(data, path)
+
+    def commit_changes(self, changes: Sequence[SchemaChange], has_snapshots: Callable[[], bool]) -> TableSchema:
+        """ALTER TABLE: write `schema-(N+1)`, the latest schema with `changes` applied, put-if-absent.
+
+        Raises the rule's error (nothing written) when a change breaks one of Paimon's rules, and
+        CommitConflictError when another alter wrote `schema-(N+1)` first: the changes were
+        checked against a schema that is no longer the latest, so they are not retried blindly.
+        """
+        from lakehouse_engine.schema_evolution import apply_schema_changes
+
+        current = self.latest()
+        new = apply_schema_changes(current, changes, has_snapshots)
+        if not self.file_io.try_put_if_absent(self.paths.schema_path(new.id), new.to_json().encode()):
+            raise CommitConflictError(
+                f"alter table {self.table_name}: another alter wrote schema {new.id} first (this one "
+                f"was checked against schema {current.id}); nothing was changed, reload the table "
+                f"and alter again")
+        return new
 
     def commit_options(self, updates: Mapping[str, str], retries: int = 10) -> TableSchema:
         """ALTER TABLE SET options: write `schema-(N+1)` with the updated options (validated)."""

@@ -16,12 +16,14 @@ from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, Cor
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import DataField, TableSchema
+from lakehouse_engine.schema_manager import SchemaManager
 from lakehouse_engine.snapshot_manager import SnapshotManager
 
 if TYPE_CHECKING:
+    from lakehouse_engine.bucket.mode import BucketMode
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
-    from lakehouse_engine.bucket.mode import BucketMode
+    from lakehouse_engine.mergetree.evolution import EvolvingFileReader
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
@@ -40,6 +42,9 @@ class FileStoreTable:
         self.options = schema.core_options
         self.path_factory = PathFactory(path, self.options.require(DATA_FILE_PREFIX))
         self._partition_codec: PartitionCodec | None = None
+        self._schemas: dict[int, TableSchema] = {schema.id: schema}
+        #: Options given to `copy` for this handle only; they carry over to `at_schema`.
+        self.dynamic_options: dict[str, str] = {}
         #: The catalog's Identifier of this table (set by `Catalog.get_table`), pypaimon's `identifier`.
         self.identifier: Any = None
 
@@ -90,6 +95,23 @@ class FileStoreTable:
     def snapshot_manager(self) -> SnapshotManager:
         return SnapshotManager(self.file_io, self.path_factory, self.name)
 
+    def schema_manager(self) -> SchemaManager:
+        return SchemaManager(self.file_io, self.path_factory, self.name)
+
+    def schema_by_id(self, schema_id: int) -> TableSchema:
+        """Schema version `schema_id` of this table (the one data files of that version were
+        written with), read once per table handle."""
+        found = self._schemas.get(schema_id)
+        if found is None:
+            found = self._schemas[schema_id] = self.schema_manager().schema(schema_id)
+        return found
+
+    def file_reader(self, for_rewrite: bool = False) -> EvolvingFileReader:
+        """Reads this table's data files of any schema version as columns of `self.schema`."""
+        from lakehouse_engine.mergetree.evolution import EvolvingFileReader
+
+        return EvolvingFileReader(self.file_io, self.schema, self.schema_by_id, self.name, for_rewrite)
+
     def manifest_io(self) -> ManifestIO:
         return ManifestIO(self.file_io, self.path_factory, self.partition_codec(), self.schema.id,
                           self.options.require(MANIFEST_COMPRESSION))
@@ -132,9 +154,24 @@ class FileStoreTable:
         options = dict(self.schema.options)
         options.update({str(k): str(v) for k, v in dynamic_options.items()})
         CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
-        copied = FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
-        copied.identifier = self.identifier
-        return copied
+        table = FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
+        table.identifier = self.identifier
+        table.dynamic_options = {**self.dynamic_options, **{str(k): str(v) for k, v in dynamic_options.items()}}
+        table._schemas.update({i: s for i, s in self._schemas.items() if i != self.schema.id})
+        return table
+
+    def at_schema(self, schema_id: int) -> FileStoreTable:
+        """This table as schema version `schema_id` saw it (fields, keys, options), for reading a
+        snapshot made under that version; this handle's dynamic options still apply."""
+        if schema_id == self.schema.id:
+            return self
+        old = self.schema_by_id(schema_id)
+        table = FileStoreTable(self.file_io, self.name, self.path,
+                               replace(old, options={**old.options, **self.dynamic_options}))
+        table.identifier = self.identifier
+        table.dynamic_options = dict(self.dynamic_options)
+        table._schemas.update({i: s for i, s in self._schemas.items() if i != schema_id})
+        return table
 
     # ---- snapshots -----------------------------------------------------------------------
     def latest_snapshot(self) -> Snapshot | None:

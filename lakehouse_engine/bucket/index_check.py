@@ -21,7 +21,6 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.manifest_entries import IndexManifestEntry
 from lakehouse_engine.manifest_io import check_file_name
-from lakehouse_engine.mergetree.data_file import read_data_file
 
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot
@@ -76,6 +75,7 @@ def check_index_covers_data(table: FileStoreTable, snapshot: Snapshot, partition
     read_schema = pa.schema([table_schema.field(k) for k in keys])
     bucket_dirs = table.path_factory
     spec = table.partition_codec().from_binary(partition).spec
+    reader = table.file_reader()
     for bucket, files in sorted(files_by_bucket.items()):
         entry = entries.get(bucket)
         where = f"table {table.name}, partition {spec or '(none)'}, bucket {bucket}"
@@ -85,7 +85,7 @@ def check_index_covers_data(table: FileStoreTable, snapshot: Snapshot, partition
                 f"{snapshot.index_manifest} (of snapshot {snapshot.id})")
         bucket_dir = bucket_dirs.bucket_dir(spec, bucket)
         for f in files:
-            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", keys, read_schema, meta=f)
+            rows = reader.read(f"{bucket_dir}/{f.file_name}", keys, read_schema, f)
             found = index.lookup(hash_rows([rows.column(k) for k in keys], types))
             if (found != bucket).any():
                 missing = int(np.count_nonzero(found != bucket))

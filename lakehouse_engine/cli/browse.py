@@ -300,12 +300,13 @@ def run_buckets(args: argparse.Namespace, ctx: Context) -> None:
 def run_read(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
     rb = table.new_read_builder()
-    if args.columns:
-        rb = rb.with_projection(check_columns(table, args.columns))
     if args.snapshot is not None:
         rb = rb.with_snapshot(args.snapshot)
     if args.tag is not None:
         rb = rb.with_tag(args.tag)
+    if args.columns:
+        # The columns of the snapshot read: a time-travel read has its snapshot's own schema.
+        rb = rb.with_projection(check_columns(rb.read_table(), args.columns))
     if args.limit is not None:
         rb = rb.with_limit(args.limit)
     plan = rb.new_scan().plan()

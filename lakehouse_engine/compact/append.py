@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.options import COMPACTION_MAX_FILE_NUM, COMPACTION_MIN_FILE_NUM
 from lakehouse_engine.write.commit_message import CommitMessage
 
@@ -76,8 +76,8 @@ def run_append_compact_task(table: FileStoreTable, task: CompactTask) -> CommitM
     part = table.partition_codec().from_binary(task.partition)
     bucket_dir = table.path_factory.bucket_dir(part.spec, task.bucket)
     schema = table.schema.arrow_schema()
-    rows = pa.concat_tables([read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", schema.names, schema,
-                                            meta=f)
+    reader = table.file_reader(for_rewrite=True)
+    rows = pa.concat_tables([reader.read(f"{bucket_dir}/{f.file_name}", schema.names, schema, f)
                              for f in picked])
     writer = DataFileWriter(table.file_io, table.schema, bucket_dir, table.path_factory.new_data_file_name, target)
     after = writer.write_run(rows, level=0, min_sequence=picked[0].min_sequence_number,

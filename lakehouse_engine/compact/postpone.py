@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
@@ -54,6 +53,7 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     file_schema = table.schema.data_file_arrow_schema()
     read_schema = pa.schema([file_schema.field(c) for c in columns])
     deletes: list[CommitMessage] = []
+    reader = table.file_reader(for_rewrite=True)
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
         # Files in commit order (live entries keep the order their commits added them): the
@@ -61,8 +61,7 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
         # later commits win. Not by sequence number: other writers (pypaimon) number each
         # commit's postpone files from 0, so only the commit order tells which came last.
         for f in files:
-            rows = read_data_file(table.file_io, f"{bucket_dir}/{f.file_name}", columns, read_schema,
-                                  meta=f)
+            rows = reader.read(f"{bucket_dir}/{f.file_name}", columns, read_schema, f)
             kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))

@@ -18,7 +18,7 @@ from lakehouse_engine.compact.universal import CompactUnit
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.merge import merge_records
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import (
@@ -62,6 +62,11 @@ class BucketCompactor:
         self.ignore_delete = bool(opts.get(IGNORE_DELETE))
         self.options = opts
 
+    def _older_fields(self, f: DataFileMeta) -> bool:
+        if f.schema_id == self.table.schema.id:
+            return False
+        return self.table.schema_by_id(f.schema_id).fields != self.table.schema.fields
+
     def _key(self, binary: bytes) -> tuple[Any, ...]:
         return comparable_key(deserialize_row(binary, self.key_types))
 
@@ -78,6 +83,10 @@ class BucketCompactor:
                 return
             if drop_delete and (f.delete_row_count is None or f.delete_row_count > 0):
                 # The file may hold deletes that must disappear at the top level: rewrite it.
+                self._rewrite([[f]], output_level, drop_delete, before, after)
+            elif self._older_fields(f):
+                # Written before the table changed shape: rewritten into the latest schema, so
+                # files of old schema versions do not stay forever.
                 self._rewrite([[f]], output_level, drop_delete, before, after)
             else:
                 before.append(f)
@@ -131,8 +140,9 @@ class BucketCompactor:
                          drop_delete: bool) -> list[DataFileMeta]:
         ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
         in_order = sequence_disjoint(ordered)
-        tables = [read_data_file(self.table.file_io, f"{self.bucket_dir}/{f.file_name}", self.columns,
-                                 self.read_schema, meta=f) for f in ordered]
+        reader = self.table.file_reader(for_rewrite=True)
+        tables = [reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns, self.read_schema, f)
+                  for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
                                self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,

@@ -61,7 +61,7 @@ def rescale(table: FileStoreTable, bucket_num: int,
                         default_buckets=bucket_num)
     writer.write_only = True
     pb = PredicateBuilder(table.schema.field_names)
-    read = TableRead(table)
+    read = TableRead(table, for_rewrite=True)
     for _, values in chosen:
         scan = TableScan(table, _partition_predicate(pb, values), snapshot.id)
         for split in scan.plan().splits():

@@ -10,6 +10,7 @@ from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import DataField
+from lakehouse_engine.table import SCAN_SNAPSHOT_ID, SCAN_TAG_NAME
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -25,14 +26,32 @@ class ReadBuilder:
         self._limit: int | None = None
         self._snapshot_id: int | None = None
         self._tag: str | None = None
+        self._keep_schema = False
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
-        names = self.table.schema.field_names
-        unknown = [p for p in projection if p not in names]
-        if unknown:
-            raise SchemaError(f"projection names unknown fields {unknown} of table {self.table.name}")
         self._projection = list(projection)
+        if self._snapshot_id is None and self._tag is None:
+            self._check_projection(self.table)
         return self
+
+    def _check_projection(self, table: FileStoreTable) -> None:
+        names = table.schema.field_names
+        unknown = [p for p in self._projection or () if p not in names]
+        if unknown:
+            raise SchemaError(f"projection names unknown fields {unknown} of table {table.name} "
+                              f"(schema {table.schema.id}: {', '.join(names)})")
+
+    def read_table(self) -> FileStoreTable:
+        """The table as the snapshot read saw it: time travel (`with_snapshot`, `with_tag`, the
+        `scan.snapshot-id` / `scan.tag-name` options) reads a snapshot with its own schema."""
+        options = self.table.schema.options
+        if self._keep_schema or (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID not in options
+                and SCAN_TAG_NAME not in options):
+            return self.table
+        snapshot = self.table.resolve_snapshot(self._snapshot_id, self._tag)
+        if snapshot is None:
+            return self.table
+        return self.table.at_schema(snapshot.schema_id)
 
     def with_filter(self, predicate: Predicate | None) -> ReadBuilder:
         self._predicate = predicate
@@ -52,17 +71,25 @@ class ReadBuilder:
         self._tag = tag
         return self
 
+    def with_table_schema(self) -> ReadBuilder:
+        """Read the chosen snapshot with this handle's schema rather than the snapshot's own
+        (a reader that pinned the latest snapshot and the latest schema separately)."""
+        self._keep_schema = True
+        return self
+
     def new_predicate_builder(self) -> PredicateBuilder:
-        schema = self.table.schema
+        schema = self.read_table().schema
         return PredicateBuilder(schema.field_names, {f.name: f.type.to_arrow() for f in schema.fields})
 
     def new_scan(self) -> TableScan:
-        return TableScan(self.table, self._predicate, self._snapshot_id, self._tag)
+        return TableScan(self.read_table(), self._predicate, self._snapshot_id, self._tag)
 
     def new_read(self) -> TableRead:
-        return TableRead(self.table, self._projection, self._predicate, self._limit)
+        table = self.read_table()
+        self._check_projection(table)
+        return TableRead(table, self._projection, self._predicate, self._limit)
 
     def read_type(self) -> list[DataField]:
         """The fields a read returns, in order (pypaimon's `read_type`; `.name` of each for names)."""
-        schema = self.table.schema
+        schema = self.read_table().schema
         return [schema.field(n) for n in (self._projection or schema.field_names)]

@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.mergetree.data_file_check import check_key_range
 from lakehouse_engine.mergetree.merge import (
     INSERT,
@@ -38,8 +37,9 @@ class TableRead:
     """Reads splits of one table with an optional projection, predicate and row limit."""
 
     def __init__(self, table: FileStoreTable, projection: Sequence[str] | None = None,
-                 predicate: Predicate | None = None, limit: int | None = None):
+                 predicate: Predicate | None = None, limit: int | None = None, for_rewrite: bool = False):
         self.table = table
+        self._reader = table.file_reader(for_rewrite)
         schema = table.schema
         self.output = list(projection) if projection else schema.field_names
         self.predicate = predicate
@@ -181,7 +181,7 @@ class TableRead:
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
-        rows = read_data_file(self.table.file_io, path, columns, schema, meta=meta)
+        rows = self._reader.read(path, columns, schema, meta)
         if self.primary_key and all(k in columns for k in self.key_names):
             check_key_range(path, rows, self.key_names, self._key_types, meta)
         return rows

@@ -191,17 +191,21 @@ class LakehouseReader(DataSourceReader):
     """Reads one snapshot of a table: one input partition per engine split."""
 
     def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
-                 predicate: Predicate | None):
+                 predicate: Predicate | None, schema_id: int | None = None):
         self.ref = ref
         self.snapshot_id = snapshot_id
+        self.schema_id = schema_id
         self.columns = schema.fieldNames()
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.predicate = predicate
 
     def _read_builder(self, table: FileStoreTable) -> ReadBuilder:
-        rb = table.new_read_builder().with_projection(self.columns)
+        if self.schema_id is not None:  # the schema the driver reported, even if altered since
+            table = table.at_schema(self.schema_id)
+        rb = table.new_read_builder()
         if self.snapshot_id is not None:
-            rb = rb.with_snapshot(self.snapshot_id)
+            rb = rb.with_snapshot(self.snapshot_id).with_table_schema()
+        rb = rb.with_projection(self.columns)
         return rb.with_filter(self.predicate) if self.predicate is not None else rb
 
     def partitions(self) -> list[InputPartition]:
@@ -222,8 +226,9 @@ class PushdownReader(LakehouseReader):
     """A reader that also turns Spark filters into engine predicates (prunes splits, filters rows)."""
 
     def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
-                 predicate: Predicate | None, field_names: Sequence[str], pushable: frozenset[str]):
-        super().__init__(ref, snapshot_id, schema, predicate)
+                 predicate: Predicate | None, field_names: Sequence[str], pushable: frozenset[str],
+                 schema_id: int | None = None):
+        super().__init__(ref, snapshot_id, schema, predicate, schema_id)
         self.field_names = list(field_names)
         self.pushable = pushable
 
@@ -313,18 +318,25 @@ class LakehouseDataSource(DataSource):
                 raise InvalidOptionError(f"option '{OPTION_SNAPSHOT_ID}' must be an integer, got {text!r}") from None
             snapshot = table.resolve_snapshot(snapshot_id, tag or None)
             self._snapshot_id = snapshot.id if snapshot is not None else None
+            # Time travel reads a snapshot with its own schema; the latest with the latest schema.
+            time_travel = snapshot is not None and (snapshot_id is not None or bool(tag))
+            self._schema_id = snapshot.schema_id if time_travel and snapshot else table.schema.id
         return self._snapshot_id
+
+    def _read_table(self, table: FileStoreTable) -> FileStoreTable:
+        """`table` as the pinned schema version sees it."""
+        self._pin_snapshot(table)
+        return table.at_schema(self._schema_id)
 
     def schema(self) -> StructType:
         # Called once when the DataFrame is loaded, before this object is pickled: pin here.
-        table = self._ref().open()
-        self._pin_snapshot(table)
+        table = self._read_table(self._ref().open())
         columns = [c.strip() for c in (self.options.get(OPTION_COLUMNS) or "").split(",") if c.strip()]
         return spark_schema(table, columns)
 
     def _reader_args(self, schema: StructType) -> tuple[TableRef, FileStoreTable, int | None, Predicate | None]:
         ref = self._ref()
-        table = ref.open()
+        table = self._read_table(ref.open())
         expected = spark_schema(table, [f.name for f in schema.fields if f.name in table.schema.field_names])
         wrong = [f.name for f in schema.fields
                  if f.name not in expected.fieldNames() or expected[f.name].dataType != f.dataType]
@@ -336,12 +348,17 @@ class LakehouseDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         ref, _, snapshot_id, predicate = self._reader_args(schema)
-        return LakehouseReader(ref, snapshot_id, schema, predicate)
+        return LakehouseReader(ref, snapshot_id, schema, predicate, self._schema_id)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
         ref = self._ref()
         table = ref.open()
         check_writable(table)
+        from lakehouse_engine.spark.merge_schema import add_new_columns, merge_schema_requested
+
+        if merge_schema_requested(table, self.options):
+            arrow = to_arrow_schema(schema, timezone="UTC")
+            table = add_new_columns(schema.fieldNames(), {f.name: f.type for f in arrow}, ref, table)
         check_columns(schema.fieldNames(), table)
         return LakehouseWriter(ref, overwrite)
 
@@ -352,7 +369,8 @@ class PushdownDataSource(LakehouseDataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         ref, table, snapshot_id, predicate = self._reader_args(schema)
         pushable = frozenset(f.name for f in table.schema.fields if f.type.root in _PUSHABLE_ROOTS)
-        return PushdownReader(ref, snapshot_id, schema, predicate, table.schema.field_names, pushable)
+        return PushdownReader(ref, snapshot_id, schema, predicate, table.schema.field_names, pushable,
+                              self._schema_id)
 
 
 def filter_pushdown_is_safe(spark: SparkSession) -> bool:

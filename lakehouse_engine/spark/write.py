@@ -61,7 +61,8 @@ TaskHook = Callable[[list[CommitMessage]], None]
 # ---- the driver ------------------------------------------------------------------------------
 def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
           warehouse: str | None = None, overwrite: Mapping[str, Any] | bool | None = None,
-          *, commit_user: str | None = None, _task_hook: TaskHook | None = None) -> list[int]:
+          *, commit_user: str | None = None, merge_schema: bool = False,
+          _task_hook: TaskHook | None = None) -> list[int]:
     """Write a DataFrame into a table with Spark and commit once; returns the snapshot ids written.
 
     Args:
@@ -73,6 +74,9 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
         commit_user: commit as this user (a job's stable name for this write): when a snapshot
             of it has landed already (a rerun after a crash or a PostCommitError), nothing is
             written again and its snapshot ids are returned.
+        merge_schema: Paimon's `write.merge-schema` (also honoured as a table option): columns
+            the table lacks are added to it first, nullable columns the DataFrame lacks are
+            written as nulls. Without it such a DataFrame raises SchemaError naming the columns.
         _task_hook: called in each write task with its messages after its files are written and
             before they are returned (fault injection in tests).
 
@@ -83,6 +87,10 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     """
     ref = TableRef.of(table_or_identifier, warehouse)
     table = ref.open()
+    from lakehouse_engine.spark.merge_schema import merge_dataframe_schema, merge_schema_requested
+
+    if merge_schema or merge_schema_requested(table):
+        df, table = merge_dataframe_schema(df, ref, table)
     check_columns(df.columns, table)
     mode = BucketMode.of(table)
     num_assigners = assigner_count(df.sparkSession, table) if mode is BucketMode.DYNAMIC else 1
@@ -118,8 +126,10 @@ def check_columns(columns: Iterable[str], table: FileStoreTable) -> None:
     missing = [n for n in expected if n not in names]
     extra = [n for n in names if n not in expected]
     if missing or extra:
+        hint = (" (to add them to the table, write with merge_schema=True or option "
+                "'write.merge-schema' = 'true')" if extra else "")
         raise SchemaError(f"DataFrame does not match the schema of table {table.name}: missing "
-                          f"columns {missing}, unexpected columns {extra}")
+                          f"columns {missing}, unexpected columns {extra}{hint}")
 
 
 def new_commit(table: FileStoreTable, static_partition: Mapping[str, Any] | None,

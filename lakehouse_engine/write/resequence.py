@@ -158,8 +158,8 @@ class Resequencer:
         """The distinct keys of `files`."""
         file_schema = self.table.schema.data_file_arrow_schema()
         schema = pa.schema([file_schema.field(k) for k in key_names])
-        tables = [read_data_file(self.table.file_io, f"{bucket_dir}/{f.file_name}", key_names, schema, meta=f)
-                  for f in files]
+        reader = self.table.file_reader()
+        tables = [reader.read(f"{bucket_dir}/{f.file_name}", key_names, schema, f) for f in files]
         keys = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return keys.group_by(key_names).aggregate([])
 

@@ -41,6 +41,7 @@ import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.reader.RecordReader;
+import org.apache.paimon.schema.SchemaChange;
 import org.apache.paimon.table.BucketMode;
 import org.apache.paimon.table.FileStoreTable;
 import org.apache.paimon.table.Table;
@@ -54,6 +55,7 @@ import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.table.source.Split;
 import org.apache.paimon.types.DataField;
 import org.apache.paimon.types.DataType;
+import org.apache.paimon.types.DataTypeJsonParser;
 import org.apache.paimon.types.DecimalType;
 import org.apache.paimon.types.RowKind;
 import org.apache.paimon.utils.JsonSerdeUtil;
@@ -94,6 +96,9 @@ public class PaimonJudge {
         Options catalogOptions = new Options();
         catalogOptions.set("warehouse", (String) req.get("warehouse"));
         try (Catalog catalog = CatalogFactory.createCatalog(CatalogContext.create(catalogOptions))) {
+            if ("alter".equals(req.get("op"))) {
+                return alter(catalog, Identifier.fromString((String) req.get("table")), (List<?>) req.get("changes"));
+            }
             FileStoreTable table =
                     (FileStoreTable) catalog.getTable(Identifier.fromString((String) req.get("table")));
             @SuppressWarnings("unchecked")
@@ -117,6 +122,41 @@ public class PaimonJudge {
                     throw new IllegalArgumentException("unknown op " + op);
             }
         }
+    }
+
+    /**
+     * Alters a table through Paimon's SchemaManager (catalog.alterTable), one schema version for
+     * the list of changes: {"kind": "add" | "rename" | "drop" | "type" | "option", ...}.
+     */
+    private static Object alter(Catalog catalog, Identifier identifier, List<?> raw) throws Exception {
+        List<SchemaChange> changes = new ArrayList<>();
+        for (Object item : raw) {
+            @SuppressWarnings("unchecked")
+            Map<String, String> c = (Map<String, String>) item;
+            switch (c.get("kind")) {
+                case "add":
+                    changes.add(SchemaChange.addColumn(c.get("name"), DataTypeJsonParser.parseAtomicTypeSQLString(c.get("type"))));
+                    break;
+                case "rename":
+                    changes.add(SchemaChange.renameColumn(c.get("name"), c.get("new_name")));
+                    break;
+                case "drop":
+                    changes.add(SchemaChange.dropColumn(c.get("name")));
+                    break;
+                case "type":
+                    changes.add(SchemaChange.updateColumnType(c.get("name"), DataTypeJsonParser.parseAtomicTypeSQLString(c.get("type"))));
+                    break;
+                case "option":
+                    changes.add(SchemaChange.setOption(c.get("key"), c.get("value")));
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown change " + c.get("kind"));
+            }
+        }
+        catalog.alterTable(identifier, changes, false);
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("altered", changes.size());
+        return answer;
     }
 
     /** Every row the latest (or the configured) snapshot holds, with its row kind first. */
