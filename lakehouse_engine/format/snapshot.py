@@ -78,6 +78,9 @@ class Snapshot:
     uuid: str | None = None
     writer_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The file this snapshot was read from (a snapshot or a tag file), named in errors about what
+    #: it references; not part of the JSON.
+    file: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
         """Serialize as Paimon does: camelCase keys, None optionals omitted, indent 2, UTF-8 text."""
@@ -117,7 +120,7 @@ class Snapshot:
                 f"snapshot file {file_name!r} has unknown commitKind {values['commit_kind']!r}"
             )
         extra = {k: v for k, v in doc.items() if k not in _KNOWN_KEYS}
-        return cls(**values, extra=extra)
+        return cls(**values, extra=extra, file=file_name)
 
 
 def _checked(value: Any, kind: str, key: str, file_name: str) -> Any:
