@@ -65,21 +65,23 @@ class TableScan:
             groups[(e.partition, e.bucket)].append(e)
         splits: list[DataSplit] = []
         codec = self.table.partition_codec()
-        seen: dict[str, list[ManifestEntry]] = {}
+        seen: dict[tuple[tuple[Any, ...], int], list[ManifestEntry]] = {}
         for (partition, bucket), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             try:
                 part = codec.from_binary(partition)
             except CorruptFileError as exc:
                 raise _entry_error(exc, "partition", [e.file for e in group]) from exc
             bucket_path = self.table.path_factory.bucket_dir(part.spec, bucket)
-            if bucket_path in seen:
-                # Two encodings of one partition (a flipped bit in a BinaryRow's null bits or
-                # padding): split apart, the files of one bucket would not be merged.
+            # Two encodings of the same partition values (a flipped bit in a BinaryRow's row-kind
+            # byte or padding): split apart, the files of one bucket would not be merged. (Other
+            # values may share a directory, '' and ' ' both being the default partition.)
+            values = (tuple(part.values), bucket)
+            if values in seen:
                 raise _entry_error(CorruptFileError(f"{partition.hex()} and "
-                                                    f"{seen[bucket_path][0].partition.hex()} are "
+                                                    f"{seen[values][0].partition.hex()} are "
                                                     f"two encodings of partition {part.spec}"),
-                                   "partition", [e.file for e in group + seen[bucket_path]])
-            seen[bucket_path] = group
+                                   "partition", [e.file for e in group + seen[values]])
+            seen[values] = group
             splits.extend(self._bucket_splits(snapshot.id, part.binary, part.values, bucket,
                                               group[0].total_buckets, bucket_path,
                                               [e.file for e in group]))
