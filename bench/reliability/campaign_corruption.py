@@ -128,11 +128,11 @@ class _Tally:
     examples: list[str] = field(default_factory=list)
 
 
-def _damages(raw: bytes, quick: bool) -> Iterator[bytes]:
+def _damages(raw: bytes, quick: bool, stride: int | None = None) -> Iterator[bytes]:
     """Single-bit flips (quick: one bit of every fourth byte; full: one bit of every byte, every
     bit of files under 256 bytes), then cuts at evenly spaced points."""
     every = len(raw) < 256 and not quick
-    for byte in range(0, len(raw), 4 if quick else 1):
+    for byte in range(0, len(raw), stride or (4 if quick else 1)):
         for bit in (range(8) if every else (byte % 8,)):
             damaged = bytearray(raw)
             damaged[byte] ^= 1 << bit
@@ -142,12 +142,13 @@ def _damages(raw: bytes, quick: bool) -> Iterator[bytes]:
         yield raw[:cut]
 
 
-def _attack(path: Path, use: Callable[[], set[tuple[Any, ...]]], quick: bool) -> _Tally:
+def _attack(path: Path, use: Callable[[], set[tuple[Any, ...]]], quick: bool,
+            stride: int | None = None) -> _Tally:
     good = use()
     raw = path.read_bytes()
     tally = _Tally()
     try:
-        for damaged in _damages(raw, quick):
+        for damaged in _damages(raw, quick, stride):
             tally.trials += 1
             path.write_bytes(damaged)
             try:
