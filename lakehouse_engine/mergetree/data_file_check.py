@@ -47,8 +47,6 @@ def check_entry(entry: ManifestEntry, postpone_table: bool, primary_key: bool) -
     problem = None
     if entry.bucket == _POSTPONE_BUCKET and not postpone_table:
         problem = "bucket -2 (postpone), in a table without postpone buckets"
-    elif entry.bucket < 0 and entry.bucket != _POSTPONE_BUCKET:
-        problem = f"bucket {entry.bucket}"
     elif primary_key and not 0 <= f.min_sequence_number <= f.max_sequence_number:
         problem = f"sequence numbers {f.min_sequence_number} to {f.max_sequence_number}"
     if problem is not None:

@@ -192,8 +192,8 @@ class TableScan:
 
 
 def _entry_error(exc: CorruptFileError, what: str, files: list[DataFileMeta]) -> CorruptFileError:
-    """`exc` (a field of manifest entries that does not decode) naming the manifests and files."""
+    """`exc` (a field of manifest entries that cannot be right) naming the manifests and files."""
     manifests = sorted({f.listed_in for f in files if f.listed_in is not None})
     names = ", ".join(f.file_name for f in files[:3]) + (", ..." if len(files) > 3 else "")
     return CorruptFileError(f"manifest {' or '.join(manifests) or '(unknown)'} is damaged: the "
-                            f"{what} of its entry for data file(s) {names} cannot be decoded: {exc}")
+                            f"{what} of its entry for data file(s) {names}: {exc}")
