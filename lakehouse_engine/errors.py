@@ -86,15 +86,19 @@ class UnsupportedError(LakehouseError, NotImplementedError):
     """A feature of the Paimon format that this engine does not (yet) handle."""
 
 
-# ---- pypaimon's names (pypaimon.catalog.catalog_exception), so its `except` clauses work ----
-CatalogException = LakehouseError
-DatabaseNotExistException = DatabaseNotExistError
-DatabaseAlreadyExistException = DatabaseAlreadyExistError
-TableNotExistException = TableNotExistError
-TableAlreadyExistException = TableAlreadyExistError
 class ColumnNotExistError(SchemaError):
     """A schema change names a column the table does not have."""
 
 
 class ColumnAlreadyExistError(SchemaError):
     """A schema change adds or renames to a column name the table already has."""
+
+
+# ---- pypaimon's names (pypaimon.catalog.catalog_exception), so its `except` clauses work ----
+CatalogException = LakehouseError
+DatabaseNotExistException = DatabaseNotExistError
+DatabaseAlreadyExistException = DatabaseAlreadyExistError
+TableNotExistException = TableNotExistError
+TableAlreadyExistException = TableAlreadyExistError
+ColumnNotExistException = ColumnNotExistError
+ColumnAlreadyExistException = ColumnAlreadyExistError

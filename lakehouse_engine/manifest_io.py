@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections import OrderedDict
@@ -132,7 +133,10 @@ class ManifestIO:
         path = self.paths.manifest_path(name)
         data = encode_manifest_entries(entries, codec=self.codec)
         self.file_io.write_bytes(path, data)
-        _CACHE.put(path, list(entries))
+        # Cached as a read would decode them: each file's entry now lives in this manifest.
+        _CACHE.put(path, [e if e.file.listed_in == path else
+                          dataclasses.replace(e, file=dataclasses.replace(e.file, listed_in=path))
+                          for e in entries])
         added = sum(1 for e in entries if e.kind == FileKind.ADD)
         buckets = [e.bucket for e in entries]
         levels = [e.file.level for e in entries]
@@ -196,7 +200,8 @@ class ManifestIO:
     # ---- snapshots --------------------------------------------------------------
     def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
         """Base then delta manifests of a snapshot: together, every live data file."""
-        snapshot_file = self.paths.snapshot_path(snapshot.id)
+        # A tag's snapshot names its manifest lists in the tag file: that file is the referrer.
+        snapshot_file = snapshot.file or self.paths.snapshot_path(snapshot.id)
         base = self.read_manifest_list(snapshot.base_manifest_list, snapshot.base_manifest_list_size,
                                        snapshot_file)
         delta = self.read_manifest_list(snapshot.delta_manifest_list,

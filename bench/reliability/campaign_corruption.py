@@ -53,13 +53,13 @@ def _rows(ids: range, version: int) -> pa.Table:
     }, schema=SCHEMA)
 
 
-def _build(root: Path) -> FileStoreTable:
+def _build(root: Path, name: str = "db.t", **options: str) -> FileStoreTable:
     catalog = Catalog(str(root / "warehouse"))
-    catalog.create_database("db")
-    catalog.create_table("db.t", Schema.from_pyarrow_schema(
+    catalog.create_database("db", ignore_if_exists=True)
+    catalog.create_table(name, Schema.from_pyarrow_schema(
         SCHEMA, primary_keys=["id"], options={"bucket": "-1", "dynamic-bucket.target-row-num": "15",
-                                              "write-only": "true"}))
-    table = catalog.get_table("db.t")
+                                              "write-only": "true", **options}))
+    table = catalog.get_table(name)
     for ids, version in ((range(0, 20), 1), (range(10, 30), 2)):
         wb = table.new_batch_write_builder()
         w, c = wb.new_write(), wb.new_commit()
@@ -74,7 +74,7 @@ def _build(root: Path) -> FileStoreTable:
 
 def _read(table: FileStoreTable, tag: str | None = None) -> set[tuple[Any, ...]]:
     clear_manifest_cache()
-    fresh = Catalog(str(Path(table.path).parents[1])).get_table("db.t")
+    fresh = Catalog(str(Path(table.path).parents[1])).get_table(table.name)
     rb = fresh.new_read_builder()
     if tag is not None:
         rb = rb.with_tag(tag)
@@ -85,7 +85,7 @@ def _read(table: FileStoreTable, tag: str | None = None) -> set[tuple[Any, ...]]
 def _assignment(table: FileStoreTable) -> set[tuple[Any, ...]]:
     """(key hash, bucket) a new writer gives every key of the table (a writer's first step)."""
     clear_manifest_cache()
-    fresh = Catalog(str(Path(table.path).parents[1])).get_table("db.t")
+    fresh = Catalog(str(Path(table.path).parents[1])).get_table(table.name)
     snapshot = fresh.latest_snapshot()
     partition = fresh.manifest_io().live_entries(snapshot)[0].partition
     hashes = hash_rows([pa.array(np.arange(30, dtype=np.int64))], fresh.schema.types_of(["id"]))
@@ -128,11 +128,11 @@ class _Tally:
     examples: list[str] = field(default_factory=list)
 
 
-def _damages(raw: bytes, quick: bool) -> Iterator[bytes]:
+def _damages(raw: bytes, quick: bool, stride: int | None = None) -> Iterator[bytes]:
     """Single-bit flips (quick: one bit of every fourth byte; full: one bit of every byte, every
     bit of files under 256 bytes), then cuts at evenly spaced points."""
     every = len(raw) < 256 and not quick
-    for byte in range(0, len(raw), 4 if quick else 1):
+    for byte in range(0, len(raw), stride or (4 if quick else 1)):
         for bit in (range(8) if every else (byte % 8,)):
             damaged = bytearray(raw)
             damaged[byte] ^= 1 << bit
@@ -142,12 +142,13 @@ def _damages(raw: bytes, quick: bool) -> Iterator[bytes]:
         yield raw[:cut]
 
 
-def _attack(path: Path, use: Callable[[], set[tuple[Any, ...]]], quick: bool) -> _Tally:
+def _attack(path: Path, use: Callable[[], set[tuple[Any, ...]]], quick: bool,
+            stride: int | None = None) -> _Tally:
     good = use()
     raw = path.read_bytes()
     tally = _Tally()
     try:
-        for damaged in _damages(raw, quick):
+        for damaged in _damages(raw, quick, stride):
             tally.trials += 1
             path.write_bytes(damaged)
             try:
@@ -180,14 +181,20 @@ def run(quick: bool) -> list[Outcome]:
     outcomes = []
     try:
         table = _build(root)
-        for kind, (path, use) in _files(table).items():
+        attacks = list(_files(table).items())
+        # Manifests this engine writes carry zstd checksums; other writers' (and uncompressed
+        # ones) do not, so their numeric fields (sequence numbers, bucket, level, sizes, kind)
+        # must be checked where they are used.
+        plain = _build(root, "db.plain", **{"manifest.compression": "none"})
+        attacks.append(("manifest without checksum (uncompressed)", _files(plain)["manifest"]))
+        for kind, (path, use) in attacks:
             t = _attack(path, use, quick)
             how = "one bit of every fourth byte" if quick else "one bit of every byte"
             result = f"exact {t.exact:,}, CorruptFileError naming the file {t.named:,}"
             if t.examples:
                 result += f"; e.g. {t.examples[0]}"
             outcomes.append(Outcome(
-                area="corruption", tried=f"{how} of a {kind} ({path.stat().st_size:,} bytes) "
+                area="corruption", tried=f"{how} of {'an' if kind[0] in 'aeiou' else 'a'} {kind} ({path.stat().st_size:,} bytes) "
                 f"flipped, and cuts", trials=t.trials, lost_rows=t.lost, wrong_rows=t.wrong,
                 unclear_errors=t.unclear, result=result))
     finally:

@@ -8,6 +8,7 @@ name with defaults, so files from Java Paimon whose schemas lack newer optional 
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar, cast
@@ -25,6 +26,11 @@ from lakehouse_engine.format.manifest_entries import (
     ManifestFileMeta,
     SimpleStats,
 )
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 _T = TypeVar("_T")
 _MANIFEST_VERSION = 2
@@ -168,7 +174,7 @@ def _entry_to_record(e: ManifestEntry) -> dict[str, Any]:
     }
 
 
-def _entry_from_record(r: dict[str, Any]) -> ManifestEntry:
+def _entry_from_record(r: dict[str, Any], listed_in: str | None = None) -> ManifestEntry:
     f = r["_FILE"]
     g = f.get  # optional fields: absent from older (Java) writer schemas
     meta = DataFileMeta(
@@ -178,7 +184,7 @@ def _entry_from_record(r: dict[str, Any]) -> ManifestEntry:
         tuple(g("_EXTRA_FILES") or ()), _millis(g("_CREATION_TIME")), g("_DELETE_ROW_COUNT"),
         g("_EMBEDDED_FILE_INDEX"), g("_FILE_SOURCE"), _opt_tuple(g("_VALUE_STATS_COLS")),
         g("_EXTERNAL_PATH"), g("_FIRST_ROW_ID"), _opt_tuple(g("_WRITE_COLS")),
-        _opt_tuple(g("_WRITE_COLS_SEQUENCES")),
+        _opt_tuple(g("_WRITE_COLS_SEQUENCES")), listed_in,
     )
     return ManifestEntry(
         _KIND_BY_VALUE[r["_KIND"]], r["_PARTITION"], r["_BUCKET"], r["_TOTAL_BUCKETS"], meta
@@ -247,8 +253,48 @@ def _index_entry_from_record(r: dict[str, Any]) -> IndexManifestEntry:
 def _encode(schema: dict[str, Any], records: Iterable[dict[str, Any]], codec: str) -> bytes:
     # Hand fastavro the unparsed schema: the header then carries it with pypaimon's key order.
     buf = io.BytesIO()
-    fastavro.writer(buf, schema, records, codec=codec)
+    if codec != "zstandard":
+        fastavro.writer(buf, schema, records, codec=codec)
+        return buf.getvalue()
+    # Avro blocks carry no checksum: a flipped bit in a `_MAX_SEQUENCE_NUMBER` or a `_BUCKET`
+    # still decodes, as another value. A zstd frame can carry one (XXH64 of the decompressed
+    # bytes, checked by every zstd decoder: Java's zstd-jni, fastavro's), which fastavro does not
+    # ask for; so fastavro writes the header and the blocks are framed here, with checksums.
+    fastavro.writer(buf, schema, [], codec=codec)
+    sync = buf.getvalue()[-16:]
+    parsed = fastavro.parse_schema(schema)
+    block = io.BytesIO()
+    count = 0
+    for record in records:
+        fastavro.schemaless_writer(block, parsed, record)
+        count += 1
+        if block.tell() >= _BLOCK_BYTES:
+            _write_block(buf, block.getvalue(), count, sync)
+            block, count = io.BytesIO(), 0
+    if count:
+        _write_block(buf, block.getvalue(), count, sync)
     return buf.getvalue()
+
+
+_BLOCK_BYTES = 1 << 20
+_CHECKSUM: dict[int, int] = {zstd.CompressionParameter.checksum_flag: 1}
+
+
+def _avro_long(n: int) -> bytes:
+    """An Avro `long`: zig-zag, then base-128 varint."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _write_block(buf: io.BytesIO, raw: bytes, count: int, sync: bytes) -> None:
+    """One Avro block of `count` records, zstd-compressed with a content checksum."""
+    data = zstd.compress(raw, options=_CHECKSUM)
+    buf.write(_avro_long(count) + _avro_long(len(data)) + data + sync)
 
 
 def _decode(
@@ -304,7 +350,8 @@ def decode_manifest_entries(
     Pass `expected_size` (the size a manifest list recorded) to also catch a file truncated at an
     Avro block boundary, which otherwise decodes as a shorter, valid file.
     """
-    return _decode(data, file_name, "manifest", _entry_from_record, expected_size)
+    return _decode(data, file_name, "manifest", lambda r: _entry_from_record(r, file_name),
+                   expected_size)
 
 
 def encode_manifest_file_metas(

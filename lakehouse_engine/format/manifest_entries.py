@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
@@ -70,6 +70,9 @@ class DataFileMeta:
     first_row_id: int | None = None
     write_cols: tuple[str, ...] | None = None
     write_cols_sequences: tuple[int, ...] | None = None
+    #: The manifest this entry was decoded from (not part of the record): errors about the file
+    #: name it too, since a damaged entry reads as a missing or mismatching file.
+    listed_in: str | None = field(default=None, compare=False, repr=False)
 
     def upgrade(self, new_level: int) -> DataFileMeta:
         """Return the same file placed at `new_level`, which must be above its current level."""

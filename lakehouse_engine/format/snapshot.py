@@ -75,6 +75,9 @@ class Snapshot:
     uuid: str | None = None
     writer_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The file this snapshot was read from (a snapshot or a tag file), named in errors about what
+    #: it references; not part of the JSON.
+    file: str | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
         """Serialize as Paimon does: camelCase keys, None optionals omitted, indent 2, UTF-8 text."""
@@ -92,4 +95,4 @@ class Snapshot:
             raise CorruptFileError(
                 f"snapshot file {file_name!r} has unknown commitKind {values['commit_kind']!r}"
             )
-        return cls(**values, extra=SNAPSHOT_JSON.extra(doc))
+        return cls(**values, extra=SNAPSHOT_JSON.extra(doc), file=file_name)

@@ -22,6 +22,7 @@ from lakehouse_engine.mergetree.data_file_check import (
     check_column_types,
     check_file_size,
     check_row_count,
+    listed_in,
 )
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (
@@ -203,7 +204,8 @@ class DataFileWriter:
 
 
 def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None,
-                   schema: pa.Schema | None = None, meta: DataFileMeta | None = None) -> pa.Table:
+                   schema: pa.Schema | None = None, meta: DataFileMeta | None = None,
+                   schema_file: str | None = None) -> pa.Table:
     """Read a data file (optionally only some columns, cast to `schema`).
 
     The format follows the file name as Paimon names data files: `.orc` and `.avro` files (which
@@ -213,51 +215,58 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
     files of other writers. Parquet page checksums are verified where the writer wrote them;
     with `meta` (the file's manifest entry) the file's size and row count are checked against
     it, and parquet column types against `schema` (see `data_file_check`). CorruptFileError
-    names a file that will not decode or fails a check.
+    names a file that will not decode or fails a check; `schema_file` (the schema the columns
+    and `schema` come from) is named too where the file and the schema disagree.
     """
     try:
         with file_io.open_input(path) as f:
             check_file_size(path, f.size(), meta)
             if path.endswith(".avro"):
-                table = _read_avro(f, path, columns, schema)
+                table = _read_avro(f, path, columns, schema, schema_file)
             elif path.endswith(".orc"):
                 orc_file = orc.ORCFile(f)
-                _check_columns(path, orc_file.schema.names, columns)
+                _check_columns(path, orc_file.schema.names, columns, schema_file)
                 table = orc_file.read(columns=list(columns) if columns is not None else None)
                 if columns is not None:  # ORC keeps the file's column order
                     table = table.select(list(columns))
             else:
                 # Verification is a no-op for pages written without a checksum (other writers).
                 pf = pq.ParquetFile(f, page_checksum_verification=True)
-                _check_columns(path, pf.schema_arrow.names, columns)
+                _check_columns(path, pf.schema_arrow.names, columns, schema_file)
                 table = pf.read(columns=list(columns) if columns is not None else None, use_threads=True)
-                check_column_types(path, table.schema, schema)
+                check_column_types(path, table.schema, schema, schema_file)
         check_row_count(path, table.num_rows, meta)
         if schema is not None and not table.schema.equals(schema):
             table = table.cast(schema)
         return table
     except FileNotFoundError:
-        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)") from None
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
     # A damaged footer surfaces as whatever its decoder meets: Arrow errors, a bad UTF-8 column
     # name, a cast that finds nulls in a required column.
     except (pa.ArrowException, ValueError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 
-def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | None) -> None:
+def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | None,
+                   schema_file: str | None = None) -> None:
     missing = [c for c in columns or () if c not in present]
     if missing:
-        raise CorruptFileError(f"data file {path} lacks columns {missing}")
+        # A flipped bit in a field name of the schema file reads as a column no file has.
+        where = (f" that schema file {schema_file} names (the schema file or the data file is "
+                 f"damaged)" if schema_file else "")
+        raise CorruptFileError(f"data file {path} lacks columns {missing}{where}")
 
 
-def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None) -> pa.Table:
+def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None,
+               schema_file: str | None) -> pa.Table:
     """An Avro data file as Arrow. fastavro decodes record by record, so this is for files other
     writers leave (pypaimon's postpone-bucket files), not for this engine's own reads."""
     try:
         reader = fastavro.reader(f)
         writer_schema = cast(dict[str, Any], reader.writer_schema)
         names = [field["name"] for field in writer_schema["fields"]]
-        _check_columns(path, names, columns)
+        _check_columns(path, names, columns, schema_file)
         records = cast(list[dict[str, Any]], list(reader))
     except CorruptFileError:
         raise

@@ -13,11 +13,58 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import serialize_row
-from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.types import DataType
+
+
+def listed_in(meta: DataFileMeta | None) -> str:
+    """The manifest that lists a data file, as a clause for errors where the file and its manifest
+    entry disagree: either may be the damaged one (a flipped bit in the entry's file name reads as
+    a missing file, in its size as a file of another size)."""
+    if meta is None or meta.listed_in is None:
+        return ""
+    return f" (listed in manifest {meta.listed_in}: the manifest or the file is damaged)"
+
+
+_POSTPONE_BUCKET = -2
+
+
+def check_entry(entry: ManifestEntry, postpone_table: bool, primary_key: bool) -> None:
+    """Raise CorruptFileError, naming the manifest, when a manifest entry's numbers cannot be true.
+
+    Manifests of other writers carry no checksum (this engine's have one per zstd frame), so a
+    flipped bit there decodes as another value. Those that would change what a read returns
+    without another check noticing: a bucket of -2 (a postpone-bucket file, which readers skip)
+    in a table without postpone buckets, and a sequence range with min above max or below 0
+    (a flipped sign makes two files' ranges look disjoint in the wrong order, so they would be
+    merged without reading `_SEQUENCE_NUMBER`).
+    """
+    f = entry.file
+    problem = None
+    if entry.bucket == _POSTPONE_BUCKET and not postpone_table:
+        problem = "bucket -2 (postpone), in a table without postpone buckets"
+    elif primary_key and not 0 <= f.min_sequence_number <= f.max_sequence_number:
+        problem = f"sequence numbers {f.min_sequence_number} to {f.max_sequence_number}"
+    if problem is not None:
+        raise CorruptFileError(f"manifest {f.listed_in or '(unknown)'} is damaged: its entry for "
+                               f"data file {f.file_name} records {problem}")
+
+
+def check_sequence_range(path: str, sequence: pa.ChunkedArray | pa.Array, meta: DataFileMeta) -> None:
+    """Raise CorruptFileError when the `_SEQUENCE_NUMBER` column of a whole data file does not span
+    the range its manifest entry records (merge order is decided by that range)."""
+    if len(sequence) == 0:
+        return
+    mm = pc.min_max(sequence)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if (lo, hi) != (meta.min_sequence_number, meta.max_sequence_number):
+        raise CorruptFileError(
+            f"data file {path}: its sequence numbers run from {lo} to {hi}, but its manifest entry "
+            f"records {meta.min_sequence_number} to {meta.max_sequence_number}{listed_in(meta)}")
 
 
 def check_file_size(path: str, actual: int, meta: DataFileMeta | None) -> None:
@@ -25,7 +72,7 @@ def check_file_size(path: str, actual: int, meta: DataFileMeta | None) -> None:
     if meta is not None and actual != meta.file_size:
         raise CorruptFileError(
             f"data file {path} has {actual} bytes, but its manifest entry records {meta.file_size} "
-            f"(truncated, grown or replaced)")
+            f"(truncated, grown or replaced){listed_in(meta)}")
 
 
 def check_row_count(path: str, rows: int, meta: DataFileMeta | None) -> None:
@@ -33,7 +80,8 @@ def check_row_count(path: str, rows: int, meta: DataFileMeta | None) -> None:
     its manifest entry records."""
     if meta is not None and rows != meta.row_count:
         raise CorruptFileError(
-            f"data file {path} holds {rows} rows, but its manifest entry records {meta.row_count}")
+            f"data file {path} holds {rows} rows, but its manifest entry records {meta.row_count}"
+            f"{listed_in(meta)}")
 
 
 def _comparable(t: pa.DataType) -> pa.DataType:
@@ -54,7 +102,8 @@ def _comparable(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def check_column_types(path: str, file_schema: pa.Schema, expected: pa.Schema | None) -> None:
+def check_column_types(path: str, file_schema: pa.Schema, expected: pa.Schema | None,
+                       schema_file: str | None = None) -> None:
     """Raise CorruptFileError when a column of the file has another type than the table gives it.
 
     Nullability is not compared (writers differ: pypaimon marks primary keys nullable). A cast
@@ -71,7 +120,8 @@ def check_column_types(path: str, file_schema: pa.Schema, expected: pa.Schema | 
         if found != _comparable(field.type):
             raise CorruptFileError(
                 f"data file {path}: column {field.name!r} has type {file_schema.field(index).type} "
-                f"in the file, but the table's schema says {field.type}")
+                f"in the file, but the table's schema{' ' + schema_file if schema_file else ''} "
+                f"says {field.type}")
 
 
 def check_key_range(path: str, rows: pa.Table, key_names: Sequence[str], key_types: Sequence[DataType],
@@ -93,5 +143,5 @@ def check_key_range(path: str, rows: pa.Table, key_names: Sequence[str], key_typ
     if first != meta.min_key or last != meta.max_key:
         raise CorruptFileError(
             f"data file {path}: its keys run from {first.hex()} to {last.hex()}, but its manifest "
-            f"entry records {meta.min_key.hex()} to {meta.max_key.hex()} (the manifest listing "
-            f"it, or the file, is damaged)")
+            f"entry records {meta.min_key.hex()} to {meta.max_key.hex()}"
+            f"{listed_in(meta) or ' (the manifest listing it, or the file, is damaged)'}")

@@ -52,10 +52,15 @@ class EvolvingFileReader:
         self.for_rewrite = for_rewrite
         self._mappings: dict[tuple[int, tuple[str, ...]], _Mapping] = {}
 
-    def read(self, path: str, columns: Sequence[str], read_schema: pa.Schema, meta: DataFileMeta) -> pa.Table:
-        """Columns `columns` (names of this reader's schema) of one file, typed as `read_schema`."""
+    def read(self, path: str, columns: Sequence[str], read_schema: pa.Schema, meta: DataFileMeta,
+             schema_file: str | None = None) -> pa.Table:
+        """Columns `columns` (names of this reader's schema) of one file, typed as `read_schema`.
+
+        `schema_file` (the path of this reader's schema) is named when a file of that schema
+        lacks a column it names: either file may be the damaged one."""
         if meta.schema_id == self.schema.id:
-            return read_data_file(self.file_io, path, columns, read_schema, meta=meta)
+            return read_data_file(self.file_io, path, columns, read_schema, meta=meta,
+                                  schema_file=schema_file)
         if self.for_rewrite and meta.schema_id > self.schema.id:
             raise CommitConflictError(
                 f"table {self.table_name}: data file {path} was written with schema "

@@ -8,10 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.format.float_order import comparable, total_order
 
 _COMPARISONS = ("equal", "notEqual", "lessThan", "lessOrEqual", "greaterThan", "greaterOrEqual")
 
@@ -51,9 +53,36 @@ class Predicate:
             return out
         return {self.field} if self.field else set()
 
+    def _is_float(self) -> bool:
+        """Whether this is a leaf on a FLOAT or DOUBLE field (compared as Java's Double.compare)."""
+        if self.children or self.field is None:
+            return False
+        if self.arrow_type is not None:
+            return pa.types.is_floating(self.arrow_type)
+        return any(isinstance(v, float) for v in self.literals)
+
+    def _float_fields(self) -> set[str]:
+        if self.children:
+            return set().union(*(c._float_fields() for c in self.children))
+        return {self.field} if self.field is not None and self._is_float() else set()
+
+    def _order_literal(self, value: Any) -> Any:
+        """A literal of a FLOAT/DOUBLE leaf as its total-order int (None stays None)."""
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+            return value
+        v = float(value)
+        if self.arrow_type is not None and self.arrow_type == pa.float32():
+            v = float(np.float32(v))  # compared as a FLOAT, as Java converts the literal
+        return comparable(v)
+
     # ---- rows --------------------------------------------------------------------
     def to_arrow(self) -> pc.Expression:
-        """The predicate as an Arrow compute expression (SQL semantics: null compares false)."""
+        """The predicate as an Arrow compute expression (SQL semantics: null compares false).
+
+        FLOAT and DOUBLE leaves compare the total-order column `filter_table` adds (Java's
+        Double.compare: `= NaN` matches NaN, -0.0 and 0.0 differ, NaN is above +Infinity); use
+        `filter_table` to filter rows.
+        """
         m = self.method
         if m == "and":
             expr = self.children[0].to_arrow()
@@ -65,6 +94,8 @@ class Predicate:
             for c in self.children[1:]:
                 expr = expr | c.to_arrow()
             return expr
+        if self._is_float():
+            return self._float_expression()
         f = pc.field(self.field)
         lit = self._literal(self.literals[0]) if self.literals else None
         if m == "equal":
@@ -112,8 +143,37 @@ class Predicate:
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             return values
 
+    def _float_expression(self) -> pc.Expression:
+        """A FLOAT/DOUBLE leaf over the field's total-order int64 column (`_ORDER_PREFIX`)."""
+        m = self.method
+        f = pc.field(_ORDER_PREFIX + str(self.field))
+        lits = [self._order_literal(v) for v in self.literals]
+        if m in ("isNull", "isNotNull", "startsWith"):
+            return pc.field(self.field).is_null() if m == "isNull" else (
+                pc.field(self.field).is_valid() if m == "isNotNull" else pc.scalar(False))
+        if m in ("in", "notIn"):
+            values = pa.array([v for v in lits if v is not None], type=pa.int64())
+            return f.isin(values) if m == "in" else ~f.isin(values) & f.is_valid()
+        if m == "between":
+            return (f >= pc.scalar(lits[0])) & (f <= pc.scalar(lits[1]))
+        if lits[0] is None:
+            return pc.scalar(None, type=pa.bool_())  # a comparison with null is never true
+        lit = pc.scalar(lits[0])
+        ops = {"equal": f.__eq__, "notEqual": f.__ne__, "lessThan": f.__lt__,
+               "lessOrEqual": f.__le__, "greaterThan": f.__gt__, "greaterOrEqual": f.__ge__}
+        if m not in ops:
+            raise SchemaError(f"unknown predicate method {m!r}")
+        return ops[m](lit)
+
     def filter_table(self, table: pa.Table) -> pa.Table:
-        return table.filter(self.to_arrow())
+        """The rows of `table` that satisfy the predicate (FLOAT/DOUBLE fields as Java compares)."""
+        floats = sorted(self._float_fields() & set(table.column_names))
+        if not floats:
+            return table.filter(self.to_arrow())
+        extended = table
+        for name in floats:
+            extended = extended.append_column(_ORDER_PREFIX + name, _total_order_column(table.column(name)))
+        return extended.filter(self.to_arrow()).drop_columns([_ORDER_PREFIX + n for n in floats])
 
     # ---- statistics ------------------------------------------------------------------
     def may_match(self, ranges: Mapping[str, tuple[Any, Any]]) -> bool:
@@ -129,12 +189,33 @@ class Predicate:
         if self.field is None or self.field not in ranges:
             return True
         lo, hi = ranges[self.field]
+        if self._is_float() and lo is not None and hi is not None:
+            # Java's order (Double.compare). Writers that take statistics with IEEE min/max
+            # (pypaimon's pyarrow) leave NaN out of them and may record 0.0 for a -0.0: the upper
+            # bound is taken as NaN (the top of the order) and a zero lower bound as -0.0.
+            try:
+                low = -0.0 if float(lo) == 0.0 else float(lo)
+                literals = tuple(self._order_literal(v) for v in self.literals)
+                return _leaf_may_match(m, comparable(low), comparable(math.nan), literals)
+            except (TypeError, ValueError):
+                return True
         if _is_nan(lo) or _is_nan(hi):
             return True  # a NaN bound orders nowhere under IEEE comparison: no pruning
         try:
             return _leaf_may_match(m, lo, hi, self.literals)
         except TypeError:
             return True
+
+
+_ORDER_PREFIX = "\x00total-order:"
+
+
+def _total_order_column(column: pa.ChunkedArray) -> pa.Array:
+    """A FLOAT/DOUBLE column as int64s in Java's order (nulls stay null)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    mask = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool) if arr.null_count else None
+    return pa.array(total_order(values), type=pa.int64(), mask=mask)
 
 
 def _is_nan(value: Any) -> bool:

@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
+    DataFileMeta,
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
     merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.mergetree.data_file_check import check_entry
 from lakehouse_engine.options import SOURCE_SPLIT_OPEN_FILE_COST, SOURCE_SPLIT_TARGET_SIZE
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate
@@ -53,6 +56,7 @@ class TableScan:
         self.partition_fields = [schema.field(k) for k in self.partition_keys]
         self.key_names = schema.trimmed_primary_keys if schema.has_primary_key else []
         self.key_types = schema.types_of(self.key_names)
+        self.primary_key = schema.has_primary_key
         opts = schema.core_options
         self.target_split_size = opts.require(SOURCE_SPLIT_TARGET_SIZE)
         self.open_file_cost = opts.require(SOURCE_SPLIT_OPEN_FILE_COST)
@@ -67,9 +71,23 @@ class TableScan:
             groups[(e.partition, e.bucket)].append(e)
         splits: list[DataSplit] = []
         codec = self.table.partition_codec()
+        seen: dict[tuple[tuple[Any, ...], int], list[ManifestEntry]] = {}
         for (partition, bucket), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            part = codec.from_binary(partition)
+            try:
+                part = codec.from_binary(partition)
+            except CorruptFileError as exc:
+                raise _entry_error(exc, "partition", [e.file for e in group]) from exc
             bucket_path = self.table.path_factory.bucket_dir(part.spec, bucket)
+            # Two encodings of the same partition values (a flipped bit in a BinaryRow's row-kind
+            # byte or padding): split apart, the files of one bucket would not be merged. (Other
+            # values may share a directory, '' and ' ' both being the default partition.)
+            values = (tuple(part.values), bucket)
+            if values in seen:
+                raise _entry_error(CorruptFileError(f"{partition.hex()} and "
+                                                    f"{seen[values][0].partition.hex()} are "
+                                                    f"two encodings of partition {part.spec}"),
+                                   "partition", [e.file for e in group + seen[values]])
+            seen[values] = group
             row = PartitionRow(part.binary, part.values, self.partition_fields)
             splits.extend(self._bucket_splits(snapshot.id, row, part.values, bucket,
                                               group[0].total_buckets, bucket_path,
@@ -85,18 +103,32 @@ class TableScan:
         codec = self.table.partition_codec()
         out = []
         partition_ok: dict[bytes, bool] = {}
+        postpone_table = self.table.options.bucket == POSTPONE_BUCKET
         for e in merged:
-            if e.kind != FileKind.ADD or e.bucket == POSTPONE_BUCKET:
+            check_entry(e, postpone_table, self.primary_key)
+            if e.bucket == POSTPONE_BUCKET:
                 continue
             if self.predicate is not None:
                 ok = partition_ok.get(e.partition)
                 if ok is None:
-                    values = codec.from_binary(e.partition).values
+                    try:
+                        values = codec.from_binary(e.partition).values
+                    except CorruptFileError as exc:
+                        raise _entry_error(exc, "partition", [e.file]) from exc
                     ranges = {k: (v, v) for k, v in zip(self.partition_keys, values, strict=True)}
                     ok = self.predicate.may_match(ranges)
                     partition_ok[e.partition] = ok
-                if not ok or not self._file_keys_may_match(e):
+                if not ok:
                     continue
+            if e.kind != FileKind.ADD:
+                # Every DELETE of a snapshot's manifests cancels an ADD before it (pruning keeps
+                # the ADD: it is in the same partition). One left over is an ADD whose kind flipped.
+                raise CorruptFileError(
+                    f"manifest {e.file.listed_in or '(unknown)'} is damaged: it deletes data file "
+                    f"{e.file.file_name} (bucket {e.bucket}), which no manifest of snapshot "
+                    f"{snapshot.id} adds")
+            if self.predicate is not None and not self._file_keys_may_match(e):
+                continue
             out.append(e)
         return out
 
@@ -133,13 +165,27 @@ class TableScan:
         return self.predicate.may_match(dict(zip(self.key_names, zip(lo, hi, strict=True), strict=True)))
 
     # ---- split generation -------------------------------------------------------------
-    def _key(self, binary: bytes) -> tuple[Any, ...]:
-        return comparable_key(deserialize_row(binary, self.key_types))
+    def _file_keys(self, files: list[DataFileMeta]) -> dict[bytes, tuple[Any, ...]]:
+        """Every `_MIN_KEY` and `_MAX_KEY` of `files`, decoded; a key that does not decode is a
+        damaged manifest entry, named with its manifest."""
+        keys: dict[bytes, tuple[Any, ...]] = {}
+        for f in files:
+            for binary in (f.min_key, f.max_key):
+                if binary not in keys:
+                    try:
+                        values = deserialize_row(binary, self.key_types)
+                        if any(v is None for v in values):
+                            raise CorruptFileError("a primary key field is null")
+                        keys[binary] = comparable_key(values)
+                    except CorruptFileError as exc:
+                        raise _entry_error(exc, "key range", [f]) from exc
+        return keys
 
     def _bucket_splits(self, snapshot_id: int, partition: bytes, values: tuple[Any, ...], bucket: int,
-                       total_buckets: int, bucket_path: str, files: list[Any]) -> list[DataSplit]:
+                       total_buckets: int, bucket_path: str,
+                       files: list[DataFileMeta]) -> list[DataSplit]:
         if self.key_names:
-            sections = interval_partition(files, self._key)
+            sections = interval_partition(files, self._file_keys(files).__getitem__)
         else:
             sections = [[f] for f in sorted(files, key=lambda f: f.min_sequence_number)]
         weights = [sum(max(f.file_size, self.open_file_cost) for f in s) for s in sections]
@@ -150,3 +196,11 @@ class TableScan:
             splits.append(DataSplit(snapshot_id, partition, values, bucket, total_buckets, bucket_path,
                                     chosen, raw or not self.key_names))
         return splits
+
+
+def _entry_error(exc: CorruptFileError, what: str, files: list[DataFileMeta]) -> CorruptFileError:
+    """`exc` (a field of manifest entries that cannot be right) naming the manifests and files."""
+    manifests = sorted({f.listed_in for f in files if f.listed_in is not None})
+    names = ", ".join(f.file_name for f in files[:3]) + (", ..." if len(files) > 3 else "")
+    return CorruptFileError(f"manifest {' or '.join(manifests) or '(unknown)'} is damaged: the "
+                            f"{what} of its entry for data file(s) {names}: {exc}")

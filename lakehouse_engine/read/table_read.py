@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file_check import check_key_range
+from lakehouse_engine.mergetree.data_file_check import check_key_range, check_sequence_range
 from lakehouse_engine.mergetree.merge import (
     INSERT,
     UPDATE_AFTER,
@@ -64,6 +64,7 @@ class TableRead:
         self.merge_value_columns = merge_cols
         self._file_schema = schema.data_file_arrow_schema()
         self._key_types = schema.types_of(self.key_names)
+        self._schema_file = table.path_factory.schema_path(schema.id)
 
     # ---- public -----------------------------------------------------------------------
     def to_arrow(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> pa.Table:
@@ -181,9 +182,11 @@ class TableRead:
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
-        rows = self._reader.read(path, columns, schema, meta)
+        rows = self._reader.read(path, columns, schema, meta, schema_file=self._schema_file)
         if self.primary_key and all(k in columns for k in self.key_names):
             check_key_range(path, rows, self.key_names, self._key_types, meta)
+        if SEQUENCE_NUMBER in columns:
+            check_sequence_range(path, rows.column(SEQUENCE_NUMBER), meta)
         return rows
 
 
