@@ -30,6 +30,8 @@ WAREHOUSE ?= ./warehouse
 DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export DAGSTER_HOME
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (one per core; 0 runs in one process)
+PYTEST_WORKERS ?= 2
 RUN_ARGS ?=
 BENCH_ARGS ?=
 RELIABILITY_ARGS ?=
@@ -44,7 +46,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability chromium azurite
 
 help:
-	@echo "make test       lint + pytest -m 'not slow' (PYTEST_ARGS='...' passed to pytest)"
+	@echo "make test       lint + pytest -m 'not slow' on PYTEST_WORKERS=2 workers (PYTEST_ARGS='...' passed to pytest)"
 	@echo "make lint       ruff check + mypy"
 	@echo "make run        run the pipelines once (WAREHOUSE=$(WAREHOUSE), RUN_ARGS='...')"
 	@echo "make bench      benchmarks (bench.run_all, BENCH_ARGS='...')"
@@ -126,7 +128,7 @@ lint: $(VENV)
 	exit $$status
 
 test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java lint
-	$(VENV)/bin/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 soak: $(VENV) $(INTEROP_VENV)
 	$(VENV)/bin/python -m pytest -m slow -q $(PYTEST_ARGS)
