@@ -223,14 +223,22 @@ class CoreOptions:
 
     def __init__(self, raw: Mapping[str, str]):
         self.raw: dict[str, str] = {str(k): str(v) for k, v in raw.items()}
+        # Typed values parsed so far: each option is parsed once per CoreOptions (the raw map is
+        # not changed after construction; a changed table gets a new schema and new options).
+        self._parsed: dict[str, Any] = {}
 
     def get(self, option: ConfigOption[T]) -> T | None:
         """The typed value of `option`, or its default."""
-        return option.value(self.raw)
+        if option.key in self._parsed:
+            value: T | None = self._parsed[option.key]
+            return value
+        value = option.value(self.raw)
+        self._parsed[option.key] = value
+        return value
 
     def require(self, option: ConfigOption[T]) -> T:
         """The typed value of an option that has a default."""
-        v = option.value(self.raw)
+        v = self.get(option)
         assert v is not None, option.key
         return v
 

@@ -12,10 +12,11 @@ from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.manifest_io import ManifestIO
+from lakehouse_engine.mergetree.merge import MergeFunction, build_merge_function
 from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
-from lakehouse_engine.schema import TableSchema
+from lakehouse_engine.schema import BucketMode, TableSchema
 from lakehouse_engine.snapshot_manager import SnapshotManager
 
 if TYPE_CHECKING:
@@ -37,12 +38,25 @@ class FileStoreTable:
         self.options = schema.core_options
         self.path_factory = PathFactory(path, self.options.require(DATA_FILE_PREFIX))
         self._partition_codec: PartitionCodec | None = None
+        self._merge_function: MergeFunction | None = None
 
     # ---- components ------------------------------------------------------------------
     def partition_codec(self) -> PartitionCodec:
         if self._partition_codec is None:
             self._partition_codec = PartitionCodec(self.schema)
         return self._partition_codec
+
+    def bucket_mode(self) -> BucketMode:
+        """How rows find their bucket: fixed, dynamic, cross-partition, unaware or postpone."""
+        return self.schema.bucket_mode
+
+    def merge_function(self) -> MergeFunction:
+        """How records of one key merge in this table: one object, built once, used by writes,
+        reads and compaction alike."""
+        if self._merge_function is None:
+            self._merge_function = build_merge_function(
+                self.options, self.schema.trimmed_primary_keys, self.schema.primary_keys)
+        return self._merge_function
 
     def snapshot_manager(self) -> SnapshotManager:
         return SnapshotManager(self.file_io, self.path_factory, self.name)

@@ -26,13 +26,10 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import DataFileWriter
-from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, merge_records
+from lakehouse_engine.mergetree.merge import ROW_KIND_CODES
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
-    IGNORE_DELETE,
-    MERGE_ENGINE,
     ROWKIND_FIELD,
-    SEQUENCE_FIELD_SORT_ORDER,
     WRITE_BUFFER_SIZE,
     WRITE_ONLY,
 )
@@ -155,10 +152,7 @@ class TableWrite:
         self.bucket_key_types = self.schema.types_of(self.bucket_keys)
         self.write_buffer_size = opts.require(WRITE_BUFFER_SIZE)
         self.target_file_size = opts.target_file_size(self.primary_key)
-        self.merge_engine = opts.require(MERGE_ENGINE)
-        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
-        self.sequence_fields = opts.sequence_fields
-        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
+        self.merge_function = table.merge_function() if self.primary_key else None
         self.rowkind_field = opts.get(ROWKIND_FIELD)
         self.arrow_schema = self.schema.arrow_schema()
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
@@ -356,12 +350,9 @@ class TableWrite:
             rows = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
             self._buffered_bytes -= buf.nbytes
             buf.tables, buf.nbytes = [], 0
-        if self.primary_key:
+        if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
-            rows = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
-                                 self.sequence_descending, self.ignore_delete,
-                                 rows_in_sequence_order=True, options=self.options,
-                                 primary_keys=self.schema.primary_keys, raw_input=True)
+            rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
         writer = DataFileWriter(self.table.file_io, self.schema,
                                 self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
