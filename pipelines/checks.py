@@ -14,7 +14,7 @@ import dagster as dg
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.tables import BucketMode
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.table import FileStoreTable
 from pipelines.lsm import (
     BucketRow,
@@ -163,7 +163,7 @@ def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheck
     if latest is None:
         return _passed_empty()
     table, snapshot = latest
-    if BucketMode.of(table) is not BucketMode.DYNAMIC:
+    if not BucketMode.of(table).assigns_dynamically:
         return _passed_empty(f"not a dynamic-bucket table ('bucket' = {table.options.bucket})")
     codec = table.partition_codec()
     entries = table.manifest_io().read_index_manifest(snapshot.index_manifest) if snapshot.index_manifest else []

@@ -24,8 +24,9 @@ from lakehouse_engine.commit_retry import snapshots_of_commit
 from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.spark.routing import bucket_column
-from lakehouse_engine.spark.tables import BucketMode, TableRef
+from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.table import FileStoreTable
 from pipelines.ingest import (
     DAILY_PARTITIONS,
@@ -192,7 +193,7 @@ def assign_buckets(rows: DataFrame, table: FileStoreTable) -> list[tuple[str, in
     if mode is BucketMode.FIXED:
         counted = (rows.groupBy(PARTITION_KEY, bucket_column(rows, table, ref).alias(BUCKET))
                    .agg(F.count(F.lit(1)).alias(ROWS)))
-    elif mode is BucketMode.DYNAMIC:
+    elif mode.assigns_dynamically:
         def per_partition(group: pa.Table) -> pa.Table:  # Spark reads these type hints
             return dynamic_bucket_counts(ref, group)
 

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.tables import BucketMode
+from lakehouse_engine.schema import BucketMode
 from pipelines.ingest import SINGLE_RUN
 from pipelines.lsm import (
     BucketRow,
@@ -150,7 +150,7 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
     advice = advise_bucket_counts(bucket_rows(table), config.target_bucket_bytes)
     chosen = {partition_name(d) for d in config.partitions}
     targets: dict[str, int] = {}
-    if mode is BucketMode.DYNAMIC:
+    if mode.assigns_dynamically:
         context.log.info("dynamic bucket tables grow by dynamic-bucket.target-row-num; nothing to rescale")
     elif config.bucket_num is not None or config.apply_advice:
         wanted = {a.partition: a.advised if config.bucket_num is None else config.bucket_num for a in advice

@@ -22,6 +22,7 @@ from lakehouse_engine.options import (
     CoreOptions,
 )
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def compact_table(table: FileStoreTable, full: bool = False,
     A postpone-bucket table first moves its postponed rows into real buckets.
     """
     ids: list[int] = []
-    if table.options.bucket == POSTPONE_BUCKET:
+    if table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
         ids += compact_postpone(table, partitions)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.catalog import Catalog, Identifier
 from lakehouse_engine.errors import LakehouseError, UnsupportedError
+from lakehouse_engine.schema import BucketMode  # (re-exported: it was defined here)
 from lakehouse_engine.table import FileStoreTable
 
 # Catalog options that never travel to executors inside a task: credentials reach them through
@@ -79,35 +79,17 @@ def _warehouse_of(table: FileStoreTable) -> str:
     return root
 
 
-class BucketMode(Enum):
-    """How rows of a table find their bucket (Paimon's bucket modes)."""
-
-    FIXED = "fixed"        # bucket > 0: hash of the bucket key modulo the partition's bucket count
-    UNAWARE = "unaware"    # append table with bucket = -1: no buckets, rows written where they are
-    DYNAMIC = "dynamic"    # primary key with bucket = -1: assigners keep a key -> bucket index
-    POSTPONE = "postpone"  # bucket = -2: rows wait in bucket-postpone until compaction assigns them
-
-    @staticmethod
-    def of(table: FileStoreTable) -> BucketMode:
-        bucket = table.options.bucket
-        if bucket > 0:
-            return BucketMode.FIXED
-        if bucket == -2:
-            return BucketMode.POSTPONE
-        return BucketMode.DYNAMIC if table.schema.has_primary_key else BucketMode.UNAWARE
-
-
 def check_writable(table: FileStoreTable) -> BucketMode:
     """The table's bucket mode, or UnsupportedError when `df.write.format("lakehouse")` cannot
     write it: its tasks write whatever rows they hold, so only fixed-bucket and append tables; a
     dynamic bucket assigner must see every key of its slice, and postpone bucket tables are left
     to `write` too. (`write` routes the rows first, `route_rows`, and takes every mode.)
     """
-    mode = BucketMode.of(table)
-    if mode is BucketMode.DYNAMIC:
+    mode = table.bucket_mode()
+    if mode.assigns_dynamically:
         raise UnsupportedError(
-            f"table {table.name}: df.write.format('lakehouse') cannot write dynamic bucket mode "
-            f"('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
+            f"table {table.name}: df.write.format('lakehouse') cannot write {mode.value} bucket "
+            f"mode ('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
             f"use lakehouse_engine.spark.write(df, table)")
     if mode is BucketMode.POSTPONE:
         raise UnsupportedError(

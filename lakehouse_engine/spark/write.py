@@ -85,7 +85,7 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     table = ref.open()
     check_columns(df.columns, table)
     mode = BucketMode.of(table)
-    num_assigners = assigner_count(df.sparkSession, table) if mode is BucketMode.DYNAMIC else 1
+    num_assigners = assigner_count(df.sparkSession, table) if mode.assigns_dynamically else 1
     routed = route_rows(df, table, ref, num_assigners)
     static_partition = overwrite_partition(overwrite)
     # Rejects a bad overwrite before any file is written.
@@ -240,7 +240,7 @@ class _TaskSink:
         self._writers: dict[bool, TableWrite] = {}  # by write-only
         # An overwrite starts from empty indexes, which agree with any n.
         self._check_alignment = (num_assigners > 1 and overwrite is None and not write_only
-                                 and BucketMode.of(table) is BucketMode.DYNAMIC)
+                                 and table.bucket_mode().assigns_dynamically)
 
     def check_assigner(self, assigner: int) -> None:
         """Remember the task's dynamic bucket assigner; every routed row must be of that one."""

@@ -35,7 +35,7 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
@@ -129,19 +129,10 @@ class TableWrite:
         self.num_buckets = opts.bucket
         self.fixed_buckets = dict(fixed_buckets) if fixed_buckets is not None else None
         self.default_buckets = default_buckets
+        # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
+        self.mode = BucketMode.HASH_FIXED if self.fixed_buckets is not None else table.bucket_mode()
         if self.fixed_buckets is not None:
-            self.mode = "fixed"
             self.num_buckets = default_buckets or 1
-        elif self.num_buckets > 0:
-            self.mode = "fixed"
-        elif self.num_buckets == -2:
-            self.mode = "postpone"
-        elif not self.primary_key:
-            self.mode = "unaware"
-        elif self.schema.cross_partition_update:
-            self.mode = "cross"
-        else:
-            self.mode = "dynamic"
         self.assigner: DynamicBucketAssigner | None = None
         self.router: CrossPartitionRouter | None = None
         self._assigner_args = (num_assigners, assigner_id, overwrite)
@@ -201,7 +192,7 @@ class TableWrite:
         if table.num_rows == 0:
             return
         self._routed_buckets: np.ndarray | None = None
-        if self.mode == "cross":
+        if self.mode is BucketMode.CROSS_PARTITION:
             if self.router is None:
                 self._restore()
                 latest = (self.table.snapshot_manager().snapshot(self._latest_snapshot_id)
@@ -277,14 +268,14 @@ class TableWrite:
                         partitions: list[Partition]) -> tuple[np.ndarray, np.ndarray]:
         """Bucket per row and bucket count per partition (a rescaled partition keeps its own count)."""
         n = table.num_rows
-        if self.mode == "unaware":
+        if self.mode is BucketMode.BUCKET_UNAWARE:
             return np.full(n, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
-        if self.mode == "cross":
+        if self.mode is BucketMode.CROSS_PARTITION:
             assert self._routed_buckets is not None
             return self._routed_buckets, np.full(len(partitions), -1)
-        if self.mode == "postpone":
+        if self.mode is BucketMode.POSTPONE_MODE:
             return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
-        if self.mode == "dynamic":
+        if self.mode is BucketMode.HASH_DYNAMIC:
             assigner = self.dynamic_assigner()
             hashes = hash_rows([table.column(k) for k in self.key_names], self.schema.types_of(self.key_names))
             buckets = np.empty(n, dtype=np.int64)
