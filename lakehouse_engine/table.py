@@ -18,6 +18,7 @@ from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import BucketMode, TableSchema
 from lakehouse_engine.snapshot_manager import SnapshotManager
+from lakehouse_engine.store.tag_manager import TagManager
 
 if TYPE_CHECKING:
     from lakehouse_engine.read.read_builder import ReadBuilder
@@ -57,6 +58,9 @@ class FileStoreTable:
             self._merge_function = build_merge_function(
                 self.options, self.schema.trimmed_primary_keys, self.schema.primary_keys)
         return self._merge_function
+
+    def tag_manager(self) -> TagManager:
+        return TagManager(self)
 
     def snapshot_manager(self) -> SnapshotManager:
         return SnapshotManager(self.file_io, self.path_factory, self.name)
@@ -105,9 +109,7 @@ class FileStoreTable:
         options, else the latest."""
         tag = tag or self.schema.options.get(SCAN_TAG_NAME)
         if snapshot_id is None and tag:
-            from lakehouse_engine.maintenance.tags import tag_snapshot
-
-            return tag_snapshot(self, tag)
+            return self.tag_manager().get_or_throw(tag)
         if snapshot_id is None and SCAN_SNAPSHOT_ID in self.schema.options:
             snapshot_id = int(self.schema.options[SCAN_SNAPSHOT_ID])
         sm = self.snapshot_manager()
@@ -147,6 +149,13 @@ class FileStoreTable:
         return expire_snapshots(self, retain_max=retain_max, retain_min=retain_min,
                                 older_than=older_than, max_deletes=max_deletes)
 
+    def expire_after_commit(self) -> None:
+        """What a commit of this table runs once it landed: expire snapshots past the retention
+        options. Best effort: a failure is logged, never raised (the commit has landed)."""
+        from lakehouse_engine.maintenance.expire import expire_after_commit
+
+        expire_after_commit(self)
+
     def create_tag(self, name: str, snapshot_id: int | None = None) -> None:
         """Keep snapshot `snapshot_id` (the latest when None) under `name`."""
         from lakehouse_engine.maintenance.tags import create_tag
@@ -160,9 +169,7 @@ class FileStoreTable:
 
     def tags(self) -> dict[str, Snapshot]:
         """Tag name -> the snapshot it keeps."""
-        from lakehouse_engine.maintenance.tags import list_tags
-
-        return list_tags(self)
+        return self.tag_manager().list_tags()
 
     def rollback_to(self, snapshot_or_tag: int | str) -> None:
         """Make a snapshot (by id) or a tag (by name) the latest again; later snapshots go."""

@@ -19,10 +19,10 @@ from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
+from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
-from lakehouse_engine.read.split import interval_partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 
 if TYPE_CHECKING:

@@ -59,8 +59,7 @@ def rescale(table: FileStoreTable, bucket_num: int,
     if not chosen:
         return []
     writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},
-                        default_buckets=bucket_num)
-    writer.write_only = True
+                        default_buckets=bucket_num, write_only=True)
     pb = PredicateBuilder(table.schema.field_names)
     read = TableRead(table)
     for _, values in chosen:
@@ -71,7 +70,7 @@ def rescale(table: FileStoreTable, bucket_num: int,
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
-    ids = TableCommit(table, writer.commit_user, specs).commit(messages)
+    ids = TableCommit(table, writer.commit_user, specs, expire=table.expire_after_commit).commit(messages)
     if partitions is None and mode is BucketMode.HASH_FIXED:
         # Every partition has the new count now: so must the table option, which other engines'
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).

@@ -21,7 +21,6 @@ from lakehouse_engine.errors import (
     DataFileMissingError,
     InvalidDataError,
     LakehouseError,
-    SchemaError,
 )
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
@@ -36,6 +35,7 @@ from lakehouse_engine.options import (
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
+from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
@@ -62,53 +62,13 @@ class _BucketBuffer:
     compact_after: list[DataFileMeta] = field(default_factory=list)
 
 
-def conform_to_schema(data: pa.Table, expected: pa.Schema, table_name: str) -> pa.Table:
-    """`data` with the table's columns, in order and with the table's types; SchemaError otherwise."""
-    names = data.column_names
-    missing = [n for n in expected.names if n not in names]
-    extra = [n for n in names if n not in expected.names]
-    if missing or extra:
-        raise SchemaError(
-            f"batch does not match the schema of table {table_name}: "
-            f"missing columns {missing}, unexpected columns {extra}")
-    columns = []
-    for f in expected:
-        col = data.column(f.name)
-        if col.type != f.type:
-            col = _cast_column(col, f, table_name)
-        columns.append(col)
-    return pa.Table.from_arrays(columns, schema=expected)
-
-
-def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.ChunkedArray:
-    src, dst = col.type, f.type
-    if pa.types.is_dictionary(src):
-        src = src.value_type
-    ok = (
-        src == dst
-        or (pa.types.is_large_string(src) and pa.types.is_string(dst))
-        or ((pa.types.is_large_binary(src) or pa.types.is_fixed_size_binary(src)) and pa.types.is_binary(dst))
-        or (pa.types.is_integer(src) and pa.types.is_integer(dst))
-        or (pa.types.is_decimal(src) and pa.types.is_decimal(dst))
-        or (pa.types.is_timestamp(src) and pa.types.is_timestamp(dst) and src.tz == dst.tz)
-        or (pa.types.is_floating(src) and pa.types.is_floating(dst))
-        or (pa.types.is_null(src) and f.nullable)
-    )
-    if not ok:
-        raise SchemaError(f"column '{f.name}' of the batch has type {col.type}, but table "
-                          f"{table_name} stores it as {dst}")
-    try:
-        return pc.cast(col, dst, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise SchemaError(f"column '{f.name}' cannot be stored as {dst} in table {table_name}: {e}") from None
-
-
 class TableWrite:
     """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
 
     def __init__(self, table: FileStoreTable, commit_user: str, num_assigners: int = 1,
                  assigner_id: int = 0, overwrite: bool = False,
-                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None):
+                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None,
+                 write_only: bool | None = None, as_compaction: bool = False):
         """A writer for `table`.
 
         Args:
@@ -119,6 +79,9 @@ class TableWrite:
             fixed_buckets, default_buckets: write with fixed buckets, `fixed_buckets[partition]`
                 (else `default_buckets`) per partition, whatever the table's mode (postpone-bucket
                 compaction and rescale use this).
+            write_only: skip compaction in the writer (None: the table's `write-only` option).
+            as_compaction: the rows are moved, not new (postpone-bucket compaction): the files
+                written come as the compaction's output (`compact_after`) of the messages.
         """
         self.table = table
         self.schema = table.schema
@@ -151,7 +114,8 @@ class TableWrite:
         self._restored: tuple[dict[tuple[bytes, int], int], dict[bytes, int]] | None = None
         self._bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
         self._latest_snapshot_id: int | None = None
-        self.write_only = bool(opts.get(WRITE_ONLY))
+        self.write_only = bool(opts.get(WRITE_ONLY)) if write_only is None else write_only
+        self.as_compaction = as_compaction
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
@@ -424,9 +388,12 @@ class TableWrite:
         for key, buf in self._buffers.items():
             change = index_changes.get(key)
             if buf.new_files or buf.compact_before or buf.compact_after or change:
+                new_files, after = list(buf.new_files), list(buf.compact_after)
+                if self.as_compaction:
+                    new_files, after = [], new_files + after
                 message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
-                                        list(buf.new_files), list(buf.compact_before),
-                                        list(buf.compact_after), commit_user=self.commit_user)
+                                        new_files, list(buf.compact_before), after,
+                                        commit_user=self.commit_user)
                 if self.assigner is not None:
                     message.index_base = None if self.assigner.fresh else index_bases[key[0]]
                     message.inserted_keys = self.assigner.inserted.pop(key, 0)

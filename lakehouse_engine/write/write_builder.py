@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
@@ -44,7 +44,8 @@ class BatchWriteBuilder:
 
     def new_commit(self) -> TableCommit:
         """The committer: commits once (a retry after an error is recognised, see `commit`)."""
-        return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored)
+        return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored,
+                           expire=self.table.expire_after_commit)
 
 
 class StreamWriteBuilder(BatchWriteBuilder):
@@ -61,16 +62,18 @@ class StreamWriteBuilder(BatchWriteBuilder):
 
     def new_commit(self) -> StreamTableCommit:
         """A committer for many commits, each `commit(messages, commit_identifier)`."""
-        return StreamTableCommit(self.table, self.commit_user, restored=self._restored)
+        return StreamTableCommit(self.table, self.commit_user, restored=self._restored,
+                                 expire=self.table.expire_after_commit)
 
 
 class StreamTableCommit(TableCommit):
     """Commits rounds of messages, each under a commit identifier that increases (a checkpoint id);
     a round whose identifier already landed for this commit user is skipped (exactly once)."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False):
+    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False,
+                 expire: Callable[[], None] | None = None):
         """A reusable committer for `commit_user`."""
-        super().__init__(table, commit_user, None, restored=restored, once=False)
+        super().__init__(table, commit_user, None, restored=restored, once=False, expire=expire)
 
     def commit(self, messages: Sequence[CommitMessage],
                commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[int]:
