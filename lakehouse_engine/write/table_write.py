@@ -332,7 +332,7 @@ class TableWrite:
     def _compact(self, buf: _BucketBuffer, full: bool) -> None:
         """Compact one bucket now; results merge into the session's compact before/after."""
         from lakehouse_engine.compact.rewriter import BucketCompactor
-        from lakehouse_engine.compact.table_compact import pick_unit
+        from lakehouse_engine.compact.universal import pick_unit
 
         levels = self._levels(buf)
         unit = pick_unit(levels, self.options, full)
