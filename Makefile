@@ -147,4 +147,4 @@ distclean: clean
 	rm -rf $(VENV) $(INTEROP_VENV) $(PAIMON_JAVA_DIR)
 
 docs: $(VENV)
-	$(VENV)/bin/python -m lakehouse_engine.options_doc > docs/options.md
+	$(VENV)/bin/python -m tools.options_doc > docs/options.md

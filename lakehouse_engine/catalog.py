@@ -19,7 +19,7 @@ from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.merge_engines.merge_options import validate_merge_options
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
-from lakehouse_engine.schema_manager import SchemaManager
+from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.table import FileStoreTable
 
 DB_SUFFIX = ".db"

@@ -11,13 +11,13 @@ import pyarrow as pa
 from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.manifest_io import ManifestIO
 from lakehouse_engine.mergetree.merge import MergeFunction, build_merge_function
 from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import BucketMode, TableSchema
-from lakehouse_engine.snapshot_manager import SnapshotManager
+from lakehouse_engine.store.manifest_io import ManifestIO
+from lakehouse_engine.store.snapshot_manager import SnapshotManager
 from lakehouse_engine.store.tag_manager import TagManager
 
 if TYPE_CHECKING:

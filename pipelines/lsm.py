@@ -19,8 +19,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER
-from lakehouse_engine.commit_retry import snapshots_of_commit
 from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
@@ -28,6 +26,8 @@ from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.spark.routing import bucket_column
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine.write.commit_retry import snapshots_of_commit
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER
 from pipelines.ingest import (
     DAILY_PARTITIONS,
     SINGLE_RUN,

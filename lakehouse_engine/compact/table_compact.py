@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.compact.rewriter import BucketCompactor
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.compact.universal import pick_unit
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage

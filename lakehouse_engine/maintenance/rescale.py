@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import BucketMode
-from lakehouse_engine.schema_manager import SchemaManager
+from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.write.table_commit import TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.commit import delete_message_files
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.errors import CommitTimeoutError
 from lakehouse_engine.partition import Partition
@@ -24,6 +23,7 @@ from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.table_commit import delete_message_files
 
 _TASK_ID = "id"
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])

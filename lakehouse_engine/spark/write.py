@@ -24,8 +24,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
-from lakehouse_engine.commit_retry import snapshots_of_commit
 from lakehouse_engine.errors import (
     CommitTimeoutError,
     InvalidDataError,
@@ -47,6 +45,8 @@ from lakehouse_engine.spark.tables import (
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import snapshots_of_commit
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite, conform_to_schema
 
 MESSAGE_COLUMN = "message"

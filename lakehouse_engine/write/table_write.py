@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.errors import (
     DataFileMissingError,
     InvalidDataError,
@@ -24,6 +23,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES
 from lakehouse_engine.options import (
@@ -331,8 +331,8 @@ class TableWrite:
 
     def _compact(self, buf: _BucketBuffer, full: bool) -> None:
         """Compact one bucket now; results merge into the session's compact before/after."""
-        from lakehouse_engine.compact.rewriter import BucketCompactor
-        from lakehouse_engine.compact.universal import pick_unit
+        from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+        from lakehouse_engine.mergetree.compact.universal import pick_unit
 
         levels = self._levels(buf)
         unit = pick_unit(levels, self.options, full)
@@ -407,7 +407,7 @@ class TableWrite:
 
     def abort(self, messages: Iterable[CommitMessage]) -> None:
         """Delete the files of messages that will never be committed."""
-        from lakehouse_engine.commit import delete_message_files
+        from lakehouse_engine.write.table_commit import delete_message_files
 
         delete_message_files(self.table, list(messages))
 

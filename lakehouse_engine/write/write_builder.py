@@ -6,9 +6,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
-from lakehouse_engine.commit_retry import filter_committed
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import filter_committed
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import pytest
 from lakehouse_engine import Catalog, CorruptFileError
 from lakehouse_engine.format.manifest import decode_manifest_entries, decode_manifest_file_metas
 from lakehouse_engine.format.manifest_entries import ManifestEntry
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lakehouse_engine.options import OPTIONS
-from lakehouse_engine.options_doc import REGENERATE, format_default, option_groups, render
+from tools.options_doc import REGENERATE, format_default, option_groups, render
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 

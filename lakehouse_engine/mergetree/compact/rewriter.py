@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.compact.universal import CompactUnit
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter, read_data_file
 from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint

@@ -9,15 +9,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.commit_retry import (
-    COMPACT,
-    RetryGuard,
-    SnapshotNotWritten,
-    message_entries,
-    post_commit_error,
-    publish_snapshot,
-    storage_error,
-)
 from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
@@ -44,6 +35,15 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import (
+    COMPACT,
+    RetryGuard,
+    SnapshotNotWritten,
+    message_entries,
+    post_commit_error,
+    publish_snapshot,
+    storage_error,
+)
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:

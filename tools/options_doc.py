@@ -1,7 +1,7 @@
 """Render the table option reference (markdown) from `lakehouse_engine.options.OPTIONS`.
 
-`python -m lakehouse_engine.options_doc > docs/options.md` regenerates the checked-in page;
-`python -m lakehouse_engine.options_doc --check docs/options.md` exits 1 when it is stale.
+`python -m tools.options_doc > docs/options.md` regenerates the checked-in page;
+`python -m tools.options_doc --check docs/options.md` exits 1 when it is stale.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from lakehouse_engine.options import OPTIONS, ConfigOption
 
-REGENERATE = "python -m lakehouse_engine.options_doc > docs/options.md"
+REGENERATE = "python -m tools.options_doc > docs/options.md"
 OTHER_GROUP = "Other"
 
 _TYPE_NAMES = {"int": "Integer", "bool": "Boolean", "string": "String", "enum": "Enum",
@@ -103,7 +103,7 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the page, or with `--check PATH` compare it with PATH (exit 1 when they differ)."""
-    parser = argparse.ArgumentParser(prog="python -m lakehouse_engine.options_doc",
+    parser = argparse.ArgumentParser(prog="python -m tools.options_doc",
                                      description="Render the table option reference as markdown.")
     parser.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from the rendering")
     args = parser.parse_args(argv)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lakehouse_engine.compact.levels import Levels, LevelSortedRun
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels, LevelSortedRun
 from lakehouse_engine.options import (
     COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
     COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
