@@ -114,6 +114,7 @@ lint: $(VENV)
 	@status=0; \
 	$(VENV)/bin/ruff check lakehouse_engine pipelines tests bench || status=1; \
 	$(VENV)/bin/mypy || status=1; \
+	$(VENV)/bin/lint-imports || status=1; \
 	exit $$status
 
 test: $(VENV) $(INTEROP_VENV) chromium paimon-java lint
