@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakehouse_engine.errors import (
     CorruptFileError,
@@ -20,7 +20,16 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.invisible_chars import invisible_character, printable
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.path_factory import PathFactory
+
+
+class TableFiles(Protocol):
+    """What tags need of a table (a FileStoreTable has it): its FileIO, paths and name."""
+
+    file_io: FileIO
+    path_factory: PathFactory
+    name: str
 
 TAG_PREFIX = "tag-"
 #: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
@@ -62,7 +71,7 @@ def validate_tag_name(name: str) -> str:
     return name
 
 
-def tag_path(table: FileStoreTable, name: str) -> str:
+def tag_path(table: TableFiles, name: str) -> str:
     return f"{table.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
 
 
@@ -73,7 +82,7 @@ def as_snapshot(tag: Snapshot) -> Snapshot:
     return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
 
 
-def read_tag(table: FileStoreTable, path: str) -> Snapshot | None:
+def read_tag(table: TableFiles, path: str) -> Snapshot | None:
     try:
         text = table.file_io.read_text(path)
     except FileNotFoundError:
@@ -83,7 +92,7 @@ def read_tag(table: FileStoreTable, path: str) -> Snapshot | None:
     return Snapshot.from_json(text, path)
 
 
-def tag_snapshot(table: FileStoreTable, name: str) -> Snapshot:
+def tag_snapshot(table: TableFiles, name: str) -> Snapshot:
     """The snapshot tag `name` keeps; TagNotExistError (a SnapshotNotExistError) when there is none."""
     tag = read_tag(table, tag_path(table, name))
     if tag is None:
@@ -93,7 +102,7 @@ def tag_snapshot(table: FileStoreTable, name: str) -> Snapshot:
     return as_snapshot(tag)
 
 
-def list_tags(table: FileStoreTable) -> dict[str, Snapshot]:
+def list_tags(table: TableFiles) -> dict[str, Snapshot]:
     """Every tag of the table by name (sorted), with the snapshot it keeps.
 
     A tag file that cannot be decoded raises CorruptFileError: expiry and orphan removal must not
@@ -113,7 +122,7 @@ class TagManager:
     """The tags of one table, read side (pypaimon's TagManager; creating and deleting tags, which
     protects and frees data files, is `FileStoreTable.create_tag` / `delete_tag`)."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: TableFiles):
         self.table = table
 
     def tag_path(self, name: str) -> str:
