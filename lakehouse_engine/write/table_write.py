@@ -14,14 +14,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
-from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.errors import (
     DataFileMissingError,
     InvalidDataError,
     LakehouseError,
 )
-from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -33,17 +30,18 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.write.batch_input import conform_to_schema
+from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
 if TYPE_CHECKING:
+    from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
+    from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
     from lakehouse_engine.table import FileStoreTable
 
 log = logging.getLogger(__name__)
-UNAWARE_BUCKET = 0
 
 
 @dataclass
@@ -89,21 +87,16 @@ class TableWrite:
         opts = self.schema.core_options
         self.options = opts
         self.primary_key = self.schema.has_primary_key
-        self.num_buckets = opts.bucket
-        self.fixed_buckets = dict(fixed_buckets) if fixed_buckets is not None else None
-        self.default_buckets = default_buckets
+        num_buckets = opts.bucket
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
-        self.mode = BucketMode.HASH_FIXED if self.fixed_buckets is not None else table.bucket_mode()
-        if self.fixed_buckets is not None:
-            self.num_buckets = default_buckets or 1
-        self.assigner: DynamicBucketAssigner | None = None
-        self.router: CrossPartitionRouter | None = None
-        self._assigner_args = (num_assigners, assigner_id, overwrite)
+        self.mode = BucketMode.HASH_FIXED if fixed_buckets is not None else table.bucket_mode()
+        if fixed_buckets is not None:
+            num_buckets = default_buckets or 1
+        self.buckets = BucketRouter(table, self.mode, self._restore, num_buckets, fixed_buckets,
+                                    num_assigners, assigner_id, fresh=overwrite)
         self.overwrite = overwrite
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
-        self.bucket_keys = self.schema.bucket_keys
-        self.bucket_key_types = self.schema.types_of(self.bucket_keys)
         self.write_buffer_size = opts.require(WRITE_BUFFER_SIZE)
         self.target_file_size = opts.target_file_size(self.primary_key)
         self.merge_function = table.merge_function() if self.primary_key else None
@@ -111,9 +104,7 @@ class TableWrite:
         self.arrow_schema = self.schema.arrow_schema()
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
-        self._restored: tuple[dict[tuple[bytes, int], int], dict[bytes, int]] | None = None
-        self._bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
-        self._latest_snapshot_id: int | None = None
+        self._restored: RestoredState | None = None
         self.write_only = bool(opts.get(WRITE_ONLY)) if write_only is None else write_only
         self.as_compaction = as_compaction
         self.stop_trigger = opts.stop_trigger
@@ -122,21 +113,25 @@ class TableWrite:
         self._lock = threading.Lock()
 
     # ---- restoring what the table already holds -------------------------------------
-    def _restore(self) -> tuple[dict[tuple[bytes, int], int], dict[bytes, int]]:
-        """Max sequence number per bucket and bucket count per partition, from the latest snapshot."""
+    def _restore(self) -> RestoredState:
+        """What the latest snapshot holds (read on first use, once per writer)."""
         if self._restored is None:
-            max_seq: dict[tuple[bytes, int], int] = {}
-            totals: dict[bytes, int] = {}
-            latest = self.table.snapshot_manager().latest_snapshot()
-            self._latest_snapshot_id = latest.id if latest else None
-            for e in self.table.manifest_io().live_entries(latest):
-                key = (e.partition, e.bucket)
-                max_seq[key] = max(max_seq.get(key, -1), e.file.max_sequence_number)
-                self._bucket_files.setdefault(key, []).append(e.file)
-                if e.total_buckets > 0:
-                    totals[e.partition] = e.total_buckets
-            self._restored = (max_seq, totals)
+            self._restored = RestoredState.read(self.table)
         return self._restored
+
+    @property
+    def assigner(self) -> DynamicBucketAssigner | None:
+        """The dynamic bucket assigner, once the writer has used one."""
+        return self.buckets.assigner
+
+    @property
+    def router(self) -> CrossPartitionRouter | None:
+        """The cross-partition router, once the writer has used one."""
+        return self.buckets.router
+
+    def dynamic_assigner(self) -> DynamicBucketAssigner:
+        """This writer's dynamic bucket assigner (restored from the latest snapshot on first use)."""
+        return self.buckets.dynamic_assigner()
 
     # ---- writing -------------------------------------------------------------------
     def write_arrow(self, data: pa.Table | pa.RecordBatch) -> None:
@@ -155,18 +150,11 @@ class TableWrite:
         """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes)."""
         if table.num_rows == 0:
             return
-        self._routed_buckets: np.ndarray | None = None
-        if self.mode is BucketMode.CROSS_PARTITION:
-            if self.router is None:
-                self._restore()
-                latest = (self.table.snapshot_manager().snapshot(self._latest_snapshot_id)
-                          if self._latest_snapshot_id else None)
-                self.router = CrossPartitionRouter(self.table, latest)
-            table, kinds, self._routed_buckets = self.router.route(table, kinds)
-            if table.num_rows == 0:
-                return
+        table, kinds, routed = self.buckets.route(table, kinds)
+        if table.num_rows == 0:
+            return
         part_ids, partitions = self.partitions.group_rows(table)
-        buckets, totals = self._assign_buckets(table, part_ids, partitions)
+        buckets, totals = self.buckets.assign(table, part_ids, partitions, routed)
         # Group id = partition * span + (bucket - lowest); buckets may be negative (postpone: -2).
         lowest = int(buckets.min())
         span = int(buckets.max()) - lowest + 1
@@ -219,55 +207,12 @@ class TableWrite:
         lookup = np.array(list(ROW_KIND_CODES.values()), dtype=np.int8)
         return lookup[codes.to_numpy(zero_copy_only=False)]
 
-    def dynamic_assigner(self) -> DynamicBucketAssigner:
-        """This writer's dynamic bucket assigner (restored from the latest snapshot on first use)."""
-        if self.assigner is None:
-            self._restore()
-            latest = self.table.snapshot_manager().snapshot(self._latest_snapshot_id) if self._latest_snapshot_id else None
-            n, i, fresh = self._assigner_args
-            self.assigner = DynamicBucketAssigner(self.table, latest, n, i, fresh)
-        return self.assigner
-
-    def _assign_buckets(self, table: pa.Table, part_ids: np.ndarray,
-                        partitions: list[Partition]) -> tuple[np.ndarray, np.ndarray]:
-        """Bucket per row and bucket count per partition (a rescaled partition keeps its own count)."""
-        n = table.num_rows
-        if self.mode is BucketMode.BUCKET_UNAWARE:
-            return np.full(n, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
-        if self.mode is BucketMode.CROSS_PARTITION:
-            assert self._routed_buckets is not None
-            return self._routed_buckets, np.full(len(partitions), -1)
-        if self.mode is BucketMode.POSTPONE_MODE:
-            return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
-        if self.mode is BucketMode.HASH_DYNAMIC:
-            assigner = self.dynamic_assigner()
-            hashes = hash_rows([table.column(k) for k in self.key_names], self.schema.types_of(self.key_names))
-            buckets = np.empty(n, dtype=np.int64)
-            if len(partitions) == 1:
-                buckets[:] = assigner.assign(partitions[0], hashes)
-            else:
-                order = np.argsort(part_ids, kind="stable")  # keeps arrival order per partition
-                bounds = np.searchsorted(part_ids[order], np.arange(len(partitions) + 1))
-                for pid, part in enumerate(partitions):
-                    rows = order[bounds[pid]:bounds[pid + 1]]
-                    buckets[rows] = assigner.assign(part, hashes[rows])
-            return buckets, np.full(len(partitions), -1)
-        if self.fixed_buckets is not None:
-            known = self.fixed_buckets
-        else:
-            _, known = self._restore()
-        totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
-        hashes = hash_rows([table.column(k) for k in self.bucket_keys], self.bucket_key_types)
-        counts = int(totals[0]) if (totals == totals[0]).all() else totals[part_ids]
-        return bucket_of(hashes, counts).astype(np.int64), totals
-
     def _buffer(self, part: Partition, bucket: int, total_buckets: int, rows: pa.Table,
                 kinds: np.ndarray) -> None:
         key = (part.binary, bucket)
         buf = self._buffers.get(key)
         if buf is None:
-            max_seq, _ = self._restore()
-            buf = _BucketBuffer(part, bucket, total_buckets, max_seq.get(key, -1) + 1)
+            buf = _BucketBuffer(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
             self._buffers[key] = buf
         n = rows.num_rows
         seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
@@ -324,8 +269,7 @@ class TableWrite:
     # ---- compaction inside the writer ---------------------------------------------------
     def _levels(self, buf: _BucketBuffer) -> Levels:
         if buf.levels is None:
-            self._restore()
-            buf.levels = Levels(self._bucket_files.get((buf.partition.binary, buf.bucket), []),
+            buf.levels = Levels(self._restore().bucket_files.get((buf.partition.binary, buf.bucket), []),
                                 self.options.num_levels)
         return buf.levels
 
@@ -364,7 +308,7 @@ class TableWrite:
     def _compact_at_commit(self, buf: _BucketBuffer) -> None:
         full = False
         if self.full_compaction_delta_commits:
-            next_id = (self._latest_snapshot_id or 0) + 1
+            next_id = (self._restore().latest_snapshot_id or 0) + 1
             full = next_id % self.full_compaction_delta_commits == 0
         self._compact(buf, full)
 
