@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from lakehouse_engine.options import COMMIT_USER_PREFIX
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.commit_retry import filter_committed
 from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
@@ -20,7 +21,7 @@ class BatchWriteBuilder:
 
     def __init__(self, table: FileStoreTable):
         self.table = table
-        prefix = table.schema.core_options.raw.get("commit.user-prefix")
+        prefix = table.options.get(COMMIT_USER_PREFIX)
         self.commit_user = f"{prefix}_{uuid.uuid4()}" if prefix else str(uuid.uuid4())
         self.static_partition: dict[str, object] | None = None
         self._restored = False
