@@ -125,6 +125,7 @@ lint: $(VENV)
 	@status=0; \
 	$(VENV)/bin/ruff check lakehouse_engine pipelines tests bench || status=1; \
 	$(VENV)/bin/mypy || status=1; \
+	$(VENV)/bin/lint-imports || status=1; \
 	exit $$status
 
 test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java lint
@@ -158,4 +159,4 @@ distclean: clean
 	rm -rf $(VENV) $(INTEROP_VENV) $(PAIMON_JAVA_DIR)
 
 docs: $(VENV)
-	$(VENV)/bin/python -m lakehouse_engine.options_doc > docs/options.md
+	$(VENV)/bin/python -m tools.options_doc > docs/options.md

@@ -5,7 +5,6 @@ The public API is what this module exports, `lakehouse_engine.options` (the tabl
 Importing it loads neither pyspark, dagster nor pandas.
 """
 
-from lakehouse_engine.bucket.mode import POSTPONE_BUCKET, BucketMode
 from lakehouse_engine.catalog import Catalog, CatalogFactory, Identifier
 from lakehouse_engine.errors import (
     ColumnAlreadyExistError,
@@ -27,7 +26,8 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.merge_engines.ordering import ROW_KIND_CODES
-from lakehouse_engine.schema import Schema
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import BucketMode, Schema
 from lakehouse_engine.schema_change import Move, SchemaChange
 from lakehouse_engine.table import FileStoreTable
 

@@ -75,6 +75,7 @@ class ConfigOption(Generic[T]):
     kind: str
     check: Callable[[T], str | None] | None = None
     choices: tuple[str, ...] | None = None
+    group: str = ""  # the section of the option reference (docs/options.md) it is listed under
 
     def __post_init__(self) -> None:
         # The key is a str that can also be called: pypaimon code writes `CoreOptions.BUCKET.key()`.
@@ -103,6 +104,13 @@ class ConfigOption(Generic[T]):
 
 
 OPTIONS: dict[str, ConfigOption[Any]] = {}
+_group_of_next_options = ""
+
+
+def _group(title: str) -> None:
+    """The options declared from here on belong to group `title` (their `group` field)."""
+    global _group_of_next_options
+    _group_of_next_options = title
 
 
 # Paimon reads "int" options as Java ints and sizes and durations as Java longs: a larger value
@@ -122,7 +130,8 @@ def _opt(key: str, kind: str, default: Any, description: str,
     if kind in ("int", "memory", "duration"):
         check = _bounded(check, -_JAVA_INT_MAX - 1 if kind == "int" and not java_long else -_JAVA_LONG_MAX - 1,
                          _JAVA_INT_MAX if kind == "int" and not java_long else _JAVA_LONG_MAX)
-    option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices)
+    option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices,
+                                             _group_of_next_options)
     OPTIONS[key] = option
     return option
 
@@ -172,7 +181,7 @@ def _bucket_check(v: int) -> str | None:
     return "must be a positive bucket count, -1 (dynamic bucket) or -2 (postpone bucket)"
 
 
-# ---- distribution ------------------------------------------------------------
+_group("Distribution")
 BUCKET = _opt("bucket", "int", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
 BUCKET_KEY = _opt("bucket-key", "string", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
 DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", "int", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive, java_long=True)
@@ -182,7 +191,7 @@ DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _opt("dynamic-bucket.assigner-parallelism"
 POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", "int", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
 CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "duration", None, "Cross-partition upsert: how long a key stays in the global index.")
 
-# ---- files -------------------------------------------------------------------
+_group("Files")
 FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files: this engine writes parquet, and reads parquet, orc and avro files by their extension.", choices=("parquet",))
 FILE_COMPRESSION = _opt("file.compression", "enum", "zstd", "Compression of data files.", choices=("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
 FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files (1 to 22).", _between(1, 22))
@@ -194,7 +203,7 @@ MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", "int", 30, "Manifest
 DATA_FILE_PREFIX = _opt("data-file.prefix", "string", "data-", "File name prefix of data files.", _file_name_part)
 PARTITION_DEFAULT_NAME = _opt("partition.default-name", "string", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.", _file_name_part)
 
-# ---- merging -----------------------------------------------------------------
+_group("Merging")
 MERGE_ENGINE = _opt("merge-engine", "enum", "deduplicate", "How rows of the same primary key merge.", choices=("deduplicate", "partial-update", "aggregation", "first-row"))
 IGNORE_DELETE = _opt("ignore-delete", "bool", False, "Ignore delete records.")
 ROWKIND_FIELD = _opt("rowkind.field", "string", None, "Field holding each row's kind (+I, -U, +U, -D).")
@@ -205,7 +214,7 @@ PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = _opt("partial-update.remove-rec
 AGGREGATION_REMOVE_RECORD_ON_DELETE = _opt("aggregation.remove-record-on-delete", "bool", False, "Aggregation: a -D record removes the whole row.")
 FIELDS_DEFAULT_AGG_FUNC = _opt("fields.default-aggregate-function", "string", None, "Aggregation merge engine: function of fields without their own.")
 
-# ---- compaction --------------------------------------------------------------
+_group("Compaction")
 NUM_SORTED_RUN_COMPACTION_TRIGGER = _opt("num-sorted-run.compaction-trigger", "int", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
 NUM_SORTED_RUN_STOP_TRIGGER = _opt("num-sorted-run.stop-trigger", "int", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
 NUM_LEVELS = _opt("num-levels", "int", None, "Levels of the LSM tree (default trigger + 1).", _at_least_two_levels)
@@ -219,7 +228,7 @@ COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _opt("compaction.incremental-size-thresh
 FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", "int", None, "Run a full compaction every this many commits.", _positive)
 WRITE_ONLY = _opt("write-only", "bool", False, "Skip compaction and snapshot expiry after writes.")
 
-# ---- snapshots and commits ---------------------------------------------------
+_group("Snapshots and commits")
 SNAPSHOT_NUM_RETAINED_MIN = _opt("snapshot.num-retained.min", "int", 10, "Fewest snapshots to keep.", _positive)
 SNAPSHOT_NUM_RETAINED_MAX = _opt("snapshot.num-retained.max", "int", 2**31 - 1, "Most snapshots to keep.", _positive)
 SNAPSHOT_TIME_RETAINED = _opt("snapshot.time-retained", "duration", 3_600_000, "Longest time a snapshot is kept.")
@@ -230,7 +239,7 @@ COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", "duration", 10, "Shortest 
 COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", "duration", 10_000, "Longest wait between commit retries.")
 COMMIT_USER_PREFIX = _opt("commit.user-prefix", "string", None, "Prefix of generated commit users.")
 
-# ---- reading -----------------------------------------------------------------
+_group("Reading")
 SOURCE_SPLIT_TARGET_SIZE = _opt("source.split.target-size", "memory", 128 << 20, "Target size of a read split.", _positive)
 SOURCE_SPLIT_OPEN_FILE_COST = _opt("source.split.open-file-cost", "memory", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
@@ -240,14 +249,22 @@ class CoreOptions:
 
     def __init__(self, raw: Mapping[str, str]):
         self.raw: dict[str, str] = {str(k): str(v) for k, v in raw.items()}
+        # Typed values parsed so far: each option is parsed once per CoreOptions (the raw map is
+        # not changed after construction; a changed table gets a new schema and new options).
+        self._parsed: dict[str, Any] = {}
 
     def get(self, option: ConfigOption[T]) -> T | None:
         """The typed value of `option`, or its default."""
-        return option.value(self.raw)
+        if option.key in self._parsed:
+            value: T | None = self._parsed[option.key]
+            return value
+        value = option.value(self.raw)
+        self._parsed[option.key] = value
+        return value
 
     def require(self, option: ConfigOption[T]) -> T:
         """The typed value of an option that has a default."""
-        v = option.value(self.raw)
+        v = self.get(option)
         assert v is not None, option.key
         return v
 

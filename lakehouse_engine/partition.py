@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidDataError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row, serialize_row
+from lakehouse_engine.options import PARTITION_DEFAULT_NAME
 from lakehouse_engine.path_factory import format_partition_value, partition_path_component
 from lakehouse_engine.schema import TableSchema
 
@@ -48,7 +49,7 @@ class PartitionCodec:
     def __init__(self, schema: TableSchema):
         self.keys = list(schema.partition_keys)
         self.types = schema.types_of(self.keys)
-        self.default_name = schema.core_options.raw.get("partition.default-name", "__DEFAULT_PARTITION__")
+        self.default_name = schema.core_options.require(PARTITION_DEFAULT_NAME)
         self._cache: dict[bytes, Partition] = {}
 
     def check_spec_keys(self, specs: Iterable[Mapping[str, object]], table_name: str, action: str) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 
@@ -65,6 +68,38 @@ class Schema:
         )
 
 
+class BucketMode(Enum):
+    """How rows of a table find their bucket (Paimon's bucket modes, pypaimon's names); the value
+    is the short name shown to people."""
+
+    HASH_FIXED = "fixed"                # bucket > 0: hash of the bucket key modulo the bucket count
+    HASH_DYNAMIC = "dynamic"            # primary key, bucket = -1: assigners keep a key -> bucket index
+    CROSS_PARTITION = "cross-partition"  # dynamic, with a key that lacks a partition field: global index
+    BUCKET_UNAWARE = "unaware"          # append table, bucket = -1: no buckets
+    POSTPONE_MODE = "postpone"          # bucket = -2: rows wait in bucket-postpone until compaction
+
+    # Short names, as the modes are spoken of in this project's docs.
+    FIXED = HASH_FIXED
+    DYNAMIC = HASH_DYNAMIC
+    UNAWARE = BUCKET_UNAWARE
+    POSTPONE = POSTPONE_MODE
+
+    @property
+    def assigns_dynamically(self) -> bool:
+        """Whether a key's bucket comes from an index (dynamic and cross-partition modes)."""
+        return self in (BucketMode.HASH_DYNAMIC, BucketMode.CROSS_PARTITION)
+
+    @staticmethod
+    def of(table: Any) -> BucketMode:
+        """The bucket mode of a table (anything with a `schema`: `table.bucket_mode()`)."""
+        mode: BucketMode = table.schema.bucket_mode
+        return mode
+
+
+# The `bucket` option of postpone bucket mode (files go to `bucket-postpone`).
+POSTPONE_BUCKET_OPTION = -2
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """A persisted table schema (`schema/schema-N`), validated on construction."""
@@ -93,9 +128,22 @@ class TableSchema:
                 return f
         raise SchemaError(f"no field named '{name}' (fields: {', '.join(self.field_names)})")
 
-    @property
+    @cached_property
     def core_options(self) -> CoreOptions:
+        """The typed options, parsed once per schema."""
         return CoreOptions(self.options)
+
+    @property
+    def bucket_mode(self) -> BucketMode:
+        """How rows of this table find their bucket, from `bucket` and the keys."""
+        bucket = self.core_options.bucket
+        if bucket > 0:
+            return BucketMode.HASH_FIXED
+        if bucket == POSTPONE_BUCKET_OPTION:
+            return BucketMode.POSTPONE_MODE
+        if not self.primary_keys:
+            return BucketMode.BUCKET_UNAWARE
+        return BucketMode.CROSS_PARTITION if self.cross_partition_update else BucketMode.HASH_DYNAMIC
 
     @property
     def has_primary_key(self) -> bool:
@@ -195,11 +243,6 @@ class TableSchema:
             if f not in names:
                 raise InvalidOptionError(f"option '{BUCKET_KEY.key}' names unknown field '{f}'")
         if self.primary_keys:
-            from lakehouse_engine.mergetree.merge_engines.merge_options import (
-                validate_merge_options,
-            )
-
-            validate_merge_options(self)
             if opts.bucket_keys and not set(opts.bucket_keys) <= set(self.trimmed_primary_keys):
                 raise InvalidOptionError(
                     f"option 'bucket-key' ({', '.join(opts.bucket_keys)}) must be a subset of the "
@@ -212,7 +255,7 @@ class TableSchema:
             if rk is not None and not self.field(rk).type.is_string:
                 raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")
         else:
-            if bucket == -2:
+            if bucket == POSTPONE_BUCKET_OPTION:
                 raise InvalidOptionError("option 'bucket' = -2 (postpone) needs a primary key")
             if bucket > 0 and not opts.bucket_keys:
                 raise InvalidOptionError(

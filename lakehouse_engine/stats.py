@@ -82,7 +82,7 @@ def files_added(table: FileStoreTable, snapshot_ids: list[int]) -> pa.Table:
 def committed_snapshots(table: FileStoreTable, commit_user: str, commit_identifier: int) -> list[int]:
     """The snapshots a commit of (`commit_user`, `commit_identifier`) landed as, oldest first (its
     data snapshot, then its compaction); empty when it never landed or its snapshots expired."""
-    from lakehouse_engine.commit_retry import snapshots_of_commit
+    from lakehouse_engine.write.commit_retry import snapshots_of_commit
 
     landed = snapshots_of_commit(table, commit_user, commit_identifier, None)
     return sorted(landed.by_kind.values())

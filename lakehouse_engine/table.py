@@ -11,24 +11,27 @@ import pyarrow as pa
 from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.manifest_io import ManifestIO
+from lakehouse_engine.mergetree.merge import MergeFunction, build_merge_function
 from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
+from lakehouse_engine.options import SCAN_SNAPSHOT_ID as SCAN_SNAPSHOT_ID_OPTION
+from lakehouse_engine.options import SCAN_TAG_NAME as SCAN_TAG_NAME_OPTION
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
-from lakehouse_engine.schema import DataField, TableSchema
-from lakehouse_engine.schema_manager import SchemaManager
-from lakehouse_engine.snapshot_manager import SnapshotManager
+from lakehouse_engine.schema import BucketMode, DataField, TableSchema
+from lakehouse_engine.store.manifest_io import ManifestIO
+from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.store.snapshot_manager import SnapshotManager
+from lakehouse_engine.store.tag_manager import list_tags, tag_snapshot
 
 if TYPE_CHECKING:
-    from lakehouse_engine.bucket.mode import BucketMode
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
     from lakehouse_engine.mergetree.evolution import EvolvingFileReader
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
-SCAN_SNAPSHOT_ID = "scan.snapshot-id"
-SCAN_TAG_NAME = "scan.tag-name"
+SCAN_SNAPSHOT_ID = SCAN_SNAPSHOT_ID_OPTION.key
+SCAN_TAG_NAME = SCAN_TAG_NAME_OPTION.key
 
 
 class FileStoreTable:
@@ -85,12 +88,25 @@ class FileStoreTable:
     @property
     def total_buckets(self) -> int:
         return self.options.bucket
+        self._merge_function: MergeFunction | None = None
 
     # ---- components ------------------------------------------------------------------
     def partition_codec(self) -> PartitionCodec:
         if self._partition_codec is None:
             self._partition_codec = PartitionCodec(self.schema)
         return self._partition_codec
+
+    def bucket_mode(self) -> BucketMode:
+        """How rows find their bucket: fixed, dynamic, cross-partition, unaware or postpone."""
+        return self.schema.bucket_mode
+
+    def merge_function(self) -> MergeFunction:
+        """How records of one key merge in this table: one object, built once, used by writes,
+        reads and compaction alike."""
+        if self._merge_function is None:
+            self._merge_function = build_merge_function(
+                self.options, self.schema.trimmed_primary_keys, self.schema.primary_keys)
+        return self._merge_function
 
     def snapshot_manager(self) -> SnapshotManager:
         return SnapshotManager(self.file_io, self.path_factory, self.name)
@@ -189,8 +205,6 @@ class FileStoreTable:
         options, else the latest."""
         tag = tag or self.schema.options.get(SCAN_TAG_NAME)
         if snapshot_id is None and tag:
-            from lakehouse_engine.maintenance.tags import tag_snapshot
-
             return tag_snapshot(self, tag)
         if snapshot_id is None and SCAN_SNAPSHOT_ID in self.schema.options:
             snapshot_id = int(self.schema.options[SCAN_SNAPSHOT_ID])
@@ -228,12 +242,6 @@ class FileStoreTable:
         return bucket_stats(self, snapshot_id)
 
     # ---- what the table holds (manifests only; lakehouse_engine.stats) ----------------------
-    def bucket_mode(self) -> BucketMode:
-        """How rows find their bucket: FIXED, DYNAMIC, POSTPONE or UNAWARE (from `bucket` and the key)."""
-        from lakehouse_engine.bucket.mode import BucketMode
-
-        return BucketMode.of(self)
-
     def index_stats(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per live index file (partition, bucket, index_type, file_name, row_count,
         file_size); a dynamic-bucket table's HASH files count the keys of each bucket."""
@@ -251,8 +259,8 @@ class FileStoreTable:
     def committed_snapshots(self, commit_user: str, commit_identifier: int | None = None) -> list[int]:
         """The snapshot ids a commit of `commit_user` landed as, oldest first; empty when it did
         not land. `commit_identifier` defaults to a batch commit's (Long.MAX_VALUE)."""
-        from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER
         from lakehouse_engine.stats import committed_snapshots
+        from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER
 
         ident = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else commit_identifier
         return committed_snapshots(self, commit_user, ident)
@@ -277,6 +285,13 @@ class FileStoreTable:
 
         return expire_snapshots(self, retain_max=retain_max, retain_min=retain_min,
                                 older_than=older_than, max_deletes=max_deletes)
+
+    def expire_after_commit(self) -> None:
+        """What a commit of this table runs once it landed: expire snapshots past the retention
+        options. Best effort: a failure is logged, never raised (the commit has landed)."""
+        from lakehouse_engine.maintenance.expire import expire_after_commit
+
+        expire_after_commit(self)
 
     def create_tag(self, name: str, snapshot_id: int | None = None, ignore_if_exists: bool = False,
                    time_retained: str | None = None) -> None:
@@ -313,8 +328,6 @@ class FileStoreTable:
 
     def tags(self) -> dict[str, Snapshot]:
         """Tag name -> the snapshot it keeps."""
-        from lakehouse_engine.maintenance.tags import list_tags
-
         return list_tags(self)
 
     def list_tags(self) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_engine import POSTPONE_BUCKET, BucketMode, FileStoreTable, Snapshot
+from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
 from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from pipelines.lsm import (
     BucketRow,
@@ -157,7 +157,7 @@ def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheck
     if latest is None:
         return _passed_empty()
     table, snapshot = latest
-    if table.bucket_mode() is not BucketMode.DYNAMIC:
+    if not table.bucket_mode().assigns_dynamically:
         return _passed_empty(f"not a dynamic-bucket table ('bucket' = {table.options.bucket})")
     keys = {(r["partition"], r["bucket"]): r["row_count"]
             for r in table.index_stats(snapshot.id).to_pylist() if r["index_type"] == "HASH"}

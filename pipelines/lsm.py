@@ -178,7 +178,7 @@ def assign_buckets(rows: DataFrame, table: FileStoreTable) -> list[tuple[str, in
     if mode is BucketMode.FIXED:
         counted = (rows.groupBy(PARTITION_KEY, bucket_column(rows, table, ref).alias(BUCKET))
                    .agg(F.count(F.lit(1)).alias(ROWS)))
-    elif mode is BucketMode.DYNAMIC:
+    elif mode.assigns_dynamically:
         def per_partition(group: pa.Table) -> pa.Table:  # Spark reads these type hints
             return dynamic_bucket_counts(ref, group)
 

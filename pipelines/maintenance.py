@@ -147,7 +147,7 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
     advice = advise_bucket_counts(bucket_rows(table), config.target_bucket_bytes)
     chosen = {partition_name(d) for d in config.partitions}
     targets: dict[str, int] = {}
-    if mode is BucketMode.DYNAMIC:
+    if mode.assigns_dynamically:
         context.log.info("dynamic bucket tables grow by dynamic-bucket.target-row-num; nothing to rescale")
     elif config.bucket_num is not None or config.apply_advice:
         wanted = {a.partition: a.advised if config.bucket_num is None else config.bucket_num for a in advice

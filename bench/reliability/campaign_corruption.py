@@ -29,7 +29,7 @@ from bench.reliability import Outcome
 from lakehouse_engine import Catalog, CorruptFileError, Schema
 from lakehouse_engine.bucket.dynamic import HASH_INDEX, DynamicBucketAssigner
 from lakehouse_engine.format.bucket_hash import hash_rows
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 
 SCHEMA = pa.schema([

@@ -26,12 +26,12 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_engine import Catalog, LakehouseError, Schema
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.io_faults import FAULT_MODES, FaultInjectingFileIO, FaultMode
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine.write.table_commit import TableCommit
+from tests.support.io_faults import FAULT_MODES, FaultInjectingFileIO, FaultMode
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False),
                     pa.field("dt", pa.string(), nullable=False),
@@ -140,7 +140,7 @@ class CaseResult:
 
 def data_snapshot(table: FileStoreTable, data_files: set[str]) -> int | None:
     """The snapshot whose delta added the batch's data files, if one did."""
-    from lakehouse_engine.commit_retry import snapshot_adding
+    from lakehouse_engine.write.commit_retry import snapshot_adding
 
     clear_manifest_cache()
     return snapshot_adding(table, data_files, 0)

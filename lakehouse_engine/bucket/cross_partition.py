@@ -79,14 +79,13 @@ class GlobalIndex:
 
     # ---- bootstrap ----------------------------------------------------------------------------
     def _bootstrap(self, snapshot: Snapshot | None) -> None:
-        from lakehouse_engine.read.scan import TableScan
-        from lakehouse_engine.read.table_read import TableRead
-
         keys, parts, buckets, stamps = [], [], [], []
         if snapshot is not None:
             now = int(time.time() * 1000)
-            read = TableRead(self.table, projection=self.key_names)
-            for split in TableScan(self.table, None, snapshot.id).plan().splits():
+            # The table's own read path (as Paimon's IndexBootstrap): the keys as readers see them.
+            builder = self.table.new_read_builder().with_projection(self.key_names).with_snapshot(snapshot.id)
+            read = builder.new_read()
+            for split in builder.new_scan().plan().splits():
                 born = max((f.creation_time_millis or now) for f in split.files)
                 if self.ttl_ms is not None and now - born > self.ttl_ms:
                     continue

@@ -20,7 +20,7 @@ from lakehouse_engine.bucket.hash_index import PartitionHashIndex, decode_hashes
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.manifest_entries import IndexManifestEntry
-from lakehouse_engine.manifest_io import check_file_name
+from lakehouse_engine.store.manifest_io import check_file_name
 
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot

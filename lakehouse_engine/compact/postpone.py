@@ -46,8 +46,10 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
         return []
     default = table.options.require(POSTPONE_DEFAULT_BUCKET_NUM)
     buckets = {p: counts.get(p, default) for p in postponed}
-    writer = TableWrite(table, f"postpone-compact-{uuid.uuid4()}", fixed_buckets=buckets, default_buckets=default)
-    writer.write_only = True  # the moved rows land as level-0 runs; regular compaction follows
+    # The moved rows land as level-0 runs (regular compaction follows), as the output of this
+    # compaction: one atomic COMPACT adds them and deletes the postpone files.
+    writer = TableWrite(table, f"postpone-compact-{uuid.uuid4()}", fixed_buckets=buckets,
+                        default_buckets=default, write_only=True, as_compaction=True)
     schema = table.schema.arrow_schema()
     columns = schema.names + [VALUE_KIND]
     file_schema = table.schema.data_file_arrow_schema()
@@ -66,7 +68,5 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
             writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))
     moved = writer.prepare_commit()
-    for m in moved:  # one atomic COMPACT: the new bucket files and the deleted postpone files
-        m.compact_after, m.new_files = m.new_files + m.compact_after, []
     commit = table.new_batch_write_builder().new_commit()
     return commit.commit(moved + deletes)

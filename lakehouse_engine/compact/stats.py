@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable

@@ -9,50 +9,18 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.compact.rewriter import BucketCompactor
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
-from lakehouse_engine.options import (
-    COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
-    COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
-    COMPACTION_SIZE_RATIO,
-    COMPACTION_TOTAL_SIZE_THRESHOLD,
-    NUM_SORTED_RUN_COMPACTION_TRIGGER,
-    CoreOptions,
-)
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
 log = logging.getLogger(__name__)
-
-
-def universal_compaction(options: CoreOptions) -> UniversalCompaction:
-    """The picker configured by a table's `compaction.*` options."""
-    return UniversalCompaction(
-        options.require(COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT),
-        options.require(COMPACTION_SIZE_RATIO),
-        options.require(NUM_SORTED_RUN_COMPACTION_TRIGGER),
-        options.get(COMPACTION_TOTAL_SIZE_THRESHOLD),
-        options.get(COMPACTION_INCREMENTAL_SIZE_THRESHOLD),
-    )
-
-
-def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit | None:
-    """What to compact in a bucket: everything into the top level (full), or what the picker picks."""
-    runs = levels.level_sorted_runs()
-    if not runs:
-        return None
-    if full:
-        top = levels.max_level
-        only_top = len(runs) == 1 and runs[0].level == top
-        if only_top and all(f.delete_row_count == 0 for f in runs[0].run.files):
-            return None  # already one clean sorted run at the top level
-        return CompactUnit.from_level_runs(top, runs)
-    return universal_compaction(options).pick(levels.num_levels, runs)
 
 
 def plan_compaction(table: FileStoreTable, full: bool = False,
@@ -109,7 +77,7 @@ def compact_table(table: FileStoreTable, full: bool = False,
     A postpone-bucket table first moves its postponed rows into real buckets.
     """
     ids: list[int] = []
-    if table.options.bucket == POSTPONE_BUCKET:
+    if table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
         ids += compact_postpone(table, partitions)

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
-from lakehouse_engine.schema_manager import SchemaManager
+from lakehouse_engine.schema import BucketMode
+from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.write.table_commit import TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
@@ -40,11 +41,11 @@ def rescale(table: FileStoreTable, bucket_num: int,
     """Rewrite `partitions` (all when None) into `bucket_num` buckets; returns the snapshot id."""
     if not isinstance(bucket_num, int) or bucket_num <= 0:
         raise InvalidOptionError(f"rescale of table {table.name}: bucket_num must be a positive integer, got {bucket_num!r}")
-    mode = table.options.bucket
-    if not table.schema.has_primary_key or mode == -1:
+    mode = table.bucket_mode()
+    if not table.schema.has_primary_key or mode not in (BucketMode.HASH_FIXED, BucketMode.POSTPONE_MODE):
         raise UnsupportedError(
             f"rescale of table {table.name}: only fixed-bucket and postpone-bucket primary-key tables "
-            f"can be rescaled ('bucket' is {mode})")
+            f"can be rescaled ('bucket' is {table.options.bucket})")
     snapshot = table.latest_snapshot()
     if snapshot is None:
         return []
@@ -58,8 +59,7 @@ def rescale(table: FileStoreTable, bucket_num: int,
     if not chosen:
         return []
     writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},
-                        default_buckets=bucket_num)
-    writer.write_only = True
+                        default_buckets=bucket_num, write_only=True)
     pb = PredicateBuilder(table.schema.field_names)
     read = TableRead(table, for_rewrite=True)
     for _, values in chosen:
@@ -70,8 +70,8 @@ def rescale(table: FileStoreTable, bucket_num: int,
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
-    ids = TableCommit(table, writer.commit_user, specs).commit(messages)
-    if partitions is None and mode > 0:
+    ids = TableCommit(table, writer.commit_user, specs, expire=table.expire_after_commit).commit(messages)
+    if partitions is None and mode is BucketMode.HASH_FIXED:
         # Every partition has the new count now: so must the table option, which other engines'
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
         SchemaManager(table.file_io, table.path_factory, table.name).commit_options({"bucket": str(bucket_num)})

@@ -46,7 +46,7 @@ from lakehouse_engine.maintenance.references import (
     tag_references,
 )
 from lakehouse_engine.maintenance.tags import list_tags, tag_path, tag_snapshot
-from lakehouse_engine.snapshot_manager import EARLIEST, LATEST
+from lakehouse_engine.store.snapshot_manager import EARLIEST, LATEST
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable

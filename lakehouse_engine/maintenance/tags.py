@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import datetime
 import logging
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import (
-    CorruptFileError,
-    InvalidIdentifierError,
-    InvalidOptionError,
-    LakehouseError,
-    SnapshotNotExistError,
-)
+from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.invisible_chars import invisible_character, printable
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
@@ -30,102 +22,32 @@ from lakehouse_engine.maintenance.references import (
     tag_references,
 )
 from lakehouse_engine.options import parse_duration_ms
+from lakehouse_engine.store.tag_manager import (
+    TAG_ONLY_FIELDS,
+    TAG_PREFIX,
+    InvalidTagNameError,
+    TagAlreadyExistError,
+    TagAlreadyExistException,
+    TagNotExistError,
+    TagNotExistException,
+    as_snapshot,
+    list_tags,
+    read_tag,
+    tag_path,
+    tag_snapshot,
+    validate_tag_name,
+)
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
 
 log = logging.getLogger(__name__)
 
-TAG_PREFIX = "tag-"
-#: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
-TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
-_MAX_FILE_NAME_BYTES = 255
-_BAD_TAG_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
-
-
-class TagNotExistError(SnapshotNotExistError):
-    """The named tag does not exist (a ValueError, as pypaimon raises)."""
-
-
-class TagAlreadyExistError(LakehouseError, ValueError):
-    """A tag of that name already exists (a ValueError, as pypaimon raises)."""
-
-
-#: pypaimon's catalog exception names for the same errors.
-TagNotExistException = TagNotExistError
-TagAlreadyExistException = TagAlreadyExistError
-
-
-class InvalidTagNameError(InvalidIdentifierError):
-    """A tag name is blank, numeric only, too long, or contains a path separator or control character."""
-
-
-def validate_tag_name(name: str) -> str:
-    """Return `name` if it can name a tag file, else raise InvalidTagNameError saying why."""
-    bad = invisible_character(name) if isinstance(name, str) else None
-    if bad is not None:
-        raise InvalidTagNameError(
-            f"tag name {printable(name)} contains the invisible character {bad}; use printable characters only")
-    if not isinstance(name, str) or not name.strip() or name != name.strip():
-        raise InvalidTagNameError(f"tag name {name!r} is blank or has surrounding blanks")
-    if name.isdigit():
-        # As Paimon: `scan.version` reads a number as a snapshot id, so a tag may not be one.
-        raise InvalidTagNameError(f"tag name {name!r} is numeric only; use e.g. 'v{name}'")
-    if _BAD_TAG_CHARS.search(name):
-        raise InvalidTagNameError(
-            f"tag name {name!r} may not contain '/', '\\' or control characters")
-    if len((TAG_PREFIX + name).encode("utf-8")) > _MAX_FILE_NAME_BYTES:
-        raise InvalidTagNameError(
-            f"tag name {name[:40]!r}... is too long: at most "
-            f"{_MAX_FILE_NAME_BYTES - len(TAG_PREFIX)} bytes")
-    return name
-
-
-def tag_path(table: FileStoreTable, name: str) -> str:
-    return f"{table.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
-
-
-def as_snapshot(tag: Snapshot) -> Snapshot:
-    """The snapshot a tag keeps, without the tag-only fields (what a restored snapshot file holds)."""
-    if not any(k in tag.extra for k in TAG_ONLY_FIELDS):
-        return tag
-    return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
-
-
-def _read_tag(table: FileStoreTable, path: str) -> Snapshot | None:
-    try:
-        text = table.file_io.read_text(path)
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
-        raise CorruptFileError(f"tag file {path} is not UTF-8 JSON") from None
-    return Snapshot.from_json(text, path)
-
-
-def tag_snapshot(table: FileStoreTable, name: str) -> Snapshot:
-    """The snapshot tag `name` keeps; TagNotExistError (a SnapshotNotExistError) when there is none."""
-    tag = _read_tag(table, tag_path(table, name))
-    if tag is None:
-        known = sorted(list_tags(table))
-        listing = f"known tags: {', '.join(known)}" if known else "the table has no tags"
-        raise TagNotExistError(f"tag {name!r} of table {table.name} does not exist ({listing})")
-    return as_snapshot(tag)
-
-
-def list_tags(table: FileStoreTable) -> dict[str, Snapshot]:
-    """Every tag of the table by name (sorted), with the snapshot it keeps.
-
-    A tag file that cannot be decoded raises CorruptFileError: expiry and orphan removal must not
-    delete files while they cannot tell what a tag keeps.
-    """
-    tags: dict[str, Snapshot] = {}
-    for file_name in sorted(table.file_io.list_names(table.path_factory.tag_dir)):
-        if not file_name.startswith(TAG_PREFIX) or len(file_name) == len(TAG_PREFIX):
-            continue  # temporary files of an unfinished write start with '.'
-        tag = _read_tag(table, f"{table.path_factory.tag_dir}/{file_name}")
-        if tag is not None:  # deleted since the listing
-            tags[file_name[len(TAG_PREFIX):]] = as_snapshot(tag)
-    return tags
+__all__ = [
+    "TAG_ONLY_FIELDS", "TAG_PREFIX", "InvalidTagNameError", "TagAlreadyExistError", "TagAlreadyExistException",
+    "TagNotExistError", "TagNotExistException", "as_snapshot", "list_tags", "read_tag", "tag_path", "tag_snapshot",
+    "validate_tag_name", "create_tag", "delete_tag", "get_tag", "rename_tag", "replace_tag", "TagManager",
+]
 
 
 def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None, *,
@@ -152,7 +74,7 @@ def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None,
     if not table.file_io.try_put_if_absent(path, content):
         if ignore_if_exists:
             return
-        existing = _read_tag(table, path)
+        existing = read_tag(table, path)
         held = f" (it keeps snapshot {existing.id})" if existing is not None else ""
         raise TagAlreadyExistError(
             f"tag {name!r} of table {table.name} already exists{held}; delete it first or "
@@ -203,7 +125,7 @@ def _retained_seconds(time_retained: str) -> float:
 
 def get_tag(table: FileStoreTable, name: str) -> Snapshot:
     """Tag `name` as stored, with its tag-only fields in `extra` (TagNotExistError when missing)."""
-    tag = _read_tag(table, tag_path(table, name))
+    tag = read_tag(table, tag_path(table, name))
     if tag is None:
         tag_snapshot(table, name)  # raises, naming the known tags
     assert tag is not None
@@ -243,7 +165,7 @@ def rename_tag(table: FileStoreTable, old_name: str, new_name: str) -> None:
     """
     new_path = tag_path(table, new_name)
     old_path = tag_path(table, old_name)
-    tag = _read_tag(table, old_path)
+    tag = read_tag(table, old_path)
     if tag is None:
         tag_snapshot(table, old_name)  # raises
     assert tag is not None
@@ -350,7 +272,7 @@ class TagManager:
 
     def get(self, tag_name: str) -> Snapshot | None:
         """The tag as stored (tag-only fields in `extra`), or None when there is none."""
-        return _read_tag(self.table, tag_path(self.table, tag_name))
+        return read_tag(self.table, tag_path(self.table, tag_name))
 
     def get_or_throw(self, tag_name: str) -> Snapshot:
         return get_tag(self.table, tag_name)

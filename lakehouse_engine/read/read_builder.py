@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.options import SCAN_SNAPSHOT_ID, SCAN_TAG_NAME
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import DataField
-from lakehouse_engine.table import SCAN_SNAPSHOT_ID, SCAN_TAG_NAME
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -45,8 +45,8 @@ class ReadBuilder:
         """The table as the snapshot read saw it: time travel (`with_snapshot`, `with_tag`, the
         `scan.snapshot-id` / `scan.tag-name` options) reads a snapshot with its own schema."""
         options = self.table.schema.options
-        if self._keep_schema or (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID not in options
-                and SCAN_TAG_NAME not in options):
+        if self._keep_schema or (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID.key not in options
+                and SCAN_TAG_NAME.key not in options):
             return self.table
         snapshot = self.table.resolve_snapshot(self._snapshot_id, self._tag)
         if snapshot is None:

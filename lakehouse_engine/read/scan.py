@@ -17,10 +17,11 @@ from lakehouse_engine.format.manifest_entries import (
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file_check import check_entry
+from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.options import SOURCE_SPLIT_OPEN_FILE_COST, SOURCE_SPLIT_TARGET_SIZE
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate
-from lakehouse_engine.read.split import DataSplit, PartitionRow, interval_partition, ordered_pack
+from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable

@@ -15,15 +15,10 @@ from lakehouse_engine.mergetree.data_file_check import check_key_range, check_se
 from lakehouse_engine.mergetree.merge import (
     INSERT,
     UPDATE_AFTER,
-    merge_columns_needed,
-    merge_records,
 )
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import (
-    IGNORE_DELETE,
-    MERGE_ENGINE,
     READ_PARALLELISM,
-    SEQUENCE_FIELD_SORT_ORDER,
 )
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
@@ -53,12 +48,10 @@ class TableRead:
         opts = schema.core_options
         self.primary_key = schema.has_primary_key
         self.key_names = schema.trimmed_primary_keys if self.primary_key else []
-        self.merge_engine = opts.require(MERGE_ENGINE)
-        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
-        self.sequence_fields = opts.sequence_fields
-        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
-        merge_cols = merge_columns_needed(opts, needed) if self.primary_key else list(needed)
-        for f in self.key_names + self.sequence_fields:
+        self.merge_function = table.merge_function() if self.primary_key else None
+        merge_cols = (self.merge_function.columns_needed(needed) if self.merge_function is not None
+                      else list(needed))
+        for f in self.key_names + opts.sequence_fields:
             if f not in merge_cols:
                 merge_cols.append(f)
         self.merge_value_columns = merge_cols
@@ -174,10 +167,8 @@ class TableRead:
             columns.append(SEQUENCE_NUMBER)
         table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns, f)
                         for f in ordered])
-        return merge_records(table, self.key_names, self.merge_engine, self.sequence_fields,
-                             self.sequence_descending, self.ignore_delete, drop_retracts=True,
-                             rows_in_sequence_order=in_order, options=self.table.options,
-                             primary_keys=self.table.schema.primary_keys)
+        assert self.merge_function is not None
+        return self.merge_function.merge(table, drop_retracts=True, rows_in_sequence_order=in_order)
 
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:

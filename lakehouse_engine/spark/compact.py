@@ -14,15 +14,16 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.commit import delete_message_files
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.errors import CommitTimeoutError
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.table_commit import delete_message_files
 
 _TASK_ID = "id"
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])
@@ -66,7 +67,7 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
     opened.partition_codec().check_spec_keys([*(partitions or []), *(spec for spec, _ in wanted or [])],
                                              opened.name, "compact")
     ids: list[int] = []
-    if opened.options.bucket == POSTPONE_BUCKET:
+    if opened.bucket_mode() is BucketMode.POSTPONE_MODE:
         ids += _compact_postponed(opened, partitions, wanted)
     if wanted is not None and not any(bucket != POSTPONE_BUCKET for _, bucket in wanted):
         return ids

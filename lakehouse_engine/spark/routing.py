@@ -83,7 +83,7 @@ def route_rows(df: DataFrame, table: FileStoreTable, ref: TableRef,
     mode = BucketMode.of(table)
     if mode in (BucketMode.UNAWARE, BucketMode.POSTPONE):
         return df
-    if mode is BucketMode.DYNAMIC:
+    if mode.assigns_dynamically:
         n = num_assigners or assigner_count(df.sparkSession, table)
         if n == 1:
             return df.repartition(1)  # one assigner (a cross-partition table's global index)

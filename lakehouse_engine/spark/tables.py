@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.bucket.mode import BucketMode
 from lakehouse_engine.catalog import Catalog, Identifier
 from lakehouse_engine.errors import LakehouseError, UnsupportedError
+from lakehouse_engine.schema import BucketMode  # (re-exported: it was defined here)
 from lakehouse_engine.table import FileStoreTable
 
 # Catalog options that never travel to executors inside a task: credentials reach them through
@@ -86,11 +86,11 @@ def check_writable(table: FileStoreTable) -> BucketMode:
     dynamic bucket assigner must see every key of its slice, and postpone bucket tables are left
     to `write` too. (`write` routes the rows first, `route_rows`, and takes every mode.)
     """
-    mode = BucketMode.of(table)
-    if mode is BucketMode.DYNAMIC:
+    mode = table.bucket_mode()
+    if mode.assigns_dynamically:
         raise UnsupportedError(
-            f"table {table.name}: df.write.format('lakehouse') cannot write dynamic bucket mode "
-            f"('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
+            f"table {table.name}: df.write.format('lakehouse') cannot write {mode.value} bucket "
+            f"mode ('bucket' = -1 with a primary key), whose keys must reach their assigner's task; "
             f"use lakehouse_engine.spark.write(df, table)")
     if mode is BucketMode.POSTPONE:
         raise UnsupportedError(

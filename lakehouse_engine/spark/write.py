@@ -24,8 +24,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
-from lakehouse_engine.commit_retry import snapshots_of_commit
 from lakehouse_engine.errors import (
     CommitTimeoutError,
     InvalidDataError,
@@ -47,6 +45,8 @@ from lakehouse_engine.spark.tables import (
 )
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import snapshots_of_commit
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite, conform_to_schema
 
 MESSAGE_COLUMN = "message"
@@ -93,7 +93,7 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
         df, table = merge_dataframe_schema(df, ref, table)
     check_columns(df.columns, table)
     mode = BucketMode.of(table)
-    num_assigners = assigner_count(df.sparkSession, table) if mode is BucketMode.DYNAMIC else 1
+    num_assigners = assigner_count(df.sparkSession, table) if mode.assigns_dynamically else 1
     routed = route_rows(df, table, ref, num_assigners)
     static_partition = overwrite_partition(overwrite)
     # Rejects a bad overwrite before any file is written.
@@ -256,7 +256,7 @@ class _TaskSink:
         self._writers: dict[bool, TableWrite] = {}  # by write-only
         # An overwrite starts from empty indexes, which agree with any n.
         self._check_alignment = (num_assigners > 1 and overwrite is None and not write_only
-                                 and BucketMode.of(table) is BucketMode.DYNAMIC)
+                                 and table.bucket_mode().assigns_dynamically)
 
     def check_assigner(self, assigner: int) -> None:
         """Remember the task's dynamic bucket assigner; every routed row must be of that one."""

@@ -218,7 +218,7 @@ class Resequencer:
 
     def _drop_compaction(self, key: BucketKey) -> None:
         """Drop the writer compaction of bucket `key` from every message: it embeds old numbers."""
-        from lakehouse_engine.commit import delete_message_files
+        from lakehouse_engine.write.table_commit import delete_message_files
 
         self.dropped.add(key)
         for m in self.messages:

@@ -14,39 +14,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
-from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-from lakehouse_engine.compact.levels import Levels
 from lakehouse_engine.errors import (
     DataFileMissingError,
     InvalidDataError,
     LakehouseError,
     SchemaError,
 )
-from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
-from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, merge_records
+from lakehouse_engine.mergetree.merge import ROW_KIND_CODES
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
-    IGNORE_DELETE,
-    MERGE_ENGINE,
     ROWKIND_FIELD,
-    SEQUENCE_FIELD_SORT_ORDER,
     WRITE_BUFFER_SIZE,
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
+from lakehouse_engine.write.batch_input import conform_to_schema
+from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
 if TYPE_CHECKING:
+    from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
+    from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
     from lakehouse_engine.table import FileStoreTable
 
 log = logging.getLogger(__name__)
-UNAWARE_BUCKET = 0
 
 
 @dataclass
@@ -65,53 +61,13 @@ class _BucketBuffer:
     compact_after: list[DataFileMeta] = field(default_factory=list)
 
 
-def conform_to_schema(data: pa.Table, expected: pa.Schema, table_name: str) -> pa.Table:
-    """`data` with the table's columns, in order and with the table's types; SchemaError otherwise."""
-    names = data.column_names
-    missing = [n for n in expected.names if n not in names]
-    extra = [n for n in names if n not in expected.names]
-    if missing or extra:
-        raise SchemaError(
-            f"batch does not match the schema of table {table_name}: "
-            f"missing columns {missing}, unexpected columns {extra}")
-    columns = []
-    for f in expected:
-        col = data.column(f.name)
-        if col.type != f.type:
-            col = _cast_column(col, f, table_name)
-        columns.append(col)
-    return pa.Table.from_arrays(columns, schema=expected)
-
-
-def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.ChunkedArray:
-    src, dst = col.type, f.type
-    if pa.types.is_dictionary(src):
-        src = src.value_type
-    ok = (
-        src == dst
-        or (pa.types.is_large_string(src) and pa.types.is_string(dst))
-        or ((pa.types.is_large_binary(src) or pa.types.is_fixed_size_binary(src)) and pa.types.is_binary(dst))
-        or (pa.types.is_integer(src) and pa.types.is_integer(dst))
-        or (pa.types.is_decimal(src) and pa.types.is_decimal(dst))
-        or (pa.types.is_timestamp(src) and pa.types.is_timestamp(dst) and src.tz == dst.tz)
-        or (pa.types.is_floating(src) and pa.types.is_floating(dst))
-        or (pa.types.is_null(src) and f.nullable)
-    )
-    if not ok:
-        raise SchemaError(f"column '{f.name}' of the batch has type {col.type}, but table "
-                          f"{table_name} stores it as {dst}")
-    try:
-        return pc.cast(col, dst, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise SchemaError(f"column '{f.name}' cannot be stored as {dst} in table {table_name}: {e}") from None
-
-
 class TableWrite:
     """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
 
     def __init__(self, table: FileStoreTable, commit_user: str, num_assigners: int = 1,
                  assigner_id: int = 0, overwrite: bool = False,
-                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None):
+                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None,
+                 write_only: bool | None = None, as_compaction: bool = False):
         """A writer for `table`.
 
         Args:
@@ -122,6 +78,9 @@ class TableWrite:
             fixed_buckets, default_buckets: write with fixed buckets, `fixed_buckets[partition]`
                 (else `default_buckets`) per partition, whatever the table's mode (postpone-bucket
                 compaction and rescale use this).
+            write_only: skip compaction in the writer (None: the table's `write-only` option).
+            as_compaction: the rows are moved, not new (postpone-bucket compaction): the files
+                written come as the compaction's output (`compact_after`) of the messages.
         """
         self.table = table
         self.schema = table.schema
@@ -129,44 +88,26 @@ class TableWrite:
         opts = self.schema.core_options
         self.options = opts
         self.primary_key = self.schema.has_primary_key
-        self.num_buckets = opts.bucket
-        self.fixed_buckets = dict(fixed_buckets) if fixed_buckets is not None else None
-        self.default_buckets = default_buckets
-        if self.fixed_buckets is not None:
-            self.mode = "fixed"
-            self.num_buckets = default_buckets or 1
-        elif self.num_buckets > 0:
-            self.mode = "fixed"
-        elif self.num_buckets == -2:
-            self.mode = "postpone"
-        elif not self.primary_key:
-            self.mode = "unaware"
-        elif self.schema.cross_partition_update:
-            self.mode = "cross"
-        else:
-            self.mode = "dynamic"
-        self.assigner: DynamicBucketAssigner | None = None
-        self.router: CrossPartitionRouter | None = None
-        self._assigner_args = (num_assigners, assigner_id, overwrite)
+        num_buckets = opts.bucket
+        # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
+        self.mode = BucketMode.HASH_FIXED if fixed_buckets is not None else table.bucket_mode()
+        if fixed_buckets is not None:
+            num_buckets = default_buckets or 1
+        self.buckets = BucketRouter(table, self.mode, self._restore, num_buckets, fixed_buckets,
+                                    num_assigners, assigner_id, fresh=overwrite)
         self.overwrite = overwrite
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
-        self.bucket_keys = self.schema.bucket_keys
-        self.bucket_key_types = self.schema.types_of(self.bucket_keys)
         self.write_buffer_size = opts.require(WRITE_BUFFER_SIZE)
         self.target_file_size = opts.target_file_size(self.primary_key)
-        self.merge_engine = opts.require(MERGE_ENGINE)
-        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
-        self.sequence_fields = opts.sequence_fields
-        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
+        self.merge_function = table.merge_function() if self.primary_key else None
         self.rowkind_field = opts.get(ROWKIND_FIELD)
         self.arrow_schema = self.schema.arrow_schema()
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
-        self._restored: tuple[dict[tuple[bytes, int], int], dict[bytes, int]] | None = None
-        self._bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
-        self._latest_snapshot_id: int | None = None
-        self.write_only = bool(opts.get(WRITE_ONLY))
+        self._restored: RestoredState | None = None
+        self.write_only = bool(opts.get(WRITE_ONLY)) if write_only is None else write_only
+        self.as_compaction = as_compaction
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
@@ -174,21 +115,25 @@ class TableWrite:
         self._write_cols: list[str] | None = None
 
     # ---- restoring what the table already holds -------------------------------------
-    def _restore(self) -> tuple[dict[tuple[bytes, int], int], dict[bytes, int]]:
-        """Max sequence number per bucket and bucket count per partition, from the latest snapshot."""
+    def _restore(self) -> RestoredState:
+        """What the latest snapshot holds (read on first use, once per writer)."""
         if self._restored is None:
-            max_seq: dict[tuple[bytes, int], int] = {}
-            totals: dict[bytes, int] = {}
-            latest = self.table.snapshot_manager().latest_snapshot()
-            self._latest_snapshot_id = latest.id if latest else None
-            for e in self.table.manifest_io().live_entries(latest):
-                key = (e.partition, e.bucket)
-                max_seq[key] = max(max_seq.get(key, -1), e.file.max_sequence_number)
-                self._bucket_files.setdefault(key, []).append(e.file)
-                if e.total_buckets > 0:
-                    totals[e.partition] = e.total_buckets
-            self._restored = (max_seq, totals)
+            self._restored = RestoredState.read(self.table)
         return self._restored
+
+    @property
+    def assigner(self) -> DynamicBucketAssigner | None:
+        """The dynamic bucket assigner, once the writer has used one."""
+        return self.buckets.assigner
+
+    @property
+    def router(self) -> CrossPartitionRouter | None:
+        """The cross-partition router, once the writer has used one."""
+        return self.buckets.router
+
+    def dynamic_assigner(self) -> DynamicBucketAssigner:
+        """This writer's dynamic bucket assigner (restored from the latest snapshot on first use)."""
+        return self.buckets.dynamic_assigner()
 
     # ---- writing -------------------------------------------------------------------
     def write_arrow(self, data: pa.Table | pa.RecordBatch) -> None:
@@ -209,18 +154,11 @@ class TableWrite:
         """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes)."""
         if table.num_rows == 0:
             return
-        self._routed_buckets: np.ndarray | None = None
-        if self.mode == "cross":
-            if self.router is None:
-                self._restore()
-                latest = (self.table.snapshot_manager().snapshot(self._latest_snapshot_id)
-                          if self._latest_snapshot_id else None)
-                self.router = CrossPartitionRouter(self.table, latest)
-            table, kinds, self._routed_buckets = self.router.route(table, kinds)
-            if table.num_rows == 0:
-                return
+        table, kinds, routed = self.buckets.route(table, kinds)
+        if table.num_rows == 0:
+            return
         part_ids, partitions = self.partitions.group_rows(table)
-        buckets, totals = self._assign_buckets(table, part_ids, partitions)
+        buckets, totals = self.buckets.assign(table, part_ids, partitions, routed)
         # Group id = partition * span + (bucket - lowest); buckets may be negative (postpone: -2).
         lowest = int(buckets.min())
         span = int(buckets.max()) - lowest + 1
@@ -284,55 +222,12 @@ class TableWrite:
         lookup = np.array(list(ROW_KIND_CODES.values()), dtype=np.int8)
         return lookup[codes.to_numpy(zero_copy_only=False)]
 
-    def dynamic_assigner(self) -> DynamicBucketAssigner:
-        """This writer's dynamic bucket assigner (restored from the latest snapshot on first use)."""
-        if self.assigner is None:
-            self._restore()
-            latest = self.table.snapshot_manager().snapshot(self._latest_snapshot_id) if self._latest_snapshot_id else None
-            n, i, fresh = self._assigner_args
-            self.assigner = DynamicBucketAssigner(self.table, latest, n, i, fresh)
-        return self.assigner
-
-    def _assign_buckets(self, table: pa.Table, part_ids: np.ndarray,
-                        partitions: list[Partition]) -> tuple[np.ndarray, np.ndarray]:
-        """Bucket per row and bucket count per partition (a rescaled partition keeps its own count)."""
-        n = table.num_rows
-        if self.mode == "unaware":
-            return np.full(n, UNAWARE_BUCKET, dtype=np.int64), np.full(len(partitions), -1)
-        if self.mode == "cross":
-            assert self._routed_buckets is not None
-            return self._routed_buckets, np.full(len(partitions), -1)
-        if self.mode == "postpone":
-            return np.full(n, POSTPONE_BUCKET, dtype=np.int64), np.full(len(partitions), POSTPONE_BUCKET)
-        if self.mode == "dynamic":
-            assigner = self.dynamic_assigner()
-            hashes = hash_rows([table.column(k) for k in self.key_names], self.schema.types_of(self.key_names))
-            buckets = np.empty(n, dtype=np.int64)
-            if len(partitions) == 1:
-                buckets[:] = assigner.assign(partitions[0], hashes)
-            else:
-                order = np.argsort(part_ids, kind="stable")  # keeps arrival order per partition
-                bounds = np.searchsorted(part_ids[order], np.arange(len(partitions) + 1))
-                for pid, part in enumerate(partitions):
-                    rows = order[bounds[pid]:bounds[pid + 1]]
-                    buckets[rows] = assigner.assign(part, hashes[rows])
-            return buckets, np.full(len(partitions), -1)
-        if self.fixed_buckets is not None:
-            known = self.fixed_buckets
-        else:
-            _, known = self._restore()
-        totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
-        hashes = hash_rows([table.column(k) for k in self.bucket_keys], self.bucket_key_types)
-        counts = int(totals[0]) if (totals == totals[0]).all() else totals[part_ids]
-        return bucket_of(hashes, counts).astype(np.int64), totals
-
     def _buffer(self, part: Partition, bucket: int, total_buckets: int, rows: pa.Table,
                 kinds: np.ndarray) -> None:
         key = (part.binary, bucket)
         buf = self._buffers.get(key)
         if buf is None:
-            max_seq, _ = self._restore()
-            buf = _BucketBuffer(part, bucket, total_buckets, max_seq.get(key, -1) + 1)
+            buf = _BucketBuffer(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
             self._buffers[key] = buf
         n = rows.num_rows
         seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
@@ -370,12 +265,9 @@ class TableWrite:
             rows = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
             self._buffered_bytes -= buf.nbytes
             buf.tables, buf.nbytes = [], 0
-        if self.primary_key:
+        if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
-            rows = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
-                                 self.sequence_descending, self.ignore_delete,
-                                 rows_in_sequence_order=True, options=self.options,
-                                 primary_keys=self.schema.primary_keys, raw_input=True)
+            rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
         writer = DataFileWriter(self.table.file_io, self.schema,
                                 self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
@@ -392,15 +284,14 @@ class TableWrite:
     # ---- compaction inside the writer ---------------------------------------------------
     def _levels(self, buf: _BucketBuffer) -> Levels:
         if buf.levels is None:
-            self._restore()
-            buf.levels = Levels(self._bucket_files.get((buf.partition.binary, buf.bucket), []),
+            buf.levels = Levels(self._restore().bucket_files.get((buf.partition.binary, buf.bucket), []),
                                 self.options.num_levels)
         return buf.levels
 
     def _compact(self, buf: _BucketBuffer, full: bool) -> None:
         """Compact one bucket now; results merge into the session's compact before/after."""
-        from lakehouse_engine.compact.rewriter import BucketCompactor
-        from lakehouse_engine.compact.table_compact import pick_unit
+        from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+        from lakehouse_engine.mergetree.compact.universal import pick_unit
 
         levels = self._levels(buf)
         unit = pick_unit(levels, self.options, full)
@@ -432,7 +323,7 @@ class TableWrite:
     def _compact_at_commit(self, buf: _BucketBuffer) -> None:
         full = False
         if self.full_compaction_delta_commits:
-            next_id = (self._latest_snapshot_id or 0) + 1
+            next_id = (self._restore().latest_snapshot_id or 0) + 1
             full = next_id % self.full_compaction_delta_commits == 0
         self._compact(buf, full)
 
@@ -456,9 +347,12 @@ class TableWrite:
         for key, buf in self._buffers.items():
             change = index_changes.get(key)
             if buf.new_files or buf.compact_before or buf.compact_after or change:
+                new_files, after = list(buf.new_files), list(buf.compact_after)
+                if self.as_compaction:
+                    new_files, after = [], new_files + after
                 message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
-                                        list(buf.new_files), list(buf.compact_before),
-                                        list(buf.compact_after), commit_user=self.commit_user)
+                                        new_files, list(buf.compact_before), after,
+                                        commit_user=self.commit_user)
                 if self.assigner is not None:
                     message.index_base = None if self.assigner.fresh else index_bases[key[0]]
                     message.inserted_keys = self.assigner.inserted.pop(key, 0)
@@ -473,7 +367,7 @@ class TableWrite:
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
         """Delete the files of messages that will never be committed; with no messages (pypaimon's
         `abort()`), the files this writer wrote and has not handed out in messages yet, and close."""
-        from lakehouse_engine.commit import delete_message_files
+        from lakehouse_engine.write.table_commit import delete_message_files
 
         if messages is None:
             pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
@@ -519,7 +413,7 @@ class TableWrite:
         assigner remembers the keys it placed."""
         from lakehouse_engine.errors import UnsupportedError
 
-        if self.mode == "cross":
+        if self.mode is BucketMode.CROSS_PARTITION:
             raise UnsupportedError(
                 f"table {self.table.name}: bucket preview of a cross-partition upsert table (its "
                 f"primary key does not contain the partition keys) is not supported")
@@ -527,5 +421,5 @@ class TableWrite:
             return pa.array([], pa.int32())
         table = conform_to_schema(data, self.arrow_schema, self.table.name)
         part_ids, partitions = self.partitions.group_rows(table)
-        buckets, _ = self._assign_buckets(table, part_ids, partitions)
+        buckets, _ = self.buckets.assign(table, part_ids, partitions)
         return pa.array(buckets.astype(np.int32), pa.int32())

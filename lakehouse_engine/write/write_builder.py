@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.commit import BATCH_COMMIT_IDENTIFIER, TableCommit
-from lakehouse_engine.commit_retry import filter_committed
+from lakehouse_engine.options import COMMIT_USER_PREFIX
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import filter_committed
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class BatchWriteBuilder:
 
     def __init__(self, table: FileStoreTable):
         self.table = table
-        prefix = table.schema.core_options.raw.get("commit.user-prefix")
+        prefix = table.options.get(COMMIT_USER_PREFIX)
         self.commit_user = f"{prefix}_{uuid.uuid4()}" if prefix else str(uuid.uuid4())
         self.static_partition: dict[str, object] | None = None
         self._restored = False
@@ -44,7 +45,8 @@ class BatchWriteBuilder:
 
     def new_commit(self) -> TableCommit:
         """The committer: commits once (a retry after an error is recognised, see `commit`)."""
-        return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored)
+        return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored,
+                           expire=self.table.expire_after_commit)
 
 
 class StreamWriteBuilder(BatchWriteBuilder):
@@ -61,16 +63,18 @@ class StreamWriteBuilder(BatchWriteBuilder):
 
     def new_commit(self) -> StreamTableCommit:
         """A committer for many commits, each `commit(messages, commit_identifier)`."""
-        return StreamTableCommit(self.table, self.commit_user, restored=self._restored)
+        return StreamTableCommit(self.table, self.commit_user, restored=self._restored,
+                                 expire=self.table.expire_after_commit)
 
 
 class StreamTableCommit(TableCommit):
     """Commits rounds of messages, each under a commit identifier that increases (a checkpoint id);
     a round whose identifier already landed for this commit user is skipped (exactly once)."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False):
+    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False,
+                 expire: Callable[[], None] | None = None):
         """A reusable committer for `commit_user`."""
-        super().__init__(table, commit_user, None, restored=restored, once=False)
+        super().__init__(table, commit_user, None, restored=restored, once=False, expire=expire)
 
     def commit(self, messages: Sequence[CommitMessage],
                commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.maintenance.helpers import (
     expected_files,

@@ -19,7 +19,7 @@ from lakehouse_engine import (
     SchemaError,
     TableNotExistError,
 )
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from tests.lakehouse_engine.conftest import create_table, read, snapshot_files, write
 
 SCHEMA = pa.schema([

@@ -25,10 +25,10 @@ from bench.reliability.retry_cases import (
     run_case,
 )
 from lakehouse_engine import Catalog, LakehouseError
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import CommitTimeoutError, PostCommitError, StorageError
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine.write.table_commit import TableCommit
 from tests.lakehouse_engine.maintenance.helpers import (
     expected_files,
     files_on_disk,

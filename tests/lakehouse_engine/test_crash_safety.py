@@ -34,8 +34,7 @@ from typing import Any
 import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError, LakehouseError, SnapshotNotExistError
-from lakehouse_engine.io_faults import FAULT_MODES, FaultInjectingFileIO, InjectedFault
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.maintenance.helpers import (
     expected_files,
@@ -47,6 +46,7 @@ from tests.lakehouse_engine.maintenance.helpers import (
     state,
     upsert,
 )
+from tests.support.io_faults import FAULT_MODES, FaultInjectingFileIO, InjectedFault
 
 NEW_KEY = 9_999
 WRITE_ONLY = {"write-only": "true"}

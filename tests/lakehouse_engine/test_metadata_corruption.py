@@ -20,7 +20,7 @@ from lakehouse_engine.format.manifest import (
     encode_manifest_entries,
 )
 from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
 

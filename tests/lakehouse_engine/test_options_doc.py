@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from lakehouse_engine.options import OPTIONS
-from lakehouse_engine.options_doc import REGENERATE, format_default, option_groups, render
+from tools.options_doc import REGENERATE, format_default, option_groups, render
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
@@ -27,11 +28,12 @@ def test_every_option_is_documented_once_under_its_module_group() -> None:
     assert by_key["snapshot.num-retained.min"] == "Snapshots and commits"
 
 
-def test_groups_come_from_section_comments_and_unknown_options_go_last() -> None:
-    source = '# ---- reading ----\nA = _opt("a.key", "int", 1, "A.")\n'
-    options = {"z.key": OPTIONS["bucket"], "a.key": OPTIONS["bucket"]}
-    titles = [title for title, _ in option_groups(options, source)]
-    assert titles == ["Reading", "Other"]
+def test_groups_come_from_the_declarations_and_options_without_one_go_last() -> None:
+    ungrouped = replace(OPTIONS["bucket"], key="z.key", group="")
+    options = {"z.key": ungrouped, "a.key": OPTIONS["source.split.target-size"], "bucket": OPTIONS["bucket"]}
+    assert OPTIONS["source.split.target-size"].group == "Reading"
+    assert [(title, [o.key for o in members]) for title, members in option_groups(options)] == [
+        ("Reading", ["source.split.target-size"]), ("Distribution", ["bucket"]), ("Other", ["z.key"])]
 
 
 def test_defaults_are_written_in_the_options_own_units() -> None:

@@ -23,7 +23,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.maintenance.tags import TagAlreadyExistException, TagNotExistException
 from lakehouse_engine.options import CoreOptions
-from lakehouse_engine.snapshot_manager import SnapshotManager
+from lakehouse_engine.store.snapshot_manager import SnapshotManager
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import snapshot_files
 

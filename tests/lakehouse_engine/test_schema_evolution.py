@@ -225,7 +225,7 @@ def test_dropping_a_column_an_option_names_is_refused(catalog: Catalog) -> None:
 
 def test_the_loser_of_two_concurrent_alters_gets_a_conflict(catalog: Catalog, table, monkeypatch) -> None:
     """Both alters read schema 0; the one that publishes schema-1 second is refused."""
-    from lakehouse_engine.schema_manager import SchemaManager
+    from lakehouse_engine.store.schema_manager import SchemaManager
 
     barrier = threading.Barrier(2)
     original = SchemaManager.latest

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.write.table_commit import TableCommit
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])

@@ -12,10 +12,10 @@ import pytest
 
 from lakehouse_engine import Catalog, LakehouseError, StorageError
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.io_faults import full_disk_file_io
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
+from tests.support.io_faults import full_disk_file_io
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 

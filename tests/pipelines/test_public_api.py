@@ -57,7 +57,7 @@ def test_pipelines_import_no_private_dagster_module(path: Path) -> None:
 
 def test_the_checker_catches_an_internal_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("from lakehouse_engine.commit_retry import snapshots_of_commit\n"
+    bad.write_text("from lakehouse_engine.write.commit_retry import snapshots_of_commit\n"
                    "from dagster._core.storage.tags import PARTITION_NAME_TAG\n")
     with pytest.raises(AssertionError, match="commit_retry is not a public"):
         test_pipelines_import_only_public_engine_modules_and_names(bad)

@@ -12,6 +12,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.options import (
+    AGGREGATION_REMOVE_RECORD_ON_DELETE,
+    FIELDS_DEFAULT_AGG_FUNC,
+    IGNORE_DELETE,
+    MERGE_ENGINE,
+    PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE,
+    PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP,
+    CoreOptions,
+)
 from lakehouse_engine.types import (
     BIGINT,
     BOOLEAN,
@@ -43,11 +52,8 @@ IGNORE_RETRACT_SUFFIX = ".ignore-retract"
 LIST_AGG_DELIMITER_SUFFIX = ".list-agg-delimiter"
 DISTINCT_SUFFIX = ".distinct"
 SEQUENCE_GROUP_SUFFIX = ".sequence-group"
-DEFAULT_AGGREGATE_FUNCTION = "fields.default-aggregate-function"
-IGNORE_DELETE = "ignore-delete"
-PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE = "partial-update.remove-record-on-delete"
-PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = "partial-update.remove-record-on-sequence-group"
-AGGREGATION_REMOVE_RECORD_ON_DELETE = "aggregation.remove-record-on-delete"
+# The engine-wide options are declared, typed, in `lakehouse_engine.options`; these are their keys.
+DEFAULT_AGGREGATE_FUNCTION = FIELDS_DEFAULT_AGG_FUNC.key
 
 SUM, PRODUCT, COUNT = "sum", "product", "count"
 MAX, MIN = "max", "min"
@@ -120,8 +126,11 @@ class MergeOptions:
 
     # ---- parsing ----------------------------------------------------------------------------
     @staticmethod
-    def parse(raw: Mapping[str, str], engine: str) -> MergeOptions:
-        """Parse the merge options of `raw`; raises InvalidOptionError naming a malformed option."""
+    def parse(raw: Mapping[str, str] | CoreOptions, engine: str) -> MergeOptions:
+        """Parse the merge options of `raw` (a table's options); raises InvalidOptionError naming a
+        malformed option."""
+        options = raw if isinstance(raw, CoreOptions) else CoreOptions(raw)
+        raw = options.raw
         functions: dict[str, str] = {}
         ignore_retract: set[str] = set()
         delimiters: dict[str, str] = {}
@@ -144,19 +153,19 @@ class MergeOptions:
             elif key.endswith(SEQUENCE_GROUP_SUFFIX):
                 groups.append(SequenceGroup(key, _names(key, _field_of(key, SEQUENCE_GROUP_SUFFIX)),
                                             _names(key, value)))
-        default = raw.get(DEFAULT_AGGREGATE_FUNCTION)
-        ignore_delete = _bool(IGNORE_DELETE, raw.get(IGNORE_DELETE, "false"))
-        remove_key = (PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE if engine == PARTIAL_UPDATE
-                      else AGGREGATION_REMOVE_RECORD_ON_DELETE)
-        remove = _bool(remove_key, raw.get(remove_key, "false"))
-        if engine == PARTIAL_UPDATE and PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP in raw:
-            removing = set(_names(PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP,
-                                  raw[PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP]))
+        default = options.get(FIELDS_DEFAULT_AGG_FUNC)
+        ignore_delete = bool(options.get(IGNORE_DELETE))
+        remove_option = (PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE if engine == PARTIAL_UPDATE
+                         else AGGREGATION_REMOVE_RECORD_ON_DELETE)
+        remove = bool(options.get(remove_option))
+        on_group = options.get(PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP)
+        if engine == PARTIAL_UPDATE and on_group is not None:
+            removing = set(_names(PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key, on_group))
             known = {f for g in groups for f in g.sequence_fields}
             unknown = sorted(removing - known)
             if unknown:
                 raise InvalidOptionError(
-                    f"option '{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP}' names {unknown}, "
+                    f"option '{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key}' names {unknown}, "
                     f"which are not sequence fields of any 'fields.<f>.sequence-group'")
             groups = [SequenceGroup(g.option, g.sequence_fields, g.fields,
                                     bool(removing & set(g.sequence_fields))) for g in groups]
@@ -182,23 +191,23 @@ class MergeOptions:
                     f"merge engine are not supported by this engine yet")
             if self.remove_record_on_delete and self.ignore_retract:
                 raise InvalidOptionError(
-                    f"options '{AGGREGATION_REMOVE_RECORD_ON_DELETE}' and 'fields."
+                    f"options '{AGGREGATION_REMOVE_RECORD_ON_DELETE.key}' and 'fields."
                     f"{sorted(self.ignore_retract)[0]}{IGNORE_RETRACT_SUFFIX}' conflict; set only one")
             return
         if self.engine != PARTIAL_UPDATE:
             return
-        remove_on_group = PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP in raw
-        for flag, present in ((PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE, self.remove_record_on_delete),
-                              (PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP, remove_on_group)):
+        remove_on_group = PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key in raw
+        for flag, present in ((PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE.key, self.remove_record_on_delete),
+                              (PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key, remove_on_group)):
             if present and self.ignore_delete:
                 raise InvalidOptionError(
-                    f"options '{IGNORE_DELETE}' and '{flag}' conflict (one drops deletes, the other "
-                    f"acts on them); set only one")
+                    f"options '{IGNORE_DELETE.key}' and '{flag}' conflict (one drops deletes, the "
+                    f"other acts on them); set only one")
         if self.remove_record_on_delete and self.sequence_groups:
             raise InvalidOptionError(
-                f"options '{PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE}' and "
+                f"options '{PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE.key}' and "
                 f"'{self.sequence_groups[0].option}' conflict; use "
-                f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP}' with sequence groups")
+                f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key}' with sequence groups")
 
     # ---- resolution -------------------------------------------------------------------------
     @property
@@ -249,11 +258,11 @@ def validate_merge_options(schema: TableSchema) -> None:
             a sequence group naming unknown or key fields, or contradicting delete options.
         UnsupportedError: for Paimon features this engine does not implement.
     """
-    engine = schema.core_options.raw.get("merge-engine", "deduplicate")
+    engine = schema.core_options.require(MERGE_ENGINE)
     if not schema.primary_keys or engine not in (PARTIAL_UPDATE, AGGREGATION):
         return
     raw = schema.core_options.raw
-    opts = MergeOptions.parse(raw, engine)
+    opts = MergeOptions.parse(schema.core_options, engine)
     types = {f.name: f.type for f in schema.fields}
     keys = set(schema.primary_keys)
     _check_field_options(raw, types)

@@ -13,14 +13,16 @@ from lakehouse_engine.mergetree.merge_engines.aggregators import aggregate
 from lakehouse_engine.mergetree.merge_engines.groups import KeyGroups, Segments, dense_ranks
 from lakehouse_engine.mergetree.merge_engines.merge_options import (
     COUNT,
-    IGNORE_DELETE,
-    PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE,
-    PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP,
     MergeOptions,
     SequenceGroup,
 )
 from lakehouse_engine.mergetree.merge_engines.merged import MergedGroups
 from lakehouse_engine.mergetree.merge_engines.ordering import DELETE, INSERT, UPDATE_BEFORE
+from lakehouse_engine.options import (
+    IGNORE_DELETE,
+    PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE,
+    PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP,
+)
 
 
 def merge_partial_update(groups: KeyGroups, opts: MergeOptions, value_fields: Sequence[str],
@@ -34,10 +36,10 @@ def merge_partial_update(groups: KeyGroups, opts: MergeOptions, value_fields: Se
     if not groups.is_add.all() and not opts.handles_retractions:
         raise InvalidDataError(
             f"the partial-update merge engine cannot take -U/-D records "
-            f"({int((~groups.is_add).sum())} arrived); either set '{IGNORE_DELETE}' to drop them, "
-            f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE}' to remove the row on -D, or sequence "
+            f"({int((~groups.is_add).sum())} arrived); either set '{IGNORE_DELETE.key}' to drop them, "
+            f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE.key}' to remove the row on -D, or sequence "
             f"groups ('fields.<f>.sequence-group') to retract their fields, with "
-            f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP}' to remove the row")
+            f"'{PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key}' to remove the row")
     if opts.sequence_groups:
         return _SequenceGroups(groups, opts, value_fields, raw_input).merge()
     seg = groups.segments

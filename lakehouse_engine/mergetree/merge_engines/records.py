@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,19 +23,19 @@ from lakehouse_engine.mergetree.merge_engines.partial_update import merge_partia
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 
 
-def merge_with_engine(table: pa.Table, key_names: Sequence[str], merge_engine: str,
+def merge_with_engine(table: pa.Table, key_names: Sequence[str], opts: MergeOptions, *,
                       sequence_fields: Sequence[str], sequence_descending: bool, ignore_delete: bool,
                       drop_retracts: bool, rows_in_sequence_order: bool,
-                      raw_options: Mapping[str, str], primary_keys: Sequence[str],
-                      raw_input: bool) -> pa.Table:
+                      primary_keys: Sequence[str], raw_input: bool) -> pa.Table:
     """One record per key, sorted by key, merged by the partial-update or aggregation engine.
 
-    The result has `table`'s columns: keys and `primary_keys` from the key's last record,
-    `_SEQUENCE_NUMBER` the largest merged, `_VALUE_KIND` +I or the retraction the result is.
+    `opts` are the table's merge options, parsed once (`MergeOptions.parse`). The result has
+    `table`'s columns: keys and `primary_keys` from the key's last record, `_SEQUENCE_NUMBER`
+    the largest merged, `_VALUE_KIND` +I or the retraction the result is.
     """
+    merge_engine = opts.engine
     if merge_engine not in (PARTIAL_UPDATE, AGGREGATION):
         raise UnsupportedError(f"merge-engine '{merge_engine}' is not supported")
-    opts = MergeOptions.parse(raw_options, merge_engine)
     groups = KeyGroups(table, key_names, sequence_fields, sequence_descending, rows_in_sequence_order,
                        ignore_delete or opts.ignore_delete)
     if groups.n == 0:

@@ -10,7 +10,7 @@ import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError
 from lakehouse_engine.bucket.dynamic import HASH_INDEX
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.bucket.test_dynamic import batch, bucket_of_each_key, dynamic_table
 from tests.lakehouse_engine.conftest import snapshot_files, write

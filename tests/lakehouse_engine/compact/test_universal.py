@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lakehouse_engine.compact.levels import LevelSortedRun, SortedRun
-from lakehouse_engine.compact.universal import CompactUnit, UniversalCompaction
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
+from lakehouse_engine.mergetree.compact.levels import LevelSortedRun, SortedRun
+from lakehouse_engine.mergetree.compact.universal import CompactUnit, UniversalCompaction
 
 _counter = iter(range(10**9))
 

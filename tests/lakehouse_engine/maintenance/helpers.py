@@ -16,10 +16,10 @@ from lakehouse_engine.format.manifest import decode_index_manifest_entries
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.io_faults import FaultInjectingFileIO
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
+from tests.support.io_faults import FaultInjectingFileIO
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False),
                     pa.field("dt", pa.string(), nullable=False),

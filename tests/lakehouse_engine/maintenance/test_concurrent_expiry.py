@@ -14,7 +14,7 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.io import FileIO, FileStatus
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.maintenance.helpers import (
     fresh,

@@ -15,7 +15,6 @@ from lakehouse_engine import Catalog, InvalidOptionError, SnapshotNotExistError
 from lakehouse_engine.format.manifest import encode_index_manifest_entries
 from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.io_faults import FaultInjectingFileIO
 from lakehouse_engine.maintenance import expire as expire_module
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read, write
@@ -31,6 +30,7 @@ from tests.lakehouse_engine.maintenance.helpers import (
     state,
     upsert,
 )
+from tests.support.io_faults import FaultInjectingFileIO
 
 
 def commits(table: FileStoreTable, n: int, start: int = 0) -> dict[int, dict[int, int]]:
@@ -249,7 +249,7 @@ def test_an_unreadable_expiring_snapshot_leaves_orphans_not_errors(catalog: Cata
     table = keyed_table(catalog, options=WRITE_ONLY)
     states = commits(table, 4)
     Path(table.path_factory.manifest_path(table.snapshot(1).base_manifest_list)).unlink()
-    from lakehouse_engine.manifest_io import clear_manifest_cache
+    from lakehouse_engine.store.manifest_io import clear_manifest_cache
 
     clear_manifest_cache()
     assert table.expire_snapshots(retain_max=2) == 2

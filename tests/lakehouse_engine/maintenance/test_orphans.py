@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError
-from lakehouse_engine.manifest_io import clear_manifest_cache
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from tests.lakehouse_engine.maintenance.helpers import (
     batch,
     expected_files,

@@ -12,8 +12,8 @@ import pytest
 
 import lakehouse_engine.spark as spark_write
 from lakehouse_engine import Catalog
-from lakehouse_engine.commit import TableCommit
 from lakehouse_engine.errors import PostCommitError
+from lakehouse_engine.write.table_commit import TableCommit
 from tests.lakehouse_engine.conftest import create_table, read
 
 pytestmark = pytest.mark.spark
@@ -67,7 +67,7 @@ def test_the_driver_commit_of_task_messages_needs_no_search_for_its_files(
     table = create_table(catalog, "sums", SCHEMA, primary_keys=["id"], options=SUM)
     spark_write.write(_df(spark, range(20), 1), table)
     searched: list[int] = []
-    import lakehouse_engine.commit_retry as retry
+    import lakehouse_engine.write.commit_retry as retry
 
     real = retry.snapshot_adding
     monkeypatch.setattr(retry, "snapshot_adding", lambda *a: searched.append(1) or real(*a))

@@ -6,18 +6,9 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.commit_retry import (
-    COMPACT,
-    RetryGuard,
-    SnapshotNotWritten,
-    message_entries,
-    post_commit_error,
-    publish_snapshot,
-    storage_error,
-)
 from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
@@ -45,6 +36,15 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_retry import (
+    COMPACT,
+    RetryGuard,
+    SnapshotNotWritten,
+    message_entries,
+    post_commit_error,
+    publish_snapshot,
+    storage_error,
+)
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
@@ -63,17 +63,21 @@ class TableCommit:
     def __init__(self, table: FileStoreTable, commit_user: str,
                  overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
                  *, restored: bool = False, once: bool = True,
-                 dynamic_partition_overwrite: bool | None = None):
+                 dynamic_partition_overwrite: bool | None = None,
+                 expire: Callable[[], None] | None = None):
         """A committer; `overwrite_partition` makes commits OVERWRITE that partition spec (or each
         of a list of specs; `{}` is the whole table). `restored`: the commit user was given (not
         new), so its first commit looks for snapshots it landed earlier. `once`: a batch commit,
-        refused after it succeeded once.
+        refused after it succeeded once. `expire`: run after each commit that landed snapshots
+        (unless `write-only`), as Paimon's commit runs its snapshot expiry; best effort, it must
+        not raise (the table's writers pass `table.expire_after_commit`).
 
         An overwrite of `{}` on a partitioned table follows Paimon's `dynamic-partition-overwrite`
         (default true; `dynamic_partition_overwrite` overrides the option): only the partitions
         the committed files are in are replaced, and a commit without files replaces nothing.
         A non-empty spec always replaces exactly what it names (a static overwrite)."""
         self.table = table
+        self.expire = expire
         self.commit_user = commit_user
         self.once = once
         self._retries = RetryGuard(table, commit_user, restored)
@@ -152,12 +156,9 @@ class TableCommit:
                 if sid is not None:
                     written.append(sid)
         self._committed = self.once
-        if written and not self.table.options.get(WRITE_ONLY):
+        if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
             # As Paimon does: expire snapshots past the retention options after each commit.
-            # Best effort: a failure is logged (the commit has landed), never raised.
-            from lakehouse_engine.maintenance.expire import expire_after_commit
-
-            expire_after_commit(self.table)
+            self.expire()
         return written
 
     def _commit_data(self, entries: list[ManifestEntry], kind: str, identifier: int) -> int:

@@ -1,22 +1,20 @@
 """Render the table option reference (markdown) from `lakehouse_engine.options.OPTIONS`.
 
-`python -m lakehouse_engine.options_doc > docs/options.md` regenerates the checked-in page;
-`python -m lakehouse_engine.options_doc --check docs/options.md` exits 1 when it is stale.
+`python -m tools.options_doc > docs/options.md` regenerates the checked-in page;
+`python -m tools.options_doc --check docs/options.md` exits 1 when it is stale.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lakehouse_engine import options as options_module
 from lakehouse_engine.options import OPTIONS, ConfigOption
 
-REGENERATE = "python -m lakehouse_engine.options_doc > docs/options.md"
+REGENERATE = "python -m tools.options_doc > docs/options.md"
 OTHER_GROUP = "Other"
 
 _TYPE_NAMES = {"int": "Integer", "bool": "Boolean", "string": "String", "enum": "Enum",
@@ -24,39 +22,15 @@ _TYPE_NAMES = {"int": "Integer", "bool": "Boolean", "string": "String", "enum": 
 # Largest unit first: a default is shown in the largest unit that divides it exactly.
 _MEMORY_UNITS = (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("bytes", 1))
 _DURATION_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))
-_SECTION_RE = re.compile(r"^#\s*-{2,}\s*(?P<title>[^-].*?)\s*-*\s*$")
-_OPTION_RE = re.compile(r"""_opt\(\s*["'](?P<key>[^"']+)["']""")
 
 
-def option_groups(options: Mapping[str, ConfigOption[Any]] = OPTIONS,
-                  source: str | None = None) -> list[tuple[str, list[ConfigOption[Any]]]]:
-    """Options grouped as `options.py` groups them, in the module's order.
-
-    An option's `group` attribute wins when it has one; otherwise the group is the `# ---- name ----`
-    section of `options.py` the option is declared under. Options found in neither go under
-    "Other" at the end.
-    """
-    declared = _declared_groups(source if source is not None else inspect.getsource(options_module))
+def option_groups(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> list[tuple[str, list[ConfigOption[Any]]]]:
+    """Options by their declared `group`, groups in order of first declaration; options without
+    a group go under "Other" at the end."""
     groups: dict[str, list[ConfigOption[Any]]] = {}
-    for key, option in options.items():
-        group = getattr(option, "group", None) or declared.get(key) or OTHER_GROUP
-        groups.setdefault(group, []).append(option)
-    return sorted(groups.items(), key=lambda kv: kv[0] == OTHER_GROUP)  # stable: module order
-
-
-def _declared_groups(source: str) -> dict[str, str]:
-    """Option key -> the title of the section comment above its declaration."""
-    groups: dict[str, str] = {}
-    title: str | None = None
-    for line in source.splitlines():
-        section = _SECTION_RE.match(line.strip())
-        if section:
-            title = section.group("title")
-            continue
-        declared = _OPTION_RE.search(line)
-        if declared and title:
-            groups.setdefault(declared.group("key"), title[0].upper() + title[1:])
-    return groups
+    for option in options.values():
+        groups.setdefault(option.group or OTHER_GROUP, []).append(option)
+    return sorted(groups.items(), key=lambda kv: kv[0] == OTHER_GROUP)  # stable: declaration order
 
 
 def format_default(option: ConfigOption[Any]) -> str:
@@ -129,7 +103,7 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the page, or with `--check PATH` compare it with PATH (exit 1 when they differ)."""
-    parser = argparse.ArgumentParser(prog="python -m lakehouse_engine.options_doc",
+    parser = argparse.ArgumentParser(prog="python -m tools.options_doc",
                                      description="Render the table option reference as markdown.")
     parser.add_argument("--check", metavar="PATH", help="exit 1 if PATH differs from the rendering")
     args = parser.parse_args(argv)

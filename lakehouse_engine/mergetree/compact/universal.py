@@ -10,8 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lakehouse_engine.compact.levels import LevelSortedRun
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels, LevelSortedRun
+from lakehouse_engine.options import (
+    COMPACTION_INCREMENTAL_SIZE_THRESHOLD,
+    COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT,
+    COMPACTION_SIZE_RATIO,
+    COMPACTION_TOTAL_SIZE_THRESHOLD,
+    NUM_SORTED_RUN_COMPACTION_TRIGGER,
+    CoreOptions,
+)
 
 
 @dataclass(frozen=True)
@@ -113,3 +121,28 @@ class UniversalCompaction:
         if run_count == len(runs):
             output_level = max_level
         return CompactUnit.from_level_runs(output_level, runs[:run_count])
+
+
+def universal_compaction(options: CoreOptions) -> UniversalCompaction:
+    """The picker configured by a table's `compaction.*` options."""
+    return UniversalCompaction(
+        options.require(COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT),
+        options.require(COMPACTION_SIZE_RATIO),
+        options.require(NUM_SORTED_RUN_COMPACTION_TRIGGER),
+        options.get(COMPACTION_TOTAL_SIZE_THRESHOLD),
+        options.get(COMPACTION_INCREMENTAL_SIZE_THRESHOLD),
+    )
+
+
+def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit | None:
+    """What to compact in a bucket: everything into the top level (full), or what the picker picks."""
+    runs = levels.level_sorted_runs()
+    if not runs:
+        return None
+    if full:
+        top = levels.max_level
+        only_top = len(runs) == 1 and runs[0].level == top
+        if only_top and all(f.delete_row_count == 0 for f in runs[0].run.files):
+            return None  # already one clean sorted run at the top level
+        return CompactUnit.from_level_runs(top, runs)
+    return universal_compaction(options).pick(levels.num_levels, runs)

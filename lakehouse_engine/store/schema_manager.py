@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import CommitConflictError, TableNotExistError
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.mergetree.merge_engines.merge_options import validate_merge_options
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import TableSchema
 
@@ -17,6 +18,17 @@ if TYPE_CHECKING:
     from lakehouse_engine.schema_change import SchemaChange
 
 _SCHEMA_RE = re.compile(r"^schema-(\d+)$")
+
+
+def check_new_schema(schema: TableSchema) -> None:
+    """Every check a schema passes before it is written: its fields, keys and core options
+    (`TableSchema.validate`) and its merge engine's per-field options.
+
+    Raises:
+        InvalidOptionError, SchemaError, UnsupportedError: naming the option or field at fault.
+    """
+    schema.validate()
+    validate_merge_options(schema)
 
 
 class SchemaManager:
@@ -62,6 +74,7 @@ class SchemaManager:
 
         current = self.latest()
         new = apply_schema_changes(current, changes, has_snapshots)
+        check_new_schema(new)
         if not self.file_io.try_put_if_absent(self.paths.schema_path(new.id), new.to_json().encode()):
             raise CommitConflictError(
                 f"alter table {self.table_name}: another alter wrote schema {new.id} first (this one "
@@ -76,7 +89,7 @@ class SchemaManager:
             options = dict(current.options)
             options.update({str(k): str(v) for k, v in updates.items()})
             new = replace(current, id=current.id + 1, options=options, time_millis=int(time.time() * 1000))
-            new.validate()
+            check_new_schema(new)
             if self.file_io.try_put_if_absent(self.paths.schema_path(new.id), new.to_json().encode()):
                 return new
         raise CommitConflictError(f"table {self.table_name}: could not commit a new schema after {retries} retries")

@@ -13,22 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse_engine.compact.levels import Levels
-from lakehouse_engine.compact.universal import CompactUnit
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
-from lakehouse_engine.mergetree.merge import merge_records
+from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
-from lakehouse_engine.options import (
-    COMPACTION_FILE_SIZE,
-    IGNORE_DELETE,
-    MERGE_ENGINE,
-    SEQUENCE_FIELD_SORT_ORDER,
-)
+from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
-from lakehouse_engine.read.split import interval_partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 
 if TYPE_CHECKING:
@@ -56,11 +50,7 @@ class BucketCompactor:
         self.columns = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
         file_schema = schema.data_file_arrow_schema()
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
-        self.merge_engine = opts.require(MERGE_ENGINE)
-        self.sequence_fields = opts.sequence_fields
-        self.sequence_descending = opts.require(SEQUENCE_FIELD_SORT_ORDER) == "descending"
-        self.ignore_delete = bool(opts.get(IGNORE_DELETE))
-        self.options = opts
+        self.merge_function = table.merge_function()
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -144,10 +134,8 @@ class BucketCompactor:
         tables = [reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns, self.read_schema, f)
                   for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        merged = merge_records(rows, self.key_names, self.merge_engine, self.sequence_fields,
-                               self.sequence_descending, self.ignore_delete, drop_retracts=drop_delete,
-                               rows_in_sequence_order=in_order, options=self.options,
-                               primary_keys=self.table.schema.primary_keys)
+        merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
+                                           rows_in_sequence_order=in_order)
         writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)

@@ -1,0 +1,1 @@
+"""Test support shared by the tests and the reliability benchmarks (not part of the engine)."""
