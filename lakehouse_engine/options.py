@@ -312,6 +312,9 @@ class CoreOptions:
 
 
 # ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------
+_group("Pypaimon 2.1.0's options, accepted and typed here too")
+
+
 def _only_false(v: bool) -> str | None:
     return "only false is supported: primary key fields are NOT NULL" if v else None
 

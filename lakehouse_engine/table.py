@@ -50,6 +50,7 @@ class FileStoreTable:
         self.dynamic_options: dict[str, str] = {}
         #: The catalog's Identifier of this table (set by `Catalog.get_table`), pypaimon's `identifier`.
         self.identifier: Any = None
+        self._merge_function: MergeFunction | None = None
 
     # ---- pypaimon's attribute names -----------------------------------------------------------
     @property
@@ -88,7 +89,6 @@ class FileStoreTable:
     @property
     def total_buckets(self) -> int:
         return self.options.bucket
-        self._merge_function: MergeFunction | None = None
 
     # ---- components ------------------------------------------------------------------
     def partition_codec(self) -> PartitionCodec:

@@ -153,7 +153,7 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     quarantine folders and the ledger (default: the local warehouse, `default_pipeline_dir`)."""
     import dagster as dg
 
-    from lakehouse_engine.io_object_store import s3_settings
+    from lakehouse_engine.spark import credentials_conf
     from pipelines.automation import sorted_runs_sensor
     from pipelines.definitions import defs
     from pipelines.ingest import DAILY_PARTITIONS
@@ -169,10 +169,7 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
                                   catalog_options=options, pipeline_dir=pipeline_dir)
     # Credentials given as options reach the Spark tasks through the session's configuration
     # (the executors' environment), never inside a task.
-    given = s3_settings(options, env={})
-    executor_env = {f"spark.executorEnv.{var}": given[name] for name, var in (
-        ("access_key", "AWS_ACCESS_KEY_ID"), ("secret_key", "AWS_SECRET_ACCESS_KEY"),
-        ("session_token", "AWS_SESSION_TOKEN")) if name in given}
+    executor_env = credentials_conf(options)
     start = datetime.date.fromisoformat(DAILY_PARTITIONS.start.strftime("%Y-%m-%d"))
     wanted = sample_days(start, days, datetime.date.today())
     missing = [d for d in wanted if not DAILY_PARTITIONS.has_partition_key(d)]

@@ -9,8 +9,8 @@ upsert, postpone); `compact` compacts all buckets, some partitions or exactly th
 from lakehouse_engine.spark.compact import compact
 from lakehouse_engine.spark.datasource import register_data_source
 from lakehouse_engine.spark.routing import bucket_column
-from lakehouse_engine.spark.session import create_session
+from lakehouse_engine.spark.session import create_session, credentials_conf
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import write
 
-__all__ = ["TableRef", "bucket_column", "compact", "create_session", "register_data_source", "write"]
+__all__ = ["TableRef", "bucket_column", "compact", "create_session", "credentials_conf", "register_data_source", "write"]

@@ -15,6 +15,19 @@ ARROW_BATCH_ROWS = 131_072
 ARROW_BATCH_BYTES = 16 << 20
 
 
+def credentials_conf(catalog_options: Mapping[str, str]) -> dict[str, str]:
+    """Spark settings that hand the S3 credentials named in `catalog_options` (`s3.access-key`,
+    `s3.secret-key`, `s3.session-token`) to the executors as their environment
+    (`spark.executorEnv.AWS_*`): credentials reach tasks through the session's configuration,
+    never inside a task. Pass the result as `create_session(conf=...)`."""
+    from lakehouse_engine.io_object_store import s3_settings
+
+    given = s3_settings(catalog_options, env={})
+    return {f"spark.executorEnv.{var}": given[name] for name, var in (
+        ("access_key", "AWS_ACCESS_KEY_ID"), ("secret_key", "AWS_SECRET_ACCESS_KEY"),
+        ("session_token", "AWS_SESSION_TOKEN")) if name in given}
+
+
 def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
                    shuffle_partitions: int = 4, driver_memory: str = "2g",
                    conf: Mapping[str, str] | None = None) -> SparkSession:
