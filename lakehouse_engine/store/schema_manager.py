@@ -47,6 +47,14 @@ class SchemaManager:
                 ids.append(int(m.group(1)))
         return sorted(ids)
 
+    def latest_id_from(self, known_id: int) -> int:
+        """The latest schema id, given that `known_id` exists: probes `schema-(N+1)`, ... one file
+        at a time instead of listing the directory (a commit must not list on object stores)."""
+        latest = known_id
+        while self.file_io.exists(self.paths.schema_path(latest + 1)):
+            latest += 1
+        return latest
+
     def latest(self) -> TableSchema:
         ids = self.schema_ids()
         if not ids:

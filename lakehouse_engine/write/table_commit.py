@@ -299,7 +299,8 @@ class TableCommit:
             snapshot = Snapshot(
                 # As Paimon: the latest schema when the snapshot is made, which a time-travel read
                 # of it uses; a writer holding an older schema wrote files tagged with theirs.
-                id=new_id, schema_id=max([self.table.schema.id, *self.table.schema_manager().schema_ids()]),
+                id=new_id, schema_id=self.table.schema_manager().latest_id_from(
+                    max(self.table.schema.id, latest.schema_id if latest else 0)),
                 base_manifest_list=base_name, delta_manifest_list=delta_name,
                 total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
                 delta_record_count=added - deleted,
