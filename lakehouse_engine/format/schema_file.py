@@ -6,14 +6,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypedDict
 
-from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.errors import CorruptFileError
 
 CURRENT_VERSION = 3
 _PAIMON_07_VERSION = 1
 _PAIMON_08_VERSION = 2
 
-#: One top-level field: (id, name, type string such as "BIGINT NOT NULL", description).
-SchemaField: TypeAlias = tuple[int, str, str, str | None]
+#: One top-level field: (id, name, type, description); the type is a string such as
+#: "BIGINT NOT NULL", or for ARRAY, MAP and ROW the JSON object Paimon writes.
+SchemaField: TypeAlias = tuple[int, str, "str | dict[str, Any]", str | None]
 
 
 class SchemaJson(TypedDict):
@@ -76,8 +77,8 @@ def schema_to_json(
 def schema_from_json(text: str | bytes, file_name: str) -> SchemaJson:
     """Parse a `schema-N` file; raise CorruptFileError naming `file_name` if it is not a valid one.
 
-    Nested types (ARRAY, MAP, ROW, MULTISET, VECTOR are JSON objects in the file) raise
-    UnsupportedError. As Paimon does, a version-1 file without `bucket` gets bucket "1" and a
+    Nested types (ARRAY, MAP, ROW are JSON objects in the file) are passed on as parsed JSON.
+    As Paimon does, a version-1 file without `bucket` gets bucket "1" and a
     version-1/2 file without `file.format` gets "orc".
     """
     try:
@@ -155,22 +156,17 @@ class _Checker:
             raise self.fail(f"{key!r} names unknown fields {unknown}")
         return result
 
-    def field(self, raw: Any) -> tuple[int, str, str, str | None, str | None]:
+    def field(self, raw: Any) -> tuple[int, str, str | dict[str, Any], str | None, str | None]:
         if not isinstance(raw, dict):
             raise self.fail(f"a field should be a JSON object, got {raw!r}")
         name = self.string(raw.get("name"), "name")
         type_value = raw.get("type")
-        if isinstance(type_value, dict):
-            raise UnsupportedError(
-                f"schema file {self.file_name!r}: field {name!r} has nested type "
-                f"{type_value.get('type')!r}; only atomic types are supported"
-            )
         description = raw.get("description")
         default = raw.get("defaultValue")
         return (
             self.integer(raw.get("id"), f"id of field {name!r}"),
             name,
-            self.string(type_value, f"type of field {name!r}"),
+            type_value if isinstance(type_value, dict) else self.string(type_value, f"type of field {name!r}"),
             None if description is None else self.string(description, f"description of {name!r}"),
             None if default is None else self.string(default, f"defaultValue of {name!r}"),
         )

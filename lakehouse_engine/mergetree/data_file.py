@@ -23,6 +23,14 @@ from lakehouse_engine.mergetree.data_file_check import (
     check_file_size,
     check_row_count,
 )
+from lakehouse_engine.mergetree.data_file_formats import (
+    ORC,
+    PARQUET,
+    file_format_of,
+    postpone_files_in_avro,
+    write_avro,
+    write_orc,
+)
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
@@ -48,8 +56,8 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     n = max(sample.num_rows, 1)
     chosen = []
     for name, column in zip(table.column_names, sample.columns, strict=True):
-        if pa.types.is_floating(column.type):
-            continue
+        if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
+            continue  # nested columns keep the writer's default (dictionary on their leaves)
         distinct = pc.count_distinct(column, mode="all").as_py()
         if distinct <= max(2, n // 4):
             chosen.append(name)
@@ -75,7 +83,7 @@ class DataFileWriter:
     """Writes the data files of one (partition, bucket) directory, rolling at `target-file-size`."""
 
     def __init__(self, file_io: FileIO, schema: TableSchema, bucket_dir: str,
-                 new_file_name: Callable[[], str], target_file_size: int):
+                 new_file_name: Callable[[str], str], target_file_size: int):
         self.file_io = file_io
         self.schema = schema
         self.bucket_dir = bucket_dir
@@ -89,6 +97,8 @@ class DataFileWriter:
         self.key_types = schema.types_of(self.key_names)
         self.file_schema = schema.data_file_arrow_schema()
         self.parquet_types = paimon_parquet_types(self.file_schema)
+        self.postpone_avro = bucket_dir.endswith("/bucket-postpone") and postpone_files_in_avro(
+            opts, {f.name: f.type for f in schema.fields})
 
     def _to_file_layout(self, table: pa.Table) -> pa.Table:
         """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
@@ -113,14 +123,20 @@ class DataFileWriter:
             chunk = n
         else:
             chunk = max(1024, int(self.target_file_size / row_bytes / 4))
+        file_format = file_format_of(self.schema.core_options, level, self.postpone_avro)
+        if file_format != PARQUET and table.nbytes > self.target_file_size:
+            chunk = max(1024, int(self.target_file_size / row_bytes))  # ORC/Avro: one chunk per file
         metas: list[DataFileMeta] = []
         start = 0
         while start < n:
-            name = self.new_file_name()
+            name = self.new_file_name(file_format)
             path = f"{self.bucket_dir}/{name}"
             file_start = start
             try:
-                start = self._write_file(path, table, start, chunk)
+                if file_format == PARQUET:
+                    start = self._write_file(path, table, start, chunk)
+                else:
+                    start = self._write_other_format(path, file_format, table, start, chunk)
                 size = self.file_io.file_size(path)
             except OSError as e:
                 # A full disk or a failing store: leave no file of this run behind (none is
@@ -156,6 +172,18 @@ class DataFileWriter:
             finally:
                 writer.close()
         return start
+
+    def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
+                            chunk: int) -> int:
+        """Write `chunk` rows from `start` as one ORC or Avro file; the next start."""
+        part = table.slice(start, chunk)
+        compression = self.compression or "none"
+        with self.file_io.open_output(path) as sink:
+            if file_format == ORC:
+                write_orc(sink, part, compression)
+            else:
+                write_avro(sink, part, compression, self.compression_level)
+        return start + part.num_rows
 
     def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
               file_source: int) -> DataFileMeta:

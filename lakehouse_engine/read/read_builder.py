@@ -6,6 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.read.nested_projection import (
+    NestedProjectionRead,
+    is_nested_projection,
+    projection_path,
+)
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
@@ -26,8 +31,9 @@ class ReadBuilder:
         self._tag: str | None = None
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
-        names = self.table.schema.field_names
-        unknown = [p for p in projection if p not in names]
+        """Read only these columns; `col.field` reads one field of a ROW column (as `col_field`)."""
+        schema = self.table.schema
+        unknown = [p for p in projection if projection_path(schema, p) is None]
         if unknown:
             raise SchemaError(f"projection names unknown fields {unknown} of table {self.table.name}")
         self._projection = list(projection)
@@ -59,6 +65,8 @@ class ReadBuilder:
         return TableScan(self.table, self._predicate, self._snapshot_id, self._tag)
 
     def new_read(self) -> TableRead:
+        if self._projection and is_nested_projection(self.table.schema, self._projection):
+            return NestedProjectionRead(self.table, self._projection, self._predicate, self._limit)
         return TableRead(self.table, self._projection, self._predicate, self._limit)
 
     def read_type(self) -> list[str]:
