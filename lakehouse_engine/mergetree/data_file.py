@@ -283,7 +283,9 @@ def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Sche
     writers leave (pypaimon's postpone-bucket files), not for this engine's own reads."""
     try:
         reader = fastavro.reader(f)
-        writer_schema = cast(dict[str, Any], reader.writer_schema)
+        writer_schema: Any = reader.writer_schema
+        if isinstance(writer_schema, list):  # Paimon's Java writer: ["null", record]
+            writer_schema = next(b for b in writer_schema if isinstance(b, dict))
         names = [field["name"] for field in writer_schema["fields"]]
         _check_columns(path, names, columns)
         records = cast(list[dict[str, Any]], list(reader))
