@@ -57,7 +57,7 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     chosen = []
     for name, column in zip(table.column_names, sample.columns, strict=True):
         if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
-            continue  # nested columns keep the writer's default (dictionary on their leaves)
+            continue  # nested columns: plain encoding
         distinct = pc.count_distinct(column, mode="all").as_py()
         if distinct <= max(2, n // 4):
             chosen.append(name)

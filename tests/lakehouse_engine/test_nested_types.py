@@ -136,3 +136,20 @@ def test_append_table_holds_nested_columns(catalog: Catalog) -> None:
     table = create_table(catalog, "a", SCHEMA, options={"bucket": "-1"})
     write(table, FIRST)
     assert rows(read(table), "id") == FIRST.to_pylist()
+
+
+def test_batches_with_other_nested_arrow_shapes_are_cast_or_refused_naming_the_column(catalog: Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("tags", pa.large_list(pa.field("element", pa.string()))),
+                        pa.field("address", pa.struct([pa.field("zip", pa.int16())]))])
+    table = create_table(catalog, "c", pa.schema([
+        pa.field("id", pa.int64(), nullable=False), pa.field("tags", pa.list_(pa.string())),
+        pa.field("address", pa.struct([pa.field("zip", pa.int32())]))]), primary_keys=["id"],
+        options={"bucket": "1"})
+    write(table, pa.table({"id": [1], "tags": [["a"]], "address": [{"zip": 7}]}, schema=schema))
+    assert read(table).to_pylist() == [{"id": 1, "tags": ["a"], "address": {"zip": 7}}]
+    bad = pa.table({"id": [2], "tags": [["a"]], "address": [{"city": "x"}]})
+    with pytest.raises(SchemaError, match="column 'address' of the batch has type struct<city: string>"):
+        write(table, bad)
+    with pytest.raises(SchemaError, match="column 'tags' of the batch has type string"):
+        write(table, pa.table({"id": [2], "tags": ["a"], "address": [{"zip": 1}]}))
