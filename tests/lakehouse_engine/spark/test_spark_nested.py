@@ -1,4 +1,5 @@
-"""The `lakehouse` data source reads ARRAY, MAP and ROW columns as Spark arrays, maps and structs."""
+"""The `lakehouse` data source reads ARRAY, MAP and ROW columns as Spark arrays, maps and structs,
+and `lakehouse_engine.spark.write` writes them back."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from tests.lakehouse_engine.conftest import create_table, write
+from lakehouse_engine.spark.write import write as spark_write
+from tests.lakehouse_engine.conftest import create_table, read, rows, write
 
 pytestmark = pytest.mark.spark
 
@@ -22,7 +24,7 @@ SCHEMA = pa.schema([
 ])
 
 
-def test_spark_reads_nested_columns(spark: Any, tmp_path: Path) -> None:
+def test_spark_reads_and_writes_nested_columns(spark: Any, tmp_path: Path) -> None:
     warehouse = str(tmp_path / "warehouse")
     catalog = Catalog(warehouse)
     catalog.create_database("db")
@@ -37,3 +39,6 @@ def test_spark_reads_nested_columns(spark: Any, tmp_path: Path) -> None:
     assert got[1]["address"]["geo"]["lat"] == 59.9 and got[1]["tags"] == ["a", None]
     assert got[1]["scores"] == {"x": 1} and got[2]["address"] is None and got[2]["tags"] == []
     assert [r[0] for r in df.where("id = 1").select("address.city").collect()] == ["Oslo"]
+    copy = create_table(catalog, "copy", SCHEMA, primary_keys=["id"], options={"bucket": "2"})
+    spark_write(df, copy)
+    assert rows(read(catalog.get_table("db.copy")), "id") == rows(read(table), "id")
