@@ -13,6 +13,8 @@ import pytest
 from lakehouse_engine import Catalog
 from lakehouse_engine.compact.table_compact import compact_table
 from tests.java.conftest import Judge, canonical_rows, sorted_values
+from tests.java.test_java_reads_ours import ALL_TYPES
+from tests.java.test_java_reads_ours import _all_types as all_types
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([
@@ -93,6 +95,15 @@ def round_trips(tmp_path_factory: pytest.TempPathFactory, judge: Judge) -> dict[
         for rows_ in (data, update):
             requests.append({"op": "write", "warehouse": str(warehouse), "table": f"db.theirs_{fmt}",
                              "rows": canonical_rows(rows_)})
+    for fmt in ("orc", "avro"):  # every atomic type, in ORC and Avro files, both ways
+        data = _all_types(fmt)
+        write(create_table(catalog, f"types_ours_{fmt}", ALL_TYPES, primary_keys=["id"],
+                           options={"bucket": "1", "file.format": fmt}), data)
+        create_table(catalog, f"types_theirs_{fmt}", ALL_TYPES, primary_keys=["id"],
+                     options={"bucket": "1", "file.format": fmt})
+        requests.append({"op": "read", "warehouse": str(warehouse), "table": f"db.types_ours_{fmt}"})
+        requests.append({"op": "write", "warehouse": str(warehouse), "table": f"db.types_theirs_{fmt}",
+                         "rows": canonical_rows(data)})
     answers = judge(requests)
     bad = [(r["op"], r["table"], a) for r, a in zip(requests, answers, strict=True) if "error" in a]
     assert not bad, bad
@@ -106,7 +117,31 @@ def round_trips(tmp_path_factory: pytest.TempPathFactory, judge: Judge) -> dict[
         write(theirs, _data(fmt, UPDATE))
         compact_table(theirs, full=True)
         out[f"we compacted theirs {fmt}"] = read(catalog.get_table(f"db.theirs_{fmt}"))
+    for i, fmt in enumerate(("orc", "avro")):
+        out[f"paimon reads our types {fmt}"] = answers[len(FORMATS) * 4 + 2 * i]["rows"]
+        out[f"we read their types {fmt}"] = read(catalog.get_table(f"db.types_theirs_{fmt}"))
     return out
+
+
+def _all_types(fmt: str) -> pa.Table:
+    """`test_java_reads_ours`'s rows of every atomic type. Arrow's ORC writer and reader and Java's
+    disagree on TIMESTAMP values before 1970 with a fraction of a second (Java fails on ours, we
+    read its values a second off), so the ORC table holds none of those."""
+    data = all_types(0)
+    if fmt == "orc":
+        for name in ("ts0", "ts3", "ts6", "ltz3", "ltz6"):
+            column = data.column(name)
+            keep = pc.greater_equal(pc.cast(column, pa.int64()), 0)
+            data = data.set_column(data.schema.get_field_index(name), name,
+                                   pc.if_else(keep, column, pa.scalar(None, column.type)))
+    return data
+
+
+@pytest.mark.parametrize("fmt", ["orc", "avro"])
+def test_every_atomic_type_round_trips_in_orc_and_avro_files(round_trips: dict[str, Any], fmt: str) -> None:
+    expected = sorted_values(canonical_rows(_all_types(fmt)))
+    assert sorted_values(round_trips[f"paimon reads our types {fmt}"]) == expected
+    assert sorted_values(canonical_rows(round_trips[f"we read their types {fmt}"])) == expected
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
