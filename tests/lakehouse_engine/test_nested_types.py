@@ -153,3 +153,13 @@ def test_batches_with_other_nested_arrow_shapes_are_cast_or_refused_naming_the_c
         write(table, bad)
     with pytest.raises(SchemaError, match="column 'tags' of the batch has type string"):
         write(table, pa.table({"id": [2], "tags": ["a"], "address": [{"zip": 1}]}))
+
+
+def test_predicates_on_nested_columns_are_null_checks_only(catalog: Catalog) -> None:
+    table = _table(catalog)
+    write(table, FIRST)
+    pb = table.new_read_builder().new_predicate_builder()
+    assert [r["id"] for r in read(table, predicate=pb.is_null("tags")).to_pylist()] == [2]
+    assert [r["id"] for r in read(table, predicate=pb.is_not_null("address")).to_pylist()] == [1]
+    with pytest.raises(SchemaError, match="predicate equal on field 'tags' of nested type"):
+        pb.equal("tags", ["a"])
