@@ -234,9 +234,9 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
                    schema: pa.Schema | None = None, meta: DataFileMeta | None = None) -> pa.Table:
     """Read a data file (optionally only some columns, cast to `schema`).
 
-    The format follows the file name as Paimon names data files: `.orc` and `.avro` files (which
-    other writers produce: pypaimon writes postpone-bucket files as Avro) are read too, anything
-    else as parquet, the format this engine writes. Other writers differ in details such as
+    The format follows the file name as Paimon names data files: `.orc` and `.avro` (which
+    `file.format` and postpone buckets produce, here and in other writers), anything else as
+    parquet. Other writers differ in details such as
     nullability flags, so files are cast to the table's view of the columns before they meet
     files of other writers. Parquet page checksums are verified where the writer wrote them;
     with `meta` (the file's manifest entry) the file's size and row count are checked against
@@ -279,8 +279,8 @@ def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | N
 
 
 def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None) -> pa.Table:
-    """An Avro data file as Arrow. fastavro decodes record by record, so this is for files other
-    writers leave (pypaimon's postpone-bucket files), not for this engine's own reads."""
+    """An Avro data file as Arrow. fastavro decodes record by record, so Avro suits small files
+    (postpone buckets, level 0), not bulk data."""
     try:
         reader = fastavro.reader(f)
         writer_schema: Any = reader.writer_schema
