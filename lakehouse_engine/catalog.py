@@ -19,11 +19,10 @@ from lakehouse_engine.invisible_chars import invisible_character, printable
 from lakehouse_engine.io import FileIO, storage_errors
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
-from lakehouse_engine.mergetree.merge_engines.merge_options import validate_merge_options
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
 from lakehouse_engine.schema_change import SchemaChange
-from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.store.schema_manager import SchemaManager, check_new_schema
 from lakehouse_engine.table import FileStoreTable
 
 DB_SUFFIX = ".db"
@@ -206,7 +205,7 @@ class Catalog:
             raise DatabaseNotExistError(
                 f"database '{ident.database}' does not exist in {self.warehouse}; create it first")
         table_schema = TableSchema.from_schema(schema)
-        validate_merge_options(table_schema)  # (from_schema checked the fields and core options)
+        check_new_schema(table_schema)  # merge-engine options and file formats (from_schema checked the rest)
         path = self.table_path(ident)
         if self._schema_ids(path):
             if ignore_if_exists:

@@ -192,7 +192,8 @@ POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", "int", 1, "Pos
 CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "duration", None, "Cross-partition upsert: how long a key stays in the global index.")
 
 _group("Files")
-FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files: this engine writes parquet, and reads parquet, orc and avro files by their extension.", choices=("parquet",))
+FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files (parquet, orc or avro); files of every format are read by their extension.", choices=("parquet", "orc", "avro"))
+FILE_FORMAT_PER_LEVEL = _opt("file.format.per.level", "string", None, "Format of data files per LSM level, e.g. '0:avro,5:orc'; levels not listed use 'file.format'.")
 FILE_COMPRESSION = _opt("file.compression", "enum", "zstd", "Compression of data files.", choices=("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
 FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files (1 to 22).", _between(1, 22))
 MANIFEST_COMPRESSION = _opt("manifest.compression", "enum", "zstd", "Compression of manifest files.", choices=("zstd", "snappy", "deflate", "null", "none"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,13 +207,17 @@ class TableSchema:
             if len(set(keys)) != len(keys):
                 raise SchemaError(f"{kind} lists a field twice: {keys}")
         fields = []
-        for i, f in enumerate(schema.pa_schema):
+        # As Paimon numbers them: each column takes the next id, then the fields nested in its type.
+        ids = itertools.count()
+        for f in schema.pa_schema:
             nullable = f.nullable and f.name not in schema.primary_keys
-            fields.append(DataField(i, f.name, DataType.from_arrow(f.type, nullable)))
+            field_id = next(ids)
+            fields.append(DataField(field_id, f.name,
+                                    DataType.from_arrow(f.type, nullable).with_field_ids(ids)))
         ts = TableSchema(
             id=schema_id,
             fields=tuple(fields),
-            highest_field_id=len(fields) - 1,
+            highest_field_id=next(ids) - 1,
             partition_keys=tuple(schema.partition_keys),
             primary_keys=tuple(schema.primary_keys),
             options=dict(schema.options),
@@ -227,6 +232,7 @@ class TableSchema:
         opts = self.core_options
         opts.validate()
         names = set(self.field_names)
+        check_no_nested_keys(self)
         for key in self.partition_keys:
             t = self.field(key).type
             if t.root in ("FLOAT", "DOUBLE", "BYTES", "VARBINARY", "BINARY"):
@@ -269,7 +275,7 @@ class TableSchema:
 
         return schema_to_json(
             self.id,
-            [(f.id, f.name, f.type.to_string(), f.description) for f in self.fields],
+            [(f.id, f.name, f.type.to_json(), f.description) for f in self.fields],
             self.highest_field_id,
             list(self.partition_keys),
             list(self.primary_keys),
@@ -286,9 +292,10 @@ class TableSchema:
         d = schema_from_json(text, file_name)
         try:
             fields = tuple(
-                DataField(fid, name, DataType.parse(type_str), desc)
-                for fid, name, type_str, desc in d["fields"]
+                DataField(fid, name, DataType.from_json(type_value), desc)
+                for fid, name, type_value, desc in d["fields"]
             )
+            check_unique_field_ids(fields)
         except SchemaError as exc:  # a type string no writer produces: the file is damaged
             raise CorruptFileError(f"schema file {file_name!r}: {exc}") from exc
         return TableSchema(
@@ -296,3 +303,23 @@ class TableSchema:
             partition_keys=tuple(d["partition_keys"]), primary_keys=tuple(d["primary_keys"]),
             options=dict(d["options"]), comment=d["comment"], time_millis=d["time_millis"],
         )
+
+
+def check_unique_field_ids(fields: Sequence[DataField]) -> None:
+    """Raise SchemaError when two fields, top-level or nested in ROW types, share an id."""
+    ids = [i for f in fields for i in (f.id, *f.type.field_ids())]
+    if len(set(ids)) != len(ids):
+        raise SchemaError(f"field ids repeat: {sorted(ids)}")
+
+
+def check_no_nested_keys(schema: TableSchema) -> None:
+    """Paimon's rule: ARRAY, MAP and ROW columns are value columns only, never a primary,
+    partition or bucket key or a sequence field. SchemaError names the column."""
+    opts = schema.core_options
+    for role, names in (("primary key", schema.primary_keys), ("partition key", schema.partition_keys),
+                        ("bucket key ('bucket-key')", opts.bucket_keys),
+                        ("sequence field ('sequence.field')", opts.sequence_fields)):
+        for name in names:
+            t = schema.field(name).type if name in schema.field_names else None
+            if t is not None and t.is_nested:
+                raise SchemaError(f"column '{name}' has nested type {t} and cannot be a {role}")

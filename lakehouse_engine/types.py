@@ -1,13 +1,15 @@
-"""Paimon data types: the SQL-style type strings of `schema-N` and their Arrow counterparts."""
+"""Paimon data types: the type strings and nested-type JSON of `schema-N` and their Arrow counterparts."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 
-from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.errors import SchemaError, UnsupportedError
 
 # Type roots, named as Paimon's schema files spell them.
 BOOLEAN = "BOOLEAN"
@@ -28,6 +30,11 @@ DATE = "DATE"
 TIME = "TIME"
 TIMESTAMP = "TIMESTAMP"
 TIMESTAMP_LTZ = "TIMESTAMP_LTZ"
+# Nested types: `schema-N` spells them as JSON objects, e.g. {"type": "ARRAY", "element": "INT"}.
+ARRAY = "ARRAY"
+MAP = "MAP"
+ROW = "ROW"
+NESTED_ROOTS = frozenset({ARRAY, MAP, ROW})
 
 _STRING_ROOTS = frozenset({STRING, VARCHAR, CHAR})
 _BINARY_ROOTS = frozenset({BYTES, VARBINARY, BINARY})
@@ -44,16 +51,38 @@ _TYPE_RE = re.compile(
 
 
 @dataclass(frozen=True)
+class RowField:
+    """One field of a ROW type: its id (unique across the whole table schema), name and type."""
+
+    id: int
+    name: str
+    type: DataType
+    description: str | None = None
+
+
+@dataclass(frozen=True)
 class DataType:
-    """One Paimon atomic type: a root name, nullability and its parameters."""
+    """One Paimon type: a root name, nullability, its parameters and, for nested types, their parts.
+
+    ARRAY has `element`, MAP has `key` and `value`, ROW has `fields`.
+    """
 
     root: str
     nullable: bool = True
     precision: int | None = None
     scale: int | None = None
     length: int | None = None
+    element: DataType | None = None
+    key: DataType | None = None
+    value: DataType | None = None
+    fields: tuple[RowField, ...] | None = None
 
     # ---- classification -------------------------------------------------
+    @property
+    def is_nested(self) -> bool:
+        """ARRAY, MAP or ROW: no min/max statistics, never a key, partition or sequence field."""
+        return self.root in NESTED_ROOTS
+
     @property
     def is_string(self) -> bool:
         return self.root in _STRING_ROOTS
@@ -87,11 +116,52 @@ class DataType:
     def copy(self, nullable: bool) -> DataType:
         return replace(self, nullable=nullable)
 
+    def children(self) -> Iterator[DataType]:
+        """The types directly inside a nested type (none for an atomic one)."""
+        for part in (self.element, self.key, self.value):
+            if part is not None:
+                yield part
+        for f in self.fields or ():
+            yield f.type
+
+    def field_ids(self) -> Iterator[int]:
+        """The ids of every ROW field inside this type, at any depth."""
+        for f in self.fields or ():
+            yield f.id
+            yield from f.type.field_ids()
+        for part in (self.element, self.key, self.value):
+            if part is not None:
+                yield from part.field_ids()
+
+    def with_field_ids(self, counter: Iterator[int]) -> DataType:
+        """This type with every nested ROW field id drawn from `counter`, as Paimon assigns them:
+        depth first, a field's own type before the field (`ReassignFieldId`)."""
+        if self.root == ARRAY:
+            assert self.element is not None
+            return replace(self, element=self.element.with_field_ids(counter))
+        if self.root == MAP:
+            assert self.key is not None and self.value is not None
+            key = self.key.with_field_ids(counter)
+            return replace(self, key=key, value=self.value.with_field_ids(counter))
+        if self.root == ROW:
+            fields = []
+            for f in self.fields or ():
+                inner = f.type.with_field_ids(counter)
+                fields.append(RowField(next(counter), f.name, inner, f.description))
+            return replace(self, fields=tuple(fields))
+        return self
+
     # ---- strings --------------------------------------------------------
     def to_string(self) -> str:
-        """The type as `schema-N` spells it, e.g. `DECIMAL(10, 2) NOT NULL`."""
+        """The type as Paimon prints it, e.g. `DECIMAL(10, 2) NOT NULL` or `ARRAY<INT>`."""
         root = self.root
-        if root == DECIMAL:
+        if root == ARRAY:
+            text = f"ARRAY<{self.element}>"
+        elif root == MAP:
+            text = f"MAP<{self.key}, {self.value}>"
+        elif root == ROW:
+            text = "ROW<" + ", ".join(f"`{f.name}` {f.type}" for f in self.fields or ()) + ">"
+        elif root == DECIMAL:
             text = f"DECIMAL({self.precision}, {self.scale})"
         elif root in (TIMESTAMP, TIME):
             text = f"{root}({self.precision})"
@@ -105,6 +175,63 @@ class DataType:
 
     def __str__(self) -> str:
         return self.to_string()
+
+    def to_json(self) -> str | dict[str, Any]:
+        """The type as a `schema-N` file holds it: a string, or for nested types a JSON object
+        as Paimon's `DataTypeJsonParser` reads it (nested ROW fields carry their ids)."""
+        if not self.is_nested:
+            return self.to_string()
+        doc: dict[str, Any] = {"type": self.root if self.nullable else self.root + " NOT NULL"}
+        if self.root == ARRAY:
+            assert self.element is not None
+            doc["element"] = self.element.to_json()
+        elif self.root == MAP:
+            assert self.key is not None and self.value is not None
+            doc["key"] = self.key.to_json()
+            doc["value"] = self.value.to_json()
+        else:
+            docs = []
+            for f in self.fields or ():
+                fd: dict[str, Any] = {"id": f.id, "name": f.name, "type": f.type.to_json()}
+                if f.description is not None:
+                    fd["description"] = f.description
+                docs.append(fd)
+            doc["fields"] = docs
+        return doc
+
+    @staticmethod
+    def from_json(value: Any) -> DataType:
+        """Parse a type as a `schema-N` file holds it (see `to_json`); SchemaError if it is not one."""
+        if isinstance(value, str):
+            return DataType.parse(value)
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+            raise SchemaError(f"unsupported Paimon type {value!r}")
+        text = value["type"].strip().upper()
+        nullable = not text.endswith("NOT NULL")
+        root = text.removesuffix("NOT NULL").strip()
+        if root == ARRAY and "element" in value:
+            return DataType(ARRAY, nullable, element=DataType.from_json(value["element"]))
+        if root == MAP and "key" in value and "value" in value:
+            return DataType(MAP, nullable, key=DataType.from_json(value["key"]),
+                            value=DataType.from_json(value["value"]))
+        if root == ROW and isinstance(value.get("fields"), list):
+            fields = []
+            for fd in value["fields"]:
+                if not (isinstance(fd, dict) and isinstance(fd.get("id"), int)
+                        and isinstance(fd.get("name"), str) and "type" in fd):
+                    raise SchemaError(f"ROW field {fd!r} needs an integer id, a name and a type")
+                desc = fd.get("description")
+                fields.append(RowField(fd["id"], fd["name"], DataType.from_json(fd["type"]),
+                                       desc if isinstance(desc, str) else None))
+            names = [f.name for f in fields]
+            if len(set(names)) != len(names):
+                raise SchemaError(f"ROW type repeats a field name: {names}")
+            return DataType(ROW, nullable, fields=tuple(fields))
+        if root in ("MULTISET", "VECTOR", "VARIANT", "BLOB"):
+            raise UnsupportedError(f"Paimon type {root} is not supported by this engine")
+        if root in NESTED_ROOTS:
+            raise SchemaError(f"nested type {value!r} lacks its parts")
+        return DataType.parse(value["type"])
 
     @staticmethod
     def parse(text: str) -> DataType:
@@ -151,6 +278,16 @@ class DataType:
     def to_arrow(self) -> pa.DataType:
         """The Arrow type this engine reads and writes for this Paimon type."""
         r = self.root
+        if r == ARRAY:
+            assert self.element is not None
+            return pa.list_(pa.field("item", self.element.to_arrow(), nullable=self.element.nullable))
+        if r == MAP:
+            assert self.key is not None and self.value is not None
+            return pa.map_(pa.field("key", self.key.to_arrow(), nullable=False),
+                           pa.field("value", self.value.to_arrow(), nullable=self.value.nullable))
+        if r == ROW:
+            return pa.struct([pa.field(f.name, f.type.to_arrow(), nullable=f.type.nullable)
+                              for f in self.fields or ()])
         if r == BOOLEAN:
             return pa.bool_()
         if r == TINYINT:
@@ -186,7 +323,26 @@ class DataType:
 
     @staticmethod
     def from_arrow(t: pa.DataType, nullable: bool = True) -> DataType:
-        """The Paimon type for an Arrow type; raises SchemaError for one Paimon cannot hold."""
+        """The Paimon type for an Arrow type; raises SchemaError for one Paimon cannot hold.
+
+        Lists become ARRAY, maps MAP (keys NOT NULL) and structs ROW; the ids of ROW fields are
+        placeholders until `with_field_ids` numbers them within a table schema.
+        """
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return DataType(ARRAY, nullable,
+                            element=DataType.from_arrow(t.value_type, t.value_field.nullable))
+        if pa.types.is_map(t):
+            return DataType(MAP, nullable, key=DataType.from_arrow(t.key_type, False),
+                            value=DataType.from_arrow(t.item_type, t.item_field.nullable))
+        if pa.types.is_struct(t):
+            if t.num_fields == 0:
+                raise SchemaError("a ROW type needs at least one field")
+            names = [t.field(i).name for i in range(t.num_fields)]
+            if len(set(names)) != len(names):
+                raise SchemaError(f"struct type {t} repeats a field name")
+            return DataType(ROW, nullable, fields=tuple(
+                RowField(i, t.field(i).name, DataType.from_arrow(t.field(i).type, t.field(i).nullable))
+                for i in range(t.num_fields)))
         if pa.types.is_boolean(t):
             return DataType(BOOLEAN, nullable)
         if pa.types.is_int8(t):

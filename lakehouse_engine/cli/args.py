@@ -131,9 +131,12 @@ def partition_specs(text: str) -> list[dict[str, str]]:
 
 # ---- checks against the table -----------------------------------------------------------------
 def check_columns(table: FileStoreTable, columns: Sequence[str]) -> list[str]:
-    """`columns` when all are fields of the table; UsageError naming the others and the fields."""
+    """`columns` when all are fields of the table (or `col.field` of a ROW column); UsageError
+    naming the others and the fields."""
+    from lakehouse_engine.read.nested_projection import projection_path
+
     names = table.schema.field_names
-    unknown = [c for c in columns if c not in names]
+    unknown = [c for c in columns if projection_path(table.schema, c) is None]
     if unknown:
         raise UsageError(f"--columns names {', '.join(unknown)}, not field(s) of table {table.name}; "
                          f"its fields are {', '.join(names)}")

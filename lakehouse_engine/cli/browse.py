@@ -348,4 +348,11 @@ def run_read(args: argparse.Namespace, ctx: Context) -> None:
 
 
 def _null_cell(value: Any) -> str:
+    """A cell of `read`: ARRAY as `[a, b]`, MAP as `{k: v}`, ROW as `{field: v}`, null as NULL."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # Arrow's map entries
+            return "{" + ", ".join(f"{_null_cell(k)}: {_null_cell(v)}" for k, v in value) + "}"
+        return "[" + ", ".join(_null_cell(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_null_cell(v)}" for k, v in value.items()) + "}"
     return format_value(value, null="NULL")

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
-from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.json_spec import JsonKey, JsonObject, dumps
 
 CURRENT_VERSION = 3
 _PAIMON_07_VERSION = 1
 _PAIMON_08_VERSION = 2
 
-#: One top-level field: (id, name, type string such as "BIGINT NOT NULL", description).
-SchemaField: TypeAlias = tuple[int, str, str, str | None]
+#: One top-level field: (id, name, type, description); the type is a string such as
+#: "BIGINT NOT NULL", or for ARRAY, MAP and ROW the JSON object Paimon writes.
+SchemaField: TypeAlias = tuple[int, str, "str | dict[str, Any]", str | None]
 
 
 class SchemaJson(TypedDict):
@@ -85,8 +86,8 @@ def schema_to_json(
 def schema_from_json(text: str | bytes, file_name: str) -> SchemaJson:
     """Parse a `schema-N` file; raise CorruptFileError naming `file_name` if it is not a valid one.
 
-    Nested types (ARRAY, MAP, ROW, MULTISET, VECTOR are JSON objects in the file) raise
-    UnsupportedError. As Paimon does, a version-1 file without `bucket` gets bucket "1" and a
+    Nested types (ARRAY, MAP, ROW are JSON objects in the file) are passed on as parsed JSON.
+    As Paimon does, a version-1 file without `bucket` gets bucket "1" and a
     version-1/2 file without `file.format` gets "orc".
     """
     doc = SCHEMA_JSON.read(SCHEMA_JSON.load(text, file_name), file_name)
@@ -94,14 +95,10 @@ def schema_from_json(text: str | bytes, file_name: str) -> SchemaJson:
     default_values: dict[int, str] = {}
     for raw in doc["fields"]:
         f = SCHEMA_FIELD_JSON.read(raw, file_name, where="fields.")
-        if isinstance(f["type"], dict):
-            raise UnsupportedError(
-                f"schema file {file_name!r}: field {f['name']!r} has nested type "
-                f"{f['type'].get('type')!r}; only atomic types are supported"
-            )
-        if not isinstance(f["type"], str):
+        if not isinstance(f["type"], (str, dict)):
             raise CorruptFileError(f"schema file {file_name!r}: the type of field {f['name']!r} "
-                                   f"should be a string, got {f['type']!r}")
+                                   f"should be a string or (ARRAY, MAP, ROW) a JSON object, got "
+                                   f"{f['type']!r}")
         fields.append((f["id"], f["name"], f["type"], f["description"]))
         if f["default_value"] is not None:
             default_values[f["id"]] = f["default_value"]

@@ -24,6 +24,14 @@ from lakehouse_engine.mergetree.data_file_check import (
     check_row_count,
     listed_in,
 )
+from lakehouse_engine.mergetree.data_file_formats import (
+    ORC,
+    PARQUET,
+    file_format_of,
+    postpone_files_in_avro,
+    write_avro,
+    write_orc,
+)
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
@@ -49,8 +57,8 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     n = max(sample.num_rows, 1)
     chosen = []
     for name, column in zip(table.column_names, sample.columns, strict=True):
-        if pa.types.is_floating(column.type):
-            continue
+        if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
+            continue  # nested columns: plain encoding
         distinct = pc.count_distinct(column, mode="all").as_py()
         if distinct <= max(2, n // 4):
             chosen.append(name)
@@ -76,7 +84,7 @@ class DataFileWriter:
     """Writes the data files of one (partition, bucket) directory, rolling at `target-file-size`."""
 
     def __init__(self, file_io: FileIO, schema: TableSchema, bucket_dir: str,
-                 new_file_name: Callable[[], str], target_file_size: int):
+                 new_file_name: Callable[[str], str], target_file_size: int):
         self.file_io = file_io
         self.schema = schema
         self.bucket_dir = bucket_dir
@@ -90,6 +98,8 @@ class DataFileWriter:
         self.key_types = schema.types_of(self.key_names)
         self.file_schema = schema.data_file_arrow_schema()
         self.parquet_types = paimon_parquet_types(self.file_schema)
+        self.postpone_avro = bucket_dir.endswith("/bucket-postpone") and postpone_files_in_avro(
+            opts, {f.name: f.type for f in schema.fields})
 
     def _to_file_layout(self, table: pa.Table) -> pa.Table:
         """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
@@ -114,14 +124,20 @@ class DataFileWriter:
             chunk = n
         else:
             chunk = max(1024, int(self.target_file_size / row_bytes / 4))
+        file_format = file_format_of(self.schema.core_options, level, self.postpone_avro)
+        if file_format != PARQUET and table.nbytes > self.target_file_size:
+            chunk = max(1024, int(self.target_file_size / row_bytes))  # ORC/Avro: one chunk per file
         metas: list[DataFileMeta] = []
         start = 0
         while start < n:
-            name = self.new_file_name()
+            name = self.new_file_name(file_format)
             path = f"{self.bucket_dir}/{name}"
             file_start = start
             try:
-                start = self._write_file(path, table, start, chunk)
+                if file_format == PARQUET:
+                    start = self._write_file(path, table, start, chunk)
+                else:
+                    start = self._write_other_format(path, file_format, table, start, chunk)
                 size = self.file_io.file_size(path)
             except OSError as e:
                 # A full disk or a failing store: leave no file of this run behind (none is
@@ -157,6 +173,18 @@ class DataFileWriter:
             finally:
                 writer.close()
         return start
+
+    def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
+                            chunk: int) -> int:
+        """Write `chunk` rows from `start` as one ORC or Avro file; the next start."""
+        part = table.slice(start, chunk)
+        compression = self.compression or "none"
+        with self.file_io.open_output(path) as sink:
+            if file_format == ORC:
+                write_orc(sink, part, compression)
+            else:
+                write_avro(sink, part, compression, self.compression_level)
+        return start + part.num_rows
 
     def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
               file_source: int) -> DataFileMeta:
@@ -208,9 +236,9 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
                    schema_file: str | None = None) -> pa.Table:
     """Read a data file (optionally only some columns, cast to `schema`).
 
-    The format follows the file name as Paimon names data files: `.orc` and `.avro` files (which
-    other writers produce: pypaimon writes postpone-bucket files as Avro) are read too, anything
-    else as parquet, the format this engine writes. Other writers differ in details such as
+    The format follows the file name as Paimon names data files: `.orc` and `.avro` (which
+    `file.format` and postpone buckets produce, here and in other writers), anything else as
+    parquet. Other writers differ in details such as
     nullability flags, so files are cast to the table's view of the columns before they meet
     files of other writers. Parquet page checksums are verified where the writer wrote them;
     with `meta` (the file's manifest entry) the file's size and row count are checked against
@@ -260,11 +288,13 @@ def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | N
 
 def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None,
                schema_file: str | None) -> pa.Table:
-    """An Avro data file as Arrow. fastavro decodes record by record, so this is for files other
-    writers leave (pypaimon's postpone-bucket files), not for this engine's own reads."""
+    """An Avro data file as Arrow. fastavro decodes record by record, so Avro suits small files
+    (postpone buckets, level 0), not bulk data."""
     try:
         reader = fastavro.reader(f)
-        writer_schema = cast(dict[str, Any], reader.writer_schema)
+        writer_schema: Any = reader.writer_schema
+        if isinstance(writer_schema, list):  # Paimon's Java writer: ["null", record]
+            writer_schema = next(b for b in writer_schema if isinstance(b, dict))
         names = [field["name"] for field in writer_schema["fields"]]
         _check_columns(path, names, columns, schema_file)
         records = cast(list[dict[str, Any]], list(reader))

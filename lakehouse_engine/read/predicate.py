@@ -267,7 +267,11 @@ class PredicateBuilder:
     def _leaf(self, method: str, name: str, *literals: Any) -> Predicate:
         if name not in self.field_names:
             raise SchemaError(f"predicate on unknown field '{name}' (fields: {', '.join(self.field_names)})")
-        return Predicate(method, name, tuple(literals), arrow_type=self.arrow_types.get(name))
+        arrow_type = self.arrow_types.get(name)
+        if arrow_type is not None and pa.types.is_nested(arrow_type) and method not in ("isNull", "isNotNull"):
+            raise SchemaError(f"predicate {method} on field '{name}' of nested type {arrow_type}: "
+                              f"ARRAY, MAP and ROW columns take is_null / is_not_null only")
+        return Predicate(method, name, tuple(literals), arrow_type=arrow_type)
 
     def equal(self, name: str, value: Any) -> Predicate:
         return self._leaf("equal", name, value)

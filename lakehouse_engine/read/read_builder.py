@@ -7,6 +7,11 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.options import SCAN_SNAPSHOT_ID, SCAN_TAG_NAME
+from lakehouse_engine.read.nested_projection import (
+    NestedProjectionRead,
+    is_nested_projection,
+    projection_path,
+)
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
@@ -29,6 +34,7 @@ class ReadBuilder:
         self._keep_schema = False
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
+        """Read only these columns; `col.field` reads one field of a ROW column (as `col_field`)."""
         self._projection = list(projection)
         if self._snapshot_id is None and self._tag is None:
             self._check_projection(self.table)
@@ -36,7 +42,7 @@ class ReadBuilder:
 
     def _check_projection(self, table: FileStoreTable) -> None:
         names = table.schema.field_names
-        unknown = [p for p in self._projection or () if p not in names]
+        unknown = [p for p in self._projection or () if projection_path(table.schema, p) is None]
         if unknown:
             raise SchemaError(f"projection names unknown fields {unknown} of table {table.name} "
                               f"(schema {table.schema.id}: {', '.join(names)})")
@@ -87,6 +93,8 @@ class ReadBuilder:
     def new_read(self) -> TableRead:
         table = self.read_table()
         self._check_projection(table)
+        if self._projection and is_nested_projection(table.schema, self._projection):
+            return NestedProjectionRead(table, self._projection, self._predicate, self._limit)
         return TableRead(table, self._projection, self._predicate, self._limit)
 
     def read_type(self) -> list[DataField]:

@@ -41,6 +41,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     ByteType,
@@ -50,6 +51,7 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructField,
@@ -105,6 +107,13 @@ def spark_type(dtype: t.DataType, column: str) -> SparkType:
         return BinaryType()
     if dtype.is_decimal:
         return DecimalType(dtype.precision or 10, dtype.scale or 0)
+    if dtype.root == t.ARRAY and dtype.element is not None:
+        return ArrayType(spark_type(dtype.element, column), dtype.element.nullable)
+    if dtype.root == t.MAP and dtype.key is not None and dtype.value is not None:
+        return MapType(spark_type(dtype.key, column), spark_type(dtype.value, column), dtype.value.nullable)
+    if dtype.root == t.ROW:
+        return StructType([StructField(f.name, spark_type(f.type, f"{column}.{f.name}"), f.type.nullable)
+                           for f in dtype.fields or ()])
     found = _SPARK_TYPES.get(dtype.root)
     if found is None:
         raise UnsupportedError(f"column '{column}' has type {dtype}, which Spark reads do not support yet")

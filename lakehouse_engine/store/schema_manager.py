@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import CommitConflictError, TableNotExistError
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.mergetree.data_file_formats import check_format_fits
 from lakehouse_engine.mergetree.merge_engines.merge_options import validate_merge_options
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import TableSchema
@@ -22,13 +23,15 @@ _SCHEMA_RE = re.compile(r"^schema-(\d+)$")
 
 def check_new_schema(schema: TableSchema) -> None:
     """Every check a schema passes before it is written: its fields, keys and core options
-    (`TableSchema.validate`) and its merge engine's per-field options.
+    (`TableSchema.validate`), its merge engine's per-field options and whether its file formats
+    can hold its column types and compression.
 
     Raises:
         InvalidOptionError, SchemaError, UnsupportedError: naming the option or field at fault.
     """
     schema.validate()
     validate_merge_options(schema)
+    check_format_fits(schema.core_options, {f.name: f.type for f in schema.fields})
 
 
 class SchemaManager:

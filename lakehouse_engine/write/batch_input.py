@@ -39,6 +39,7 @@ def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.Chunk
         or (pa.types.is_timestamp(src) and pa.types.is_timestamp(dst) and src.tz == dst.tz)
         or (pa.types.is_floating(src) and pa.types.is_floating(dst))
         or (pa.types.is_null(src) and f.nullable)
+        or _same_nested_kind(src, dst)  # element types are checked by the cast below
     )
     if not ok:
         raise SchemaError(f"column '{f.name}' of the batch has type {col.type}, but table "
@@ -47,3 +48,28 @@ def _cast_column(col: pa.ChunkedArray, f: pa.Field, table_name: str) -> pa.Chunk
         return pc.cast(col, dst, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise SchemaError(f"column '{f.name}' cannot be stored as {dst} in table {table_name}: {e}") from None
+
+
+def _same_nested_kind(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Both lists, both maps or both structs with the same field names, at every depth (ARRAY,
+    MAP, ROW); leaf types are then checked by the cast. Arrow's struct cast would fill a missing
+    field with nulls and drop an extra one, so field names must match exactly."""
+    def is_list(t: pa.DataType) -> bool:
+        return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+    if is_list(src) and is_list(dst):
+        return _same_shape(src.value_type, dst.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        return _same_shape(src.key_type, dst.key_type) and _same_shape(src.item_type, dst.item_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        names = [src.field(i).name for i in range(src.num_fields)]
+        if names != [dst.field(i).name for i in range(dst.num_fields)]:
+            return False
+        return all(_same_shape(src.field(i).type, dst.field(i).type) for i in range(src.num_fields))
+    return False
+
+
+def _same_shape(src: pa.DataType, dst: pa.DataType) -> bool:
+    if pa.types.is_nested(src) or pa.types.is_nested(dst):
+        return _same_nested_kind(src, dst)
+    return True

@@ -51,6 +51,13 @@ def _specs() -> list[Spec]:
         pk_spec("pk_b4_all_types", [pa.field("id", pa.int32())], [], lambda i: {"id": i * 3 - 100},
                 n_keys=120, commits=3, bucket=4, value_types=ALL_VALUE_TYPES, seed=2,
                 extra_options={"file.compression": "snappy", "manifest.compression": "deflate"}),
+        # Data files in ORC and Avro (`file.format`); Avro holds timestamps up to microseconds.
+        pk_spec("pk_b2_all_types_orc", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
+                n_keys=60, commits=3, bucket=2, value_types=ALL_VALUE_TYPES, seed=21,
+                extra_options={"file.format": "orc"}),
+        pk_spec("pk_b2_all_types_avro", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
+                n_keys=60, commits=3, bucket=2, value_types=[t for t in ALL_VALUE_TYPES if t != "timestamp_9"],
+                seed=22, extra_options={"file.format": "avro"}),
         pk_spec("pk_b7_large", [pa.field("id", pa.int64())], [], lambda i: {"id": i * 7919},
                 n_keys=20000, commits=3, bucket=7, value_types=["int", "string_long", "double"],
                 seed=3),

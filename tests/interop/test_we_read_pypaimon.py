@@ -261,14 +261,15 @@ def test_we_time_travel_pypaimon_snapshots(written: dict[str, Written], name: st
 def test_we_upsert_into_and_compact_pypaimons_orc_and_avro_tables(written: dict[str, Written], fmt: str,
                                                                  tmp_path: Path,
                                                                  pypaimon: Callable[..., Any]) -> None:
-    """Into a copy of pypaimon's ORC/Avro table we write parquet files (a reader picks each file's
-    format by its extension): upserts, deletes and new keys merge with pypaimon's files, before
+    """Into a copy of pypaimon's ORC/Avro table we write parquet level-0 files (through
+    `file.format.per.level`; a reader picks each file's format by its extension), then our full
+    compaction writes the table's own format: upserts, deletes and new keys merge with pypaimon's files, before
     and after a full compaction, in our reads and in pypaimon's."""
     w = written[f"pk_b2_{fmt}"]
     model = w.history()[-1].model.copy()
     warehouse = tmp_path / "copy"
     shutil.copytree(w.warehouse, warehouse)
-    table = Catalog(str(warehouse)).get_table(f"db.{w.spec.name}")
+    table = Catalog(str(warehouse)).get_table(f"db.{w.spec.name}").copy({"file.format.per.level": "0:parquet"})
     live = sorted(model.rows(), key=lambda r: r["id"])
     types = [f.name[2:] for f in w.spec.schema if f.name.startswith("c_")]
     rows = [{"id": r["id"], **value_row(r["id"], 900, types), "rk": "+U"} for r in live[::2]]
@@ -288,6 +289,9 @@ def test_we_upsert_into_and_compact_pypaimons_orc_and_avro_tables(written: dict[
     for stage, snapshot in (("mixed files", mixed.id), ("after a full compaction", None)):
         if snapshot is None:
             table.compact(full=True)
+            latest = table.latest_snapshot()
+            assert latest is not None
+            assert {e.file.file_name.rsplit(".", 1)[1] for e in table.manifest_io().live_entries(latest)} == {fmt}
         rb = table.new_read_builder()
         got = canonical_rows(rb.new_read().to_arrow(rb.new_scan().plan().splits()), w.spec.schema)
         assert_same_rows(model.canonical(), got, f"our read of pypaimon's {fmt} table, {stage}")

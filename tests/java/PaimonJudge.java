@@ -32,8 +32,13 @@ import org.apache.paimon.catalog.CatalogFactory;
 import org.apache.paimon.catalog.Identifier;
 import org.apache.paimon.data.BinaryRow;
 import org.apache.paimon.data.BinaryString;
+import org.apache.paimon.data.DataGetters;
 import org.apache.paimon.data.Decimal;
+import org.apache.paimon.data.GenericArray;
+import org.apache.paimon.data.GenericMap;
 import org.apache.paimon.data.GenericRow;
+import org.apache.paimon.data.InternalArray;
+import org.apache.paimon.data.InternalMap;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.disk.IOManager;
@@ -53,9 +58,12 @@ import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
 import org.apache.paimon.table.source.DataSplit;
 import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.table.source.Split;
+import org.apache.paimon.types.ArrayType;
 import org.apache.paimon.types.DataField;
 import org.apache.paimon.types.DataType;
 import org.apache.paimon.types.DataTypeJsonParser;
+import org.apache.paimon.types.MapType;
+import org.apache.paimon.types.RowType;
 import org.apache.paimon.types.DecimalType;
 import org.apache.paimon.types.RowKind;
 import org.apache.paimon.utils.JsonSerdeUtil;
@@ -344,12 +352,36 @@ public class PaimonJudge {
                 long nanos = new BigInteger(v.toString()).longValueExact();
                 return Timestamp.fromEpochMillis(
                         Math.floorDiv(nanos, 1_000_000L), (int) Math.floorMod(nanos, 1_000_000L));
+            case ARRAY:
+                DataType element = ((ArrayType) type).getElementType();
+                List<?> items = (List<?>) v;
+                Object[] values = new Object[items.size()];
+                for (int j = 0; j < values.length; j++) {
+                    values[j] = fromJson(items.get(j), element);
+                }
+                return new GenericArray(values);
+            case MAP:
+                MapType mt = (MapType) type;
+                Map<Object, Object> entries = new LinkedHashMap<>();
+                for (Object pair : (List<?>) v) {
+                    List<?> kv = (List<?>) pair;
+                    entries.put(fromJson(kv.get(0), mt.getKeyType()), fromJson(kv.get(1), mt.getValueType()));
+                }
+                return new GenericMap(entries);
+            case ROW:
+                List<DataField> rowFields = ((RowType) type).getFields();
+                Map<?, ?> byName = (Map<?, ?>) v;
+                GenericRow nested = new GenericRow(rowFields.size());
+                for (int j = 0; j < rowFields.size(); j++) {
+                    nested.setField(j, fromJson(byName.get(rowFields.get(j).name()), rowFields.get(j).type()));
+                }
+                return nested;
             default:
                 throw new UnsupportedOperationException("judge cannot write type " + type);
         }
     }
 
-    private static Object toJson(InternalRow row, int i, DataType type) {
+    private static Object toJson(DataGetters row, int i, DataType type) {
         if (row.isNullAt(i)) {
             return null;
         }
@@ -386,6 +418,34 @@ public class PaimonJudge {
                 return BigInteger.valueOf(ts.getMillisecond())
                         .multiply(BigInteger.valueOf(1_000_000L))
                         .add(BigInteger.valueOf(ts.getNanoOfMillisecond()));
+            case ARRAY:
+                InternalArray array = row.getArray(i);
+                DataType elementType = ((ArrayType) type).getElementType();
+                List<Object> items = new ArrayList<>();
+                for (int j = 0; j < array.size(); j++) {
+                    items.add(toJson(array, j, elementType));
+                }
+                return items;
+            case MAP:
+                // As Arrow lists a map: [key, value] pairs in the file's order.
+                InternalMap map = row.getMap(i);
+                MapType mt = (MapType) type;
+                List<Object> pairs = new ArrayList<>();
+                for (int j = 0; j < map.size(); j++) {
+                    List<Object> pair = new ArrayList<>();
+                    pair.add(toJson(map.keyArray(), j, mt.getKeyType()));
+                    pair.add(toJson(map.valueArray(), j, mt.getValueType()));
+                    pairs.add(pair);
+                }
+                return pairs;
+            case ROW:
+                List<DataField> rowFields = ((RowType) type).getFields();
+                InternalRow nested = row.getRow(i, rowFields.size());
+                Map<String, Object> byName = new LinkedHashMap<>();
+                for (int j = 0; j < rowFields.size(); j++) {
+                    byName.put(rowFields.get(j).name(), toJson(nested, j, rowFields.get(j).type()));
+                }
+                return byName;
             default:
                 throw new UnsupportedOperationException("judge cannot read type " + type);
         }

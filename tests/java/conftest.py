@@ -84,7 +84,21 @@ def _canonical_column(col: pa.ChunkedArray | pa.Array) -> list[Any]:
         return [None if v is None else v.hex() for v in col.to_pylist()]
     if pa.types.is_floating(t):
         return [_float(v) for v in col.to_pylist()]
+    if pa.types.is_nested(t):
+        return [_nested(v) for v in col.to_pylist()]
     return col.to_pylist()
+
+
+def _nested(v: Any) -> Any:
+    """A nested value as the judge writes it: ARRAY a list, MAP a list of [key, value] pairs
+    (Arrow's map tuples), ROW an object by field name; inner values JSON scalars."""
+    if isinstance(v, (list, tuple)):
+        return [_nested(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _nested(x) for k, x in v.items()}
+    if isinstance(v, float):
+        return _float(v)
+    return v
 
 
 def _float(v: float | None) -> Any:

@@ -101,7 +101,7 @@ def test_partition_values_with_path_characters_stay_inside_the_table(catalog: Ca
     ({"bucket": "2", "sequence.field": "nope"}, "option 'sequence.field'"),
     ({"bucket": "2", "bucket-key": "v"}, "option 'bucket-key'"),
     ({"bucket": "2", "snapshot.time-retained": "forever"}, "option 'snapshot.time-retained'"),
-    ({"bucket": "2", "file.format": "orc"}, "option 'file.format'"),
+    ({"bucket": "2", "file.format": "csv"}, "option 'file.format'"),
     ({"bucket": "2", "num-sorted-run.compaction-trigger": "6", "num-sorted-run.stop-trigger": "3"},
      "num-sorted-run.stop-trigger"),
 ])

@@ -132,11 +132,23 @@ def test_missing_comment_and_time_default() -> None:
     assert (parsed["comment"], parsed["time_millis"]) == (None, 0)
 
 
-def test_nested_type_is_unsupported() -> None:
+def test_nested_types_pass_through_as_json() -> None:
     doc = json.loads(_doc())
-    doc["fields"].append({"id": 5, "name": "tags", "type": {"type": "ARRAY", "element": "STRING"}})
-    with pytest.raises(UnsupportedError, match="schema-5.*tags.*ARRAY"):
-        schema_from_json(json.dumps(doc), "schema-5")
+    nested = {"type": "ARRAY", "element": {"type": "ROW", "fields": [{"id": 6, "name": "x", "type": "INT"}]}}
+    doc["fields"].append({"id": 5, "name": "tags", "type": nested})
+    parsed = schema_from_json(json.dumps(doc), "schema-5")
+    assert parsed["fields"][-1] == (5, "tags", nested, None)
+    again = schema_to_json(0, parsed["fields"], 6, [], [], {}, None, 0)
+    assert json.loads(again)["fields"][-1]["type"] == nested
+
+
+def test_multiset_type_is_unsupported(tmp_path: Path) -> None:
+    from lakehouse_engine.schema import TableSchema
+
+    doc = json.loads(_doc())
+    doc["fields"].append({"id": 5, "name": "tags", "type": {"type": "MULTISET", "element": "STRING"}})
+    with pytest.raises(UnsupportedError, match="MULTISET"):
+        TableSchema.from_json(json.dumps(doc), "schema-5")
 
 
 @pytest.mark.parametrize("text", ["", "garbage", "[]", "null", '{"version": 3', "{}"])
