@@ -4,12 +4,14 @@ Three sample days land; the third carries `coupon_code`. Days one and two are wr
 (the table has the original columns), then day three evolves the table: its rows keep their
 coupons, older rows read null. With the lakehouse resource's `evolve_schema` off, the write of
 day three fails naming the column and leaves the table as it was; turned on, the same staged
-rows are written by the next run.
+rows are written by the next run. A late file of an older day, without the column, is then
+written with nulls in it, evolution on or off.
 """
 
 from __future__ import annotations
 
 import datetime
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -93,3 +95,14 @@ def test_a_later_day_with_a_new_column_evolves_the_table_unless_evolution_is_off
     assert coupons[DAYS[0]].null_count == len(coupons[DAYS[0]]) > 0
     assert coupons[DAYS[1]].null_count == len(coupons[DAYS[1]]) > 0
     assert 0 < coupons[DAYS[2]].null_count < len(coupons[DAYS[2]])
+
+    # A late file of an older day, without the column, into the evolved table: its rows read
+    # null there, with evolution off too (the table has the column already; nothing to add).
+    folder = fixed.landing_path / f"dt={DAYS[0]}"
+    late = sorted(p for p in folder.iterdir() if p.name.startswith("orders-"))[0]
+    shutil.copy(late, folder / f"late-{late.name}")  # the same events again: the same merged rows
+    again = _run(fixed, spark_resource, DAYS[0], DAYS[0])
+    assert metadata_of(again, "ingested_events")["evolution_columns"] == "none"
+    assert (metadata_of(again, "lsm_write")["rows_written"], metadata_of(again, "lsm_write")["schema_id"]) == (
+        metadata_of(again, "ingested_events")["rows_staged"], 1)
+    assert _merged(fixed).select(expected.column_names).cast(expected.schema).equals(expected)
