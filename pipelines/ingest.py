@@ -14,6 +14,7 @@ said so is retried on the next run; that re-applies the same events, which a pri
 with a sequence field merges to the same result.
 """
 
+import csv
 import fcntl
 import functools
 import json
@@ -35,7 +36,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.sample_data import EVENT_SCHEMA, PARTITION_KEY
+from pipelines.sample_data import CONTRACT_SCHEMA, EVENT_SCHEMA, EVOLUTION_FIELDS, PARTITION_KEY
 from pipelines.validation import (
     CORRUPT_RECORD,
     LANDING_DT,
@@ -51,6 +52,9 @@ SINGLE_RUN = dg.BackfillPolicy.single_run()
 
 FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet"}
 EVENT_SPARK_SCHEMA = from_arrow_schema(EVENT_SCHEMA, prefer_timestamp_ntz=True)
+# What landed events are read with: the event columns and the evolution columns (optional).
+CONTRACT_SPARK_SCHEMA = from_arrow_schema(CONTRACT_SCHEMA, prefer_timestamp_ntz=True)
+EVOLUTION_COLUMNS = tuple(f.name for f in EVOLUTION_FIELDS)
 
 
 # ---- landing ---------------------------------------------------------------------------------
@@ -102,6 +106,11 @@ class LedgerState:
                 if dt in wanted and part.get("snapshot_id") is None and part["rows"] > 0:
                     out.append((batch, dt, int(part["rows"])))
         return out
+
+    def columns_of(self, pending: Iterable[tuple[str, str, int]]) -> list[str]:
+        """The evolution columns the staged batches of these rows carry (values in some row)."""
+        carried = {c for batch, _, _ in pending for c in self.batches[batch].get("columns", [])}
+        return [c for c in EVOLUTION_COLUMNS if c in carried]
 
     def mark_committing(self, pending: Iterable[tuple[str, str, int]], commit_user: str) -> None:
         """Record the commit user about to commit these rows: a run that dies before it records
@@ -168,24 +177,43 @@ def _local_path(uri: str) -> str:
     return os.path.realpath(unquote(urlparse(uri).path))
 
 
+def csv_header(path: str) -> list[str]:
+    """The column names in the first line of a CSV file."""
+    with open(path, newline="") as f:
+        return next(csv.reader(f), [])
+
+
 def read_landing(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
-    """The files' rows with the event columns, `_corrupt_record`, `_source_file` and `_landing_dt`.
+    """The files' rows with the contract's columns, `_corrupt_record`, `_source_file`, `_landing_dt`.
 
     JSON and CSV parse in PERMISSIVE mode: a record that does not fit the schema keeps its text
-    in `_corrupt_record` instead of failing the read. Parquet files are typed already.
+    in `_corrupt_record` instead of failing the read. Parquet files are typed already. Columns a
+    file lacks read as null (an evolution column in older files); JSON fields and CSV columns
+    outside the contract are ignored. CSV columns are matched by the header's names, not by
+    position: files are read in groups of one header each.
     """
-    with_corrupt = StructType([*EVENT_SPARK_SCHEMA.fields, StructField(CORRUPT_RECORD, StringType())])
+    contract = {f.name: f for f in CONTRACT_SPARK_SCHEMA.fields}
+    columns = [*CONTRACT_SPARK_SCHEMA.fieldNames(), CORRUPT_RECORD]
+    corrupt = StructField(CORRUPT_RECORD, StringType())
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for f in files:
+        header = tuple(csv_header(f.path)) if f.format == "csv" else ()
+        groups.setdefault((f.format, header), []).append(f.path)
     frames = []
-    for fmt in sorted({f.format for f in files}):
-        paths = [f.path for f in files if f.format == fmt]
+    for (fmt, header), paths in sorted(groups.items()):
         if fmt == "parquet":
-            df = spark.read.schema(EVENT_SPARK_SCHEMA).parquet(*paths)
+            df = spark.read.schema(CONTRACT_SPARK_SCHEMA).parquet(*paths)
             df = df.withColumn(CORRUPT_RECORD, F.lit(None).cast(StringType()))
         else:
-            reader = (spark.read.schema(with_corrupt).option("mode", "PERMISSIVE")
+            fields = ([contract.get(name, StructField(name, StringType())) for name in header]
+                      if fmt == "csv" else list(CONTRACT_SPARK_SCHEMA.fields))
+            reader = (spark.read.schema(StructType([*fields, corrupt])).option("mode", "PERMISSIVE")
                       .option("columnNameOfCorruptRecord", CORRUPT_RECORD))
             df = reader.option("header", True).csv(paths) if fmt == "csv" else reader.json(paths)
-        frames.append(df.select(*with_corrupt.fieldNames(), F.col("_metadata.file_path").alias(SOURCE_FILE)))
+        present = set(df.columns)
+        frames.append(df.select(
+            *[F.col(c) if c in present else F.lit(None).cast(contract[c].dataType).alias(c) for c in columns],
+            F.col("_metadata.file_path").alias(SOURCE_FILE)))
     return union_all(frames).withColumn(LANDING_DT, F.regexp_extract(SOURCE_FILE, rf"/{PARTITION_KEY}=([^/]+)/[^/]+$", 1))
 
 
@@ -196,6 +224,7 @@ class StageResult:
     per_file: dict[str, tuple[int, int]]
     per_day: dict[str, int]
     reasons: Counter[str]
+    columns: list[str] = field(default_factory=list)  # evolution columns with values in valid rows
 
     @property
     def valid(self) -> int:
@@ -212,11 +241,14 @@ def stage(spark: SparkSession, files: list[LandingFile], staging: Path, quaranti
     checked_schema = StructType([*raw.schema.fields, StructField(REASON, StringType())])
     checked = raw.mapInArrow(EventValidator(), checked_schema).persist()
     try:
-        counts = checked.groupBy(SOURCE_FILE, PARTITION_KEY, REASON).count().collect()
+        counts = (checked.groupBy(SOURCE_FILE, PARTITION_KEY, REASON)
+                  .agg(F.count(F.lit(1)).alias("count"),
+                       *[F.count(c).alias(f"_values_{c}") for c in EVOLUTION_COLUMNS]).collect())
         by_path = {os.path.realpath(f.path): f.relpath for f in files}
         per_file: dict[str, tuple[int, int]] = {f.relpath: (0, 0) for f in files}
         per_day: Counter[str] = Counter()
         reasons: Counter[str] = Counter()
+        carried: set[str] = set()
         for row in counts:
             relpath = by_path[_local_path(row[SOURCE_FILE])]
             valid, bad = per_file[relpath]
@@ -224,25 +256,34 @@ def stage(spark: SparkSession, files: list[LandingFile], staging: Path, quaranti
             if row[REASON] is None:
                 per_file[relpath] = (valid + n, bad)
                 per_day[row[PARTITION_KEY]] += n
+                carried.update(c for c in EVOLUTION_COLUMNS if row[f"_values_{c}"])
             else:
                 per_file[relpath] = (valid, bad + n)
                 reasons[row[REASON]] += n
         is_valid = F.col(REASON).isNull()
         if reasons:
             checked.where(~is_valid).drop(LANDING_DT).write.mode("overwrite").json(str(quarantine))
+        # The staged batch carries the evolution columns that have values, and only those: a
+        # batch of older events does not ask the table to gain a column it has no value for.
+        columns = [c for c in EVOLUTION_COLUMNS if c in carried]
         if per_day:
-            checked.where(is_valid).select(*EVENT_SCHEMA.names).write.mode("overwrite").parquet(str(staging))
-        return StageResult(per_file, dict(per_day), reasons)
+            (checked.where(is_valid).select(*EVENT_SCHEMA.names, *columns)
+             .write.mode("overwrite").parquet(str(staging)))
+        return StageResult(per_file, dict(per_day), reasons, columns)
     finally:
         checked.unpersist()
 
 
-def read_staged(spark: SparkSession, staging: Path, pending: list[tuple[str, str, int]]) -> DataFrame:
-    """The staged rows of these (batch, dt) pairs, with exactly the event columns."""
+def read_staged(spark: SparkSession, staging: Path, pending: list[tuple[str, str, int]],
+                extra_columns: Iterable[str] = ()) -> DataFrame:
+    """The staged rows of these (batch, dt) pairs, with the event columns and `extra_columns`
+    (evolution columns; null in batches staged without them)."""
+    schema = StructType([f for f in CONTRACT_SPARK_SCHEMA.fields
+                         if f.name in EVENT_SCHEMA.names or f.name in set(extra_columns)])
     frames = []
     for batch in sorted({b for b, _, _ in pending}):
         dts = sorted({dt for b, dt, _ in pending if b == batch})
-        df = spark.read.schema(EVENT_SPARK_SCHEMA).parquet(str(staging / f"batch={batch}"))
+        df = spark.read.schema(schema).parquet(str(staging / f"batch={batch}"))
         frames.append(df.where(F.col(PARTITION_KEY).isin(dts)))
     return union_all(frames)
 
@@ -310,7 +351,7 @@ def ingested_events(context: dg.AssetExecutionContext, spark: SparkResource,
             state.files[f.relpath] = {"batch": batch, "dt": f.dt, "format": f.format, "bytes": f.size,
                                       "valid_rows": valid, "quarantined_rows": bad, "ingested_at": now}
         state.batches[batch] = {
-            "created_at": time.time(), "staging": str(staging),
+            "created_at": time.time(), "staging": str(staging), "columns": result.columns,
             "partitions": {dt: {"rows": result.per_day.get(dt, 0), "snapshot_id": None} for dt in dts}}
     context.log.info(f"staged {result.valid:,} rows from {len(files)} files, "
                      f"quarantined {result.quarantined:,}")
@@ -335,6 +376,7 @@ def ingested_events(context: dg.AssetExecutionContext, spark: SparkResource,
         "staged_batch": f"{staging} (removed once lsm_write commits it)",
         "ledger": dg.MetadataValue.path(str(lakehouse.ledger_path)),
         "batch": batch,
+        "evolution_columns": ", ".join(result.columns) or "none",
     }
     if result.quarantined:
         metadata["quarantine"] = dg.MetadataValue.path(str(quarantine))

@@ -19,11 +19,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine import POSTPONE_BUCKET, BucketMode, FileStoreTable, PostCommitError
+from lakehouse_engine import (
+    POSTPONE_BUCKET,
+    BucketMode,
+    FileStoreTable,
+    PostCommitError,
+    SchemaError,
+)
 from lakehouse_engine.options import NUM_SORTED_RUN_COMPACTION_TRIGGER
 from lakehouse_engine.spark import TableRef, bucket_column
 from pipelines.ingest import (
     DAILY_PARTITIONS,
+    EVOLUTION_COLUMNS,
     SINGLE_RUN,
     Ledger,
     ingested_events,
@@ -248,7 +255,8 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: SparkResource,
     group_name="lsm",
     kinds={"spark", "paimon"},
     description="The Paimon primary-key table: staged rows written by Spark, one commit per run, "
-                "one new level-0 sorted run per bucket written.",
+                "one new level-0 sorted run per bucket written; an evolution column the staged "
+                "rows carry is added to the table first (the lakehouse resource's evolve_schema).",
 )
 def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
               lakehouse: LakehouseResource) -> dg.MaterializeResult:
@@ -256,6 +264,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
     import lakehouse_engine.spark as lakehouse_spark
 
     table = lakehouse.get_or_create_table()
+    columns_before = table.schema.field_names
     dts = list(context.partition_keys)
     done: list[str] = []
     ledger = Ledger(lakehouse.ledger_path)
@@ -275,9 +284,21 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
             commit_user = f"lsm_write-{uuid.uuid4()}"
             state.mark_committing(pending, commit_user)
             ledger.save(state)
-            rows = read_staged(spark.spark_session, lakehouse.staging_path, pending)
+            # The evolution columns the staged rows carry, and those the table has already gained
+            # (null in rows staged before the events had them).
+            extra = [c for c in EVOLUTION_COLUMNS if c in state.columns_of(pending) or c in columns_before]
+            rows = read_staged(spark.spark_session, lakehouse.staging_path, pending, extra)
             try:
-                ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse, commit_user=commit_user)
+                ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse, commit_user=commit_user,
+                                            merge_schema=lakehouse.evolve_schema)
+            except SchemaError as exc:
+                new = [c for c in extra if c not in columns_before]
+                if lakehouse.evolve_schema or not new:
+                    raise
+                raise SchemaError(f"{exc}. The staged events carry {new}, which table {lakehouse.table} "
+                                  f"lacks, and the lakehouse resource's evolve_schema is off: turn it on "
+                                  f"(LAKEHOUSE_EVOLVE_SCHEMA=true) or add the column with "
+                                  f"catalog.alter_table, then run again") from exc
             except PostCommitError as exc:  # the rows are committed; only the compaction after them failed
                 context.log.warning(f"snapshot {exc.snapshot_ids} committed the rows, then: {exc}")
                 ids = exc.snapshot_ids
@@ -304,13 +325,19 @@ def lsm_write(context: dg.AssetExecutionContext, spark: SparkResource,
         }
 
     per_day_metadata(context, {dt: figures([dt]) for dt in dts})
+    added = [c for c in table.schema.field_names if c not in columns_before]
     metadata: dict[str, Any] = {
         "snapshot_id": snapshot.id if snapshot else 0,
+        "schema_id": table.schema.id,
+        "columns": ", ".join(table.schema.field_names),
+        "columns_added": ", ".join(added) or "none",
         "commit_kind": snapshot.commit_kind if ids and snapshot else "none (nothing staged)",
         "table_records": snapshot.total_record_count if snapshot else 0,
         "snapshots": len(table.snapshot_manager().list_snapshot_ids()),
         **figures(dts),
     }
+    if added:
+        context.log.info(f"table {lakehouse.table} gained columns {added} (schema {table.schema.id})")
     context.log.info(f"snapshot {metadata['snapshot_id']}: {metadata['rows_written']:,} rows, "
                      f"{files.num_rows} files added")
     return dg.MaterializeResult(metadata=metadata)

@@ -94,6 +94,11 @@ class LakehouseResource(dg.ConfigurableResource):
         default_factory=dict,
         description="Catalog options of an object-store warehouse (s3.endpoint, s3.path.style.access, "
                     "lock.*); credentials best come from the environment (AWS_ACCESS_KEY_ID, ...).")
+    evolve_schema: bool = Field(
+        default=True,
+        description="When staged events carry an evolution column the table lacks (e.g. coupon_code), "
+                    "the LSM write adds it to the table first (Paimon's write.merge-schema). Off: "
+                    "that write fails with an error naming the column, and nothing is written.")
 
     # ---- the table ---------------------------------------------------------------------------
     def catalog(self) -> Catalog:
@@ -160,7 +165,8 @@ def resources_from_env() -> dict[str, Any]:
     """The resources of the code location, configured from `LAKEHOUSE_WAREHOUSE` (./warehouse),
     `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET`, `LAKEHOUSE_SPARK_MASTER` (local[*]),
     `LAKEHOUSE_CATALOG_OPTIONS` (a JSON object, e.g. `{"s3.endpoint": "..."}`) and
-    `LAKEHOUSE_PIPELINE_DIR` (the pipeline's local folders; needed with an object-store warehouse)."""
+    `LAKEHOUSE_PIPELINE_DIR` (the pipeline's local folders; needed with an object-store warehouse)
+    and `LAKEHOUSE_EVOLVE_SCHEMA` (`false` keeps the table's columns fixed; default `true`)."""
     warehouse = os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse")
     if "://" not in warehouse:
         warehouse = os.path.abspath(warehouse)
@@ -172,5 +178,6 @@ def resources_from_env() -> dict[str, Any]:
             table=os.environ.get("LAKEHOUSE_TABLE", DEFAULT_TABLE),
             bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS))),
             catalog_options={str(k): str(v) for k, v in catalog_options.items()},
-            pipeline_dir=os.environ.get("LAKEHOUSE_PIPELINE_DIR") or None),
+            pipeline_dir=os.environ.get("LAKEHOUSE_PIPELINE_DIR") or None,
+            evolve_schema=os.environ.get("LAKEHOUSE_EVOLVE_SCHEMA", "true").strip().lower() != "false"),
     }

@@ -4,6 +4,8 @@
    folder of an object-store warehouse (`--pipeline-dir`) (JSON lines, CSV and
    parquet, one folder per day, from the first daily partition to today), with a few invalid
    records per day that must be quarantined. Days that already have landing files keep them.
+   From the third day on the events carry one more column, `coupon_code`: the write adds it to
+   the table, and the rows of the first two days read it as null.
 2. `main_job` runs once over the sample's days with the in-process executor on the Dagster
    instance `make dev` shows (`DAGSTER_HOME`, default `.dagster_home`): ingestion, bucket
    assignment, the Spark write, compaction, rescale advice, snapshot expiry, and every check.
@@ -43,6 +45,8 @@ from pipelines.sample_data import (
 )
 
 TABLE = "shop.orders"
+# The sample's events gain `coupon_code` from this day on (days after the first partition).
+COUPONS_FROM_DAY = 2
 # Landing formats, in turn per batch of a day.
 FORMAT_CYCLE = ("jsonl", "csv", "parquet", "jsonl")
 
@@ -178,8 +182,11 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
               f"{datetime.date.today()}); set LAKEHOUSE_PARTITIONS_START to an earlier day", file=sys.stderr)
         return 2
 
-    batches = generate_order_events(days=len(wanted), rows_per_day=rows_per_day, seed=seed, start=start)
-    settings = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed}
+    coupons_from = start + datetime.timedelta(days=COUPONS_FROM_DAY)
+    batches = generate_order_events(days=len(wanted), rows_per_day=rows_per_day, seed=seed, start=start,
+                                    coupons_from=coupons_from)
+    settings = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed,
+                "coupons_from": coupons_from.isoformat()}
     existed = lakehouse.table_exists()
     formats = landing_for(lakehouse.landing_path, settings, batches)
     events = sum(b.num_rows for b in batches)

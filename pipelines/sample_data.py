@@ -16,6 +16,11 @@ consecutive Arrow tables:
 
 ``updated_at`` strictly increases with the event position within a day, so "the last
 event wins" and "the greatest ``updated_at`` wins" agree per key.
+
+Schema evolution: with ``coupons_from`` set, the days from that date on carry one more column,
+``coupon_code`` (a nullable string, :data:`EVOLUTION_FIELDS`), and older days lack it, as a
+source system that starts sending a new field does. The coupons come from their own random
+stream, so every other column is the same with or without them.
 """
 
 from __future__ import annotations
@@ -40,6 +45,12 @@ ORDER_SCHEMA = pa.schema(
 )
 ROWKIND = "_rowkind"
 EVENT_SCHEMA = ORDER_SCHEMA.append(pa.field(ROWKIND, pa.string(), nullable=False))
+# Optional columns the events gained after the table was created: nullable, absent in older
+# events. The table gains each when staged rows first carry it (docs/pipelines.md).
+COUPON_CODE = "coupon_code"
+EVOLUTION_FIELDS = (pa.field(COUPON_CODE, pa.string()),)
+#: Every column an event may carry: the original ones and the evolution columns.
+CONTRACT_SCHEMA = pa.schema([*EVENT_SCHEMA, *EVOLUTION_FIELDS])
 PRIMARY_KEY = ("order_id", "dt")
 PARTITION_KEY = "dt"
 
@@ -48,6 +59,8 @@ _KIND_NAMES = np.array([INSERT, UPDATE, DELETE], dtype=object)
 _KIND_PROBS = (0.70, 0.27, 0.03)
 _UPDATE_STATUSES = np.array(["paid", "packed", "shipped", "delivered", "returned"], dtype=object)
 _UPDATE_STATUS_PROBS = (0.35, 0.25, 0.2, 0.15, 0.05)
+_COUPONS = np.array(["WELCOME10", "AUTUMN25", "FREESHIP", "VIP-5", "BLACKFRIDAY"], dtype=object)
+_COUPON_SHARE = 0.2  # of the events of a day with coupons
 _FIRST_ORDER_ID = 100_000_000
 _ZIPF_A = 1.3
 
@@ -133,16 +146,27 @@ def _day_events(
     return table, n_ins
 
 
+def _with_coupons(day_table: pa.Table, seed: int, day: int) -> pa.Table:
+    """The day's events with a ``coupon_code`` column: a coupon on about a fifth of them."""
+    rng = np.random.default_rng([seed, day, 0xC0])  # its own stream: other columns unchanged
+    n = day_table.num_rows
+    has = rng.random(n) < _COUPON_SHARE
+    codes = _COUPONS[rng.integers(0, len(_COUPONS), size=n)]
+    return day_table.append_column(EVOLUTION_FIELDS[0], pa.array(codes, pa.string(), mask=~has))
+
+
 def generate_order_events(
     days: int = 3,
     rows_per_day: int = 20_000,
     seed: int = 7,
     start: datetime.date = datetime.date(2026, 11, 1),
     batches_per_day: int = 4,
+    coupons_from: datetime.date | None = None,
 ) -> list[pa.Table]:
     """Order events (schema :data:`EVENT_SCHEMA`) as ``days * batches_per_day`` Arrow tables.
 
-    Fully determined by the arguments; see the module docstring for the event model.
+    Days on or after ``coupons_from`` (when set) also carry ``coupon_code`` (schema
+    :data:`CONTRACT_SCHEMA`). Fully determined by the arguments; see the module docstring.
     """
     if days < 0 or rows_per_day < 0:
         raise ValueError("days and rows_per_day must be non-negative")
@@ -159,6 +183,8 @@ def generate_order_events(
         else:
             day_table, n_ins = _day_events(rng, rows_per_day, dt, next_order_id, customers)
             next_order_id += n_ins
+        if coupons_from is not None and dt >= coupons_from:
+            day_table = _with_coupons(day_table, seed, day)
         bounds = np.linspace(0, day_table.num_rows, batches_per_day + 1).astype(np.int64)
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             batches.append(day_table.slice(int(lo), int(hi - lo)))
@@ -169,9 +195,13 @@ def apply_to_model(batches: Sequence[pa.Table]) -> pa.Table:
     """The expected merged table: per (order_id, dt) the last event wins, unless it is ``-D``.
 
     Events are ordered by batch, then by position within the batch.  The result has
-    :data:`ORDER_SCHEMA` (no ``_rowkind``) and is sorted by ``(order_id, dt)``.
+    :data:`ORDER_SCHEMA` (no ``_rowkind``), plus the evolution columns any batch carries (null
+    in the rows of batches without them), and is sorted by ``(order_id, dt)``.
     """
-    tables = [b.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA) for b in batches if b.num_rows]
+    evolved = [f for f in EVOLUTION_FIELDS if any(f.name in b.column_names for b in batches if b.num_rows)]
+    event_schema = pa.schema([*EVENT_SCHEMA, *evolved])
+    order_schema = pa.schema([*ORDER_SCHEMA, *evolved])
+    tables = [_with_nulls(b, event_schema) for b in batches if b.num_rows]
     if not tables:
         return ORDER_SCHEMA.empty_table()
     events = pa.concat_tables(tables).combine_chunks()
@@ -189,11 +219,21 @@ def apply_to_model(batches: Sequence[pa.Table]) -> pa.Table:
         same_dt = pc.equal(dts.slice(0, n - 1), dts.slice(1)).to_numpy()
         last[:-1] = ~(same_id & same_dt)
     live = pc.and_(pa.array(last), pc.not_equal(events.column(ROWKIND), DELETE))
-    return events.filter(live).select(ORDER_SCHEMA.names).cast(ORDER_SCHEMA)
+    return events.filter(live).select(order_schema.names).cast(order_schema)
+
+
+def _with_nulls(batch: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`batch` with exactly `schema`'s columns: those it lacks as nulls."""
+    columns = [batch.column(f.name) if f.name in batch.column_names else pa.nulls(batch.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 
 __all__ = [
+    "CONTRACT_SCHEMA",
+    "COUPON_CODE",
     "DELETE",
+    "EVOLUTION_FIELDS",
     "EVENT_SCHEMA",
     "INSERT",
     "ORDER_SCHEMA",

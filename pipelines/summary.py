@@ -16,9 +16,10 @@ SUMMED = frozenset({"new_files", "rows_staged", "rows_quarantined", "rows", "row
                     "records_in_files_added", "buckets_assigned", "new_buckets"})
 
 SHOWN = {
-    "ingested_events": ("new_files", "rows_staged", "rows_quarantined"),
+    "ingested_events": ("new_files", "rows_staged", "rows_quarantined", "evolution_columns"),
     "bucket_assignment": ("bucket_mode", "rows", "buckets_assigned", "new_buckets"),
-    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "max_sorted_runs", "bucket_skew"),
+    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "max_sorted_runs", "bucket_skew",
+                  "schema_id", "columns_added"),
     "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),
     "postpone_compaction": ("bucket_mode", "rows_moved"),
     "rescale": ("partitions_rescaled", "buckets"),

@@ -5,6 +5,11 @@ function), and every row leaves with a reason: null when it is valid, else each 
 `column: check`, joined by `; `. Nothing is dropped here: the caller routes rows with a reason to
 quarantine. Types are settled before pandera sees a row: the landing reader parses with the
 event schema, and a record that does not parse keeps its raw text in `_corrupt_record`.
+
+The contract evolves with the events: a column the source starts sending later is declared once,
+as a nullable evolution column (`EVOLUTION_FIELDS` in `pipelines.sample_data`, and its checks
+here with `required=False`). Events without it stay valid (it reads as null), events with it are
+checked, and the LSM write adds it to the table (docs/pipelines.md, "When the events gain a column").
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pyarrow.compute as pc
 from pandera.errors import SchemaErrors
 
 from lakehouse_engine import ROW_KINDS  # exactly what TableWrite accepts in `rowkind.field`
-from pipelines.sample_data import EVENT_SCHEMA
+from pipelines.sample_data import CONTRACT_SCHEMA, COUPON_CODE
 
 CORRUPT_RECORD = "_corrupt_record"   # the raw text of a record the reader could not parse
 LANDING_DT = "_landing_dt"           # the dt of the landing folder a row came from
@@ -29,6 +34,7 @@ MALFORMED = "malformed record: does not parse with the event schema"
 STATUSES = ("created", "paid", "packed", "shipped", "delivered", "returned", "cancelled")
 MAX_AMOUNT = 9_999_999_999.99        # DECIMAL(12, 2)
 MAX_QUANTITY = 10_000
+COUPON_PATTERN = r"^[A-Z0-9-]{3,32}$"  # upper-case codes such as WELCOME10 or VIP-5
 
 ORDER_EVENT_SCHEMA = pandera.DataFrameSchema(
     {
@@ -41,6 +47,9 @@ ORDER_EVENT_SCHEMA = pandera.DataFrameSchema(
         # The table's sequence field: a null would leave the event's order undefined.
         "updated_at": pandera.Column(nullable=False),
         "_rowkind": pandera.Column(nullable=False, checks=pandera.Check.isin(ROW_KINDS)),
+        # Evolution columns: optional (older events lack them) and nullable.
+        COUPON_CODE: pandera.Column(nullable=True, required=False,
+                                    checks=pandera.Check.str_matches(COUPON_PATTERN)),
     },
     checks=[pandera.Check(lambda df: df["dt"] == df[LANDING_DT], name="dt_matches_landing_folder",
                      error="dt differs from the dt of its landing folder")],
@@ -54,7 +63,9 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
     """The columns pandera checks, as pandas: amounts as floats (ranges only), timestamps as
     integers (only nulls matter, and any year converts)."""
     columns = {}
-    for name in EVENT_SCHEMA.names:
+    for name in CONTRACT_SCHEMA.names:
+        if name not in rows.column_names:  # an evolution column the rows do not carry
+            continue
         col = rows.column(name)
         if pa.types.is_decimal(col.type):
             col = pc.cast(col, pa.float64())

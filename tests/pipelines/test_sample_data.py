@@ -13,6 +13,8 @@ import pytest
 
 from pipelines import sample_data
 from pipelines.sample_data import (
+    CONTRACT_SCHEMA,
+    COUPON_CODE,
     DELETE,
     EVENT_SCHEMA,
     INSERT,
@@ -246,3 +248,19 @@ def test_module_imports_only_numpy_and_pyarrow() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             roots.add(node.module.split(".")[0])
     assert roots <= {"__future__", "datetime", "collections", "numpy", "pyarrow", "typing"}
+
+
+def test_coupons_appear_from_their_day_and_change_nothing_else() -> None:
+    start = datetime.date(2026, 11, 1)
+    plain = generate_order_events(days=3, rows_per_day=300, start=start, batches_per_day=2)
+    evolved = generate_order_events(days=3, rows_per_day=300, start=start, batches_per_day=2,
+                                    coupons_from=datetime.date(2026, 11, 3))
+    assert [b.schema for b in evolved] == [EVENT_SCHEMA] * 4 + [CONTRACT_SCHEMA] * 2
+    assert all(e.select(EVENT_SCHEMA.names).equals(p) for e, p in zip(evolved, plain, strict=True))
+    coupons = pa.concat_tables(evolved[4:]).column(COUPON_CODE)
+    assert 0.1 < 1 - coupons.null_count / len(coupons) < 0.3  # about a fifth carry a coupon
+    model = apply_to_model(evolved)
+    assert model.schema.names == [*ORDER_SCHEMA.names, COUPON_CODE]
+    old = model.filter(pc.less(model.column("dt"), "2026-11-03")).column(COUPON_CODE)
+    assert old.null_count == len(old) > 0
+    assert apply_to_model(plain).schema == ORDER_SCHEMA

@@ -7,9 +7,10 @@ import decimal
 
 import pyarrow as pa
 
-from pipelines.sample_data import EVENT_SCHEMA
+from pipelines.sample_data import COUPON_CODE, EVENT_SCHEMA
 from pipelines.validation import (
     CORRUPT_RECORD,
+    COUPON_PATTERN,
     LANDING_DT,
     MALFORMED,
     REASON,
@@ -81,3 +82,11 @@ def test_the_validator_appends_the_reason_column_to_every_batch() -> None:
 
 def test_an_empty_batch_gets_an_empty_reason_column() -> None:
     assert len(quarantine_reasons(_batch().slice(0, 0))) == 0
+
+
+def test_the_evolution_column_is_optional_and_checked_when_present() -> None:
+    assert quarantine_reasons(_batch(_row())).to_pylist() == [None]  # rows without coupon_code
+    schema = _batch().schema.append(pa.field(COUPON_CODE, pa.string()))
+    rows = pa.Table.from_pylist([_row(coupon_code="WELCOME10"), _row(coupon_code=None),
+                                 _row(coupon_code="welcome 10")], schema=schema)
+    assert quarantine_reasons(rows).to_pylist() == [None, None, f"coupon_code: str_matches('{COUPON_PATTERN}')"]
