@@ -109,6 +109,22 @@ def write_landing(landing: Path, batches: list[pa.Table]) -> Counter[str]:
 SAMPLE_FILE = "_sample.json"  # a leading "_": ingestion never reads it
 
 
+def sample_settings(landing: Path, start: datetime.date, rows_per_day: int,
+                    seed: int) -> tuple[dict[str, Any], datetime.date | None]:
+    """The sample's settings and the first day its events carry `coupon_code` (None: never).
+
+    A landing folder generated before the sample gained `coupon_code` (its stored settings lack
+    `coupons_from`) continues without it: its days must keep matching the events already in its
+    table, which the model check regenerates."""
+    settings: dict[str, Any] = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed}
+    stored = landing / SAMPLE_FILE
+    if stored.exists() and "coupons_from" not in json.loads(stored.read_text()):
+        return settings, None
+    coupons_from = start + datetime.timedelta(days=COUPONS_FROM_DAY)
+    settings["coupons_from"] = coupons_from.isoformat()
+    return settings, coupons_from
+
+
 def landing_for(landing: Path, settings: dict[str, Any], batches: list[pa.Table]) -> Counter[str]:
     """Write the landing files of the days that have none yet; files per format written.
 
@@ -182,11 +198,9 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
               f"{datetime.date.today()}); set LAKEHOUSE_PARTITIONS_START to an earlier day", file=sys.stderr)
         return 2
 
-    coupons_from = start + datetime.timedelta(days=COUPONS_FROM_DAY)
+    settings, coupons_from = sample_settings(lakehouse.landing_path, start, rows_per_day, seed)
     batches = generate_order_events(days=len(wanted), rows_per_day=rows_per_day, seed=seed, start=start,
                                     coupons_from=coupons_from)
-    settings = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed,
-                "coupons_from": coupons_from.isoformat()}
     existed = lakehouse.table_exists()
     formats = landing_for(lakehouse.landing_path, settings, batches)
     events = sum(b.num_rows for b in batches)

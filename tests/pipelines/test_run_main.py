@@ -3,6 +3,8 @@ run continues the table from the ingestion ledger; a tag made between the runs s
 
 from __future__ import annotations
 
+import datetime
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +12,7 @@ import pytest
 
 from lakehouse_engine import Catalog
 from pipelines.resources import SparkResource
-from pipelines.run_main import run
+from pipelines.run_main import COUPONS_FROM_DAY, SAMPLE_FILE, run, sample_settings
 from tests.pipelines.conftest import SPARK_MASTER
 
 pytestmark = pytest.mark.spark
@@ -60,3 +62,16 @@ def test_a_sample_with_other_settings_is_refused_before_anything_changes(
         run(str(warehouse), TABLE, days=1, rows_per_day=301, buckets=2, spark_master=SPARK_MASTER,
             keep_spark=True, instance=instance)
     assert Catalog(str(warehouse)).get_table(TABLE).latest_snapshot() == before
+
+
+def test_a_sample_landed_before_coupons_continues_without_them(tmp_path: Path) -> None:
+    start = datetime.date(2026, 11, 1)
+    fresh, coupons_from = sample_settings(tmp_path, start, 100, 7)
+    assert coupons_from == start + datetime.timedelta(days=COUPONS_FROM_DAY)
+    assert fresh["coupons_from"] == coupons_from.isoformat()
+    # A landing folder of the sample before it gained coupon_code: same settings, no coupons_from.
+    (tmp_path / SAMPLE_FILE).write_text(json.dumps({"start": start.isoformat(), "rows_per_day": 100, "seed": 7}))
+    settings, none = sample_settings(tmp_path, start, 100, 7)
+    assert none is None and "coupons_from" not in settings
+    (tmp_path / SAMPLE_FILE).write_text(json.dumps(fresh))
+    assert sample_settings(tmp_path, start, 100, 7) == (fresh, coupons_from)
