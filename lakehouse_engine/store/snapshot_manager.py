@@ -133,14 +133,21 @@ class SnapshotManager:
         """
         if snapshot_id <= 1 or self.snapshot_exists(snapshot_id - 1):
             return False
-        above = [i for i in self.list_snapshot_ids() if i > snapshot_id]
-        if not above:
-            return False
-        try:
-            successor = self.snapshot(above[0])
-        except SnapshotNotExistError:
-            return False
-        return successor.time_millis < put_millis
+        # The expiry that freed the id may still be sweeping the snapshots just above it: one
+        # listed here may be gone when read. Skip those (never take a vanished successor as "no
+        # chain above"); expiry never deletes the latest snapshot, so one above stays readable.
+        for _ in range(3):
+            above = [i for i in self.list_snapshot_ids() if i > snapshot_id]
+            if not above:
+                return False
+            for sid in above:
+                try:
+                    successor = self.snapshot(sid)
+                except SnapshotNotExistError:
+                    continue
+                return successor.time_millis < put_millis
+        # Every snapshot listed above vanished, three times over: the chain is far beyond this id.
+        return True
 
     def earliest_snapshot_id(self) -> int | None:
         """The oldest retained snapshot id: the EARLIEST hint when it checks out, else a listing."""

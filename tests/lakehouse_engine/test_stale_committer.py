@@ -88,3 +88,26 @@ def test_a_committer_overtaken_by_commits_and_expiry_lands_on_the_real_chain(
     assert got == sorted([1, 2, 3, 50, 51, 52] + [100 + 10 * i + j for i in range(7) for j in range(3)])
     ids_on_disk = table.snapshot_manager().list_snapshot_ids()
     assert ids_on_disk == list(range(ids_on_disk[0], ids_on_disk[-1] + 1))
+
+
+def test_a_successor_expired_between_listing_and_reading_does_not_hide_a_reused_id(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The expiry that freed snapshot-2 is still sweeping: snapshot-3 is in the listing but gone
+    when read. The check must look further up the chain (snapshot-4, committed before the put
+    began), not take the vanished snapshot as "nothing above": that acknowledged a commit outside
+    the chain and lost its rows (seen once in the 8-writer concurrency test under load)."""
+    from lakehouse_engine.store.snapshot_manager import SnapshotManager
+
+    table = create_table(catalog, "t", SCHEMA, primary_keys=["id"], options={"bucket": "1"})
+    for i in range(5):
+        write(table, _batch(10 * i))
+    snapshots = table.snapshot_manager()
+    listed = snapshots.list_snapshot_ids()
+    assert listed[:5] == [1, 2, 3, 4, 5]
+    for sid in (1, 3):  # 1: the zombie's expired base; 3: swept after the listing below was taken
+        table.file_io.delete_file(table.path_factory.snapshot_path(sid), quiet=False)
+    monkeypatch.setattr(SnapshotManager, "list_snapshot_ids", lambda self: [i for i in listed if i != 1])
+    put_millis = int(time.time() * 1000) + 1
+    assert snapshots.reused_expired_id(2, put_millis)
+    # A successor committed after the put (it read the new snapshot) means the id was the next one.
+    assert not snapshots.reused_expired_id(2, 0)
