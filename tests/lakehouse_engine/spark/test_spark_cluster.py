@@ -24,7 +24,9 @@ from lakehouse_engine import Catalog
 from tests.lakehouse_engine.conftest import create_table, rows
 from tests.lakehouse_engine.spark.conftest import ORDERS, key_buckets, orders
 
-pytestmark = pytest.mark.spark
+# A standalone master and worker take over a minute to start on 2 cores: `make soak` runs it, as
+# it runs the same cluster over S3 (object_store/test_s3_spark_standalone.py).
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 90
