@@ -221,10 +221,11 @@ class Catalog:
         """Load a table at its latest schema; TableNotExistError when there is none."""
         ident = Identifier.parse(identifier)
         path = self.table_path(ident)
-        if not self._schema_ids(path):
+        schemas = SchemaManager(self.file_io, PathFactory(path), ident.full_name())
+        ids = schemas.schema_ids()  # one listing: it tells both whether the table exists and its latest schema
+        if not ids:
             raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
-        schema = SchemaManager(self.file_io, PathFactory(path), ident.full_name()).latest()
-        table = FileStoreTable(self.file_io, ident.full_name(), path, schema)
+        table = FileStoreTable(self.file_io, ident.full_name(), path, schemas.schema(ids[-1]))
         table.identifier = ident
         return table
 
@@ -236,13 +237,12 @@ class Catalog:
         that breaks one raises an error naming the column or option and nothing is written. Two
         concurrent alters: one writes the next `schema-N`, the other gets CommitConflictError.
         """
-        ident = Identifier.parse(identifier)
-        path = self.table_path(ident)
-        if not self._schema_ids(path):
+        try:
+            table = self.get_table(identifier)
+        except TableNotExistError:
             if ignore_if_not_exists:
                 return
-            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
-        table = self.get_table(ident)
+            raise
         table.schema_manager().commit_changes(list(changes), lambda: table.latest_snapshot() is not None)
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:
