@@ -46,8 +46,11 @@ _AZURE_ENV: dict[str, tuple[str, ...]] = {
 }
 
 
-def _pick(names: Mapping[str, tuple[str, ...]], env_names: Mapping[str, tuple[str, ...]],
-          options: Mapping[str, str], env: Mapping[str, str], prefixes: tuple[str, ...] = ("",)) -> dict[str, str]:
+def pick_settings(names: Mapping[str, tuple[str, ...]], env_names: Mapping[str, tuple[str, ...]],
+                  options: Mapping[str, str], env: Mapping[str, str],
+                  prefixes: tuple[str, ...] = ("",)) -> dict[str, str]:
+    """Each setting from the first of its option `names` (under each of `prefixes`) that is given,
+    else from the first of its environment variables that is set (shared by S3, GCS and Azure)."""
     out: dict[str, str] = {}
     for setting, keys in names.items():
         for key in keys:
@@ -64,7 +67,7 @@ def _pick(names: Mapping[str, tuple[str, ...]], env_names: Mapping[str, tuple[st
 def gcs_settings(options: Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The GCS settings (key file, endpoint, project) named by `options`, else by the environment
     (`GOOGLE_APPLICATION_CREDENTIALS`, `STORAGE_EMULATOR_HOST`)."""
-    return _pick(_GCS_NAMES, _GCS_ENV, options, os.environ if env is None else env, _GCS_PREFIXES)
+    return pick_settings(_GCS_NAMES, _GCS_ENV, options, os.environ if env is None else env, _GCS_PREFIXES)
 
 
 def azure_settings(options: Mapping[str, str], account: str | None,
@@ -82,7 +85,7 @@ def azure_settings(options: Mapping[str, str], account: str | None,
             key = options.get(f"fs.azure.account.key.{account}{suffix}")
             if key is not None:
                 options = {**options, "azure.account-key": key}
-    out = _pick(_AZURE_NAMES, _AZURE_ENV, options, env)
+    out = pick_settings(_AZURE_NAMES, _AZURE_ENV, options, env)
     if account:
         if out.get("account_name", account) != account:
             raise InvalidOptionError(f"option azure.account-name={out['account_name']!r} contradicts the "

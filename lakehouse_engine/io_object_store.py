@@ -33,6 +33,7 @@ from lakehouse_engine.io_gcs_azure import (
     gcs_filesystem,
     gcs_settings,
     gcs_store_kwargs,
+    pick_settings,
 )
 
 S3_SCHEMES = frozenset({"s3", "s3a"})
@@ -90,17 +91,7 @@ def _flag(value: str, option: str) -> bool:
 def s3_settings(options: Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The S3 settings (endpoint, credentials, region, path style, attempts) named by `options`, with
     the AWS environment variables filling what the options leave out."""
-    env = os.environ if env is None else env
-    out: dict[str, str] = {}
-    for setting, names in _S3_NAMES.items():
-        for name in names:
-            for prefix in _S3_PREFIXES:
-                value = options.get(prefix + name)
-                if value is not None and setting not in out:
-                    out[setting] = str(value)
-        for var in _S3_ENV.get(setting, ()):
-            if setting not in out and env.get(var):
-                out[setting] = env[var]
+    out = pick_settings(_S3_NAMES, _S3_ENV, options, os.environ if env is None else env, _S3_PREFIXES)
     if ("access_key" in out) != ("secret_key" in out):
         given, missing = ("s3.access-key", "s3.secret-key") if "access_key" in out else (
             "s3.secret-key", "s3.access-key")
