@@ -12,9 +12,13 @@ from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.merge import MergeFunction, build_merge_function
-from lakehouse_engine.options import DATA_FILE_PREFIX, MANIFEST_COMPRESSION, CoreOptions
-from lakehouse_engine.options import SCAN_SNAPSHOT_ID as SCAN_SNAPSHOT_ID_OPTION
-from lakehouse_engine.options import SCAN_TAG_NAME as SCAN_TAG_NAME_OPTION
+from lakehouse_engine.options import (
+    DATA_FILE_PREFIX,
+    MANIFEST_COMPRESSION,
+    SCAN_SNAPSHOT_ID,
+    SCAN_TAG_NAME,
+    CoreOptions,
+)
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import BucketMode, DataField, TableSchema
@@ -30,8 +34,6 @@ if TYPE_CHECKING:
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
-SCAN_SNAPSHOT_ID = SCAN_SNAPSHOT_ID_OPTION.key
-SCAN_TAG_NAME = SCAN_TAG_NAME_OPTION.key
 
 
 class FileStoreTable:
@@ -203,11 +205,11 @@ class FileStoreTable:
     def resolve_snapshot(self, snapshot_id: int | None = None, tag: str | None = None) -> Snapshot | None:
         """The snapshot a read sees: `snapshot_id`, a tag, the `scan.snapshot-id` / `scan.tag-name`
         options, else the latest."""
-        tag = tag or self.schema.options.get(SCAN_TAG_NAME)
+        tag = tag or self.options.get(SCAN_TAG_NAME)
         if snapshot_id is None and tag:
             return tag_snapshot(self, tag)
-        if snapshot_id is None and SCAN_SNAPSHOT_ID in self.schema.options:
-            snapshot_id = int(self.schema.options[SCAN_SNAPSHOT_ID])
+        if snapshot_id is None:
+            snapshot_id = self.options.get(SCAN_SNAPSHOT_ID)
         sm = self.snapshot_manager()
         if snapshot_id is None:
             return sm.latest_snapshot()
