@@ -82,17 +82,11 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
     p.set_defaults(run=run_rollback_to_timestamp)
 
     p = _procedure_parser(subparsers, parents, "create-tag", "keep a snapshot under a name")
-    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
-    p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
-    p.add_argument("--time-retained", metavar="DURATION",
-                   help="how long the tag is kept, recorded in the tag (e.g. '1 d', '12 h')")
+    _tag_arguments(p)
     p.set_defaults(run=run_create_tag)
 
     p = _procedure_parser(subparsers, parents, "replace-tag", "point an existing tag at another snapshot")
-    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
-    p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
-    p.add_argument("--time-retained", metavar="DURATION",
-                   help="how long the tag is kept, recorded in the tag (e.g. '1 d', '12 h')")
+    _tag_arguments(p)
     p.set_defaults(run=run_replace_tag)
 
     p = _procedure_parser(subparsers, parents, "rename-tag", "rename a tag")
@@ -114,6 +108,14 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
     p.add_argument("--tag", required=True, type=name_list, metavar="NAME[,NAME...]",
                    help="the tag(s) to delete, comma-separated as Paimon takes them")
     p.set_defaults(run=run_delete_tag)
+
+
+def _tag_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of the procedures that point a tag at a snapshot (create-tag, replace-tag)."""
+    p.add_argument("--tag", required=True, type=tag_name, metavar="NAME", help="the tag's name")
+    p.add_argument("--snapshot", type=positive_int, metavar="ID", help="snapshot id (default: latest)")
+    p.add_argument("--time-retained", metavar="DURATION",
+                   help="how long the tag is kept, recorded in the tag (e.g. '1 d', '12 h')")
 
 
 def _procedure_parser(subparsers: Subparsers, parents: list[argparse.ArgumentParser], name: str,
