@@ -239,7 +239,7 @@ class FileStoreTable:
 
     def bucket_stats(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per (partition, bucket): records, files, sorted runs, levels, bytes (manifests only)."""
-        from lakehouse_engine.compact.stats import bucket_stats
+        from lakehouse_engine.stats import bucket_stats
 
         return bucket_stats(self, snapshot_id)
 
