@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
+from bench.engine_bench import write_commit
 from bench.machine import format_markdown_table
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.bucket import dynamic
@@ -92,12 +93,7 @@ def index_check_figures(rows: int, repeat: int, workdir: Path) -> dict[str, Any]
     catalog.create_table("bench.dyn", Schema.from_pyarrow_schema(
         BENCH_SCHEMA, primary_keys=[PRIMARY_KEY], options={"bucket": "-1"}))
     table = catalog.get_table("bench.dyn")
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(make_bench_data(rows, 1)[0])
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    write_commit(table, make_bench_data(rows, 1)[0])
     snapshot = table.latest_snapshot()
     partition = table.manifest_io().live_entries(snapshot)[0].partition
     checked = dynamic.check_index_covers_data

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.engine_bench import write_commit
 from bench.machine import format_markdown_table
 from lakehouse_engine import Catalog, Schema, SchemaChange
 from lakehouse_engine.table import FileStoreTable
@@ -56,15 +57,6 @@ def _batch(columns: dict[str, Any], schema: pa.Schema) -> pa.Table:
     return pa.table({f.name: pa.array(renamed[f.name]).cast(f.type) for f in schema}, schema=schema)
 
 
-def _write(table: FileStoreTable, data: pa.Table) -> None:
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(data)
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
-
-
 def build_tables(rows: int, warehouse: Path) -> tuple[FileStoreTable, FileStoreTable]:
     """(the table of 5 schema versions, the table of one), holding the same rows."""
     catalog = Catalog(str(warehouse))
@@ -75,8 +67,8 @@ def build_tables(rows: int, warehouse: Path) -> tuple[FileStoreTable, FileStoreT
     for version in range(5):
         chunk = _chunk(version * per, per, version)
         evolved = catalog.get_table("bench.evolved")
-        _write(evolved, _batch(chunk, evolved.schema.arrow_schema()))
-        _write(catalog.get_table("bench.single"), _batch(chunk, FINAL))
+        write_commit(evolved, _batch(chunk, evolved.schema.arrow_schema()))
+        write_commit(catalog.get_table("bench.single"), _batch(chunk, FINAL))
         if version < len(CHANGES):
             catalog.alter_table("bench.evolved", CHANGES[version])
     return catalog.get_table("bench.evolved"), catalog.get_table("bench.single")
