@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.engine_bench import write_commit
-from bench.machine import format_markdown_table
+from bench.machine import best_of_alternating, format_markdown_table
 from lakehouse_engine import Catalog, Schema, SchemaChange
 from lakehouse_engine.table import FileStoreTable
 
@@ -85,13 +84,8 @@ def schema_evolution_figures(rows: int, repeat: int, workdir: Path) -> list[dict
     assert versions == {0, 1, 2, 3, 4}, versions
     a, b = _read(evolved), _read(single)
     assert a.num_rows == b.num_rows == rows // 5 * 5 and a.schema == b.schema
-    times: dict[str, list[float]] = {"evolved": [], "single": []}
-    for _ in range(repeat):
-        for name, table in (("single", single), ("evolved", evolved)):
-            start = time.perf_counter()
-            _read(table)
-            times[name].append(time.perf_counter() - start)
-    one, five = min(times["single"]), min(times["evolved"])
+    best = best_of_alternating(repeat, {"single": lambda: _read(single), "evolved": lambda: _read(evolved)})
+    one, five = best["single"], best["evolved"]
     return [{"read": f"{a.num_rows:,} rows, files of 1 schema version", "best s": f"{one:.3f}", "ratio": "1.00x"},
             {"read": f"{a.num_rows:,} rows, files of 5 schema versions", "best s": f"{five:.3f}",
              "ratio": f"{five / one:.2f}x"}]
