@@ -18,8 +18,6 @@ import argparse
 import io
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
-from bench.machine import format_markdown_table
+from bench.engine_bench import write_commit
+from bench.machine import best_of_alternating, format_markdown_table
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.bucket import dynamic
 from lakehouse_engine.mergetree.data_file import dictionary_columns
-
-
-def _best(repeat: int, fn: Callable[[], Any]) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def _file_layout(data: pa.Table) -> pa.Table:
@@ -69,13 +59,9 @@ def page_checksum_figures(rows: int, repeat: int) -> list[dict[str, Any]]:
         pq.ParquetFile(pa.BufferReader(files[checksum]),
                        page_checksum_verification=checksum).read(use_threads=True)
 
-    times: dict[str, list[float]] = {"write on": [], "write off": [], "read on": [], "read off": []}
-    for _ in range(repeat):  # alternate on and off
-        for checksum in (True, False):
-            label = "on" if checksum else "off"
-            times[f"write {label}"].append(_best(1, lambda c=checksum: write(c)))  # type: ignore[misc]
-            times[f"read {label}"].append(_best(1, lambda c=checksum: read(c)))  # type: ignore[misc]
-    best = {k: min(v) for k, v in times.items()}
+    best = best_of_alternating(repeat, {  # on and off alternating; each read follows its write
+        "write on": lambda: write(True), "read on": lambda: read(True),
+        "write off": lambda: write(False), "read off": lambda: read(False)})
     out = []
     for step in ("write", "read"):
         on, off = best[f"{step} on"], best[f"{step} off"]
@@ -92,31 +78,22 @@ def index_check_figures(rows: int, repeat: int, workdir: Path) -> dict[str, Any]
     catalog.create_table("bench.dyn", Schema.from_pyarrow_schema(
         BENCH_SCHEMA, primary_keys=[PRIMARY_KEY], options={"bucket": "-1"}))
     table = catalog.get_table("bench.dyn")
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(make_bench_data(rows, 1)[0])
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
+    write_commit(table, make_bench_data(rows, 1)[0])
     snapshot = table.latest_snapshot()
     partition = table.manifest_io().live_entries(snapshot)[0].partition
     checked = dynamic.check_index_covers_data
 
-    def restore() -> None:
+    def restore(check: Any) -> None:
+        dynamic.check_index_covers_data = check
         dynamic.DynamicBucketAssigner(table, snapshot).index(partition)
 
-    on: list[float] = []
-    off: list[float] = []
     try:
-        for _ in range(repeat):
-            dynamic.check_index_covers_data = checked
-            on.append(_best(1, restore))
-            dynamic.check_index_covers_data = lambda *args: None
-            off.append(_best(1, restore))
+        best = best_of_alternating(repeat, {"on": lambda: restore(checked),
+                                            "off": lambda: restore(lambda *args: None)})
     finally:
         dynamic.check_index_covers_data = checked
     return {"step": f"restore a dynamic-bucket index of {rows:,} keys (index check)",
-            "off s": min(off), "on s": min(on), "cost": f"{(min(on) / min(off) - 1) * 100:+.0f}%",
+            "off s": best["off"], "on s": best["on"], "cost": f"{(best['on'] / best['off'] - 1) * 100:+.0f}%",
             "bytes off / on": "-"}
 
 

@@ -13,7 +13,8 @@ from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.table import FileStoreTable
 
 
-def _write(table: FileStoreTable, data: pa.Table) -> None:
+def write_commit(table: FileStoreTable, data: pa.Table) -> None:
+    """Write `data` to `table` and commit it as one batch commit."""
     wb = table.new_batch_write_builder()
     write, commit = wb.new_write(), wb.new_commit()
     write.write_arrow(data)
@@ -30,9 +31,9 @@ def run_engine(initial: pa.Table, upsert: pa.Table, workdir: Path, verify: bool 
         BENCH_SCHEMA, primary_keys=[PRIMARY_KEY], options={"bucket": "4"}))
     table = catalog.get_table("bench.orders")
     t0 = time.perf_counter()
-    _write(table, initial)
+    write_commit(table, initial)
     t1 = time.perf_counter()
-    _write(table, upsert)
+    write_commit(table, upsert)
     t2 = time.perf_counter()
     rb = table.new_read_builder()
     merged = rb.new_read().to_arrow(rb.new_scan().plan().splits())

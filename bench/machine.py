@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,15 @@ def format_markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[s
 if __name__ == "__main__":
     for key, value in describe_machine().items():
         print(f"{key}: {value}")
+
+
+def best_of_alternating(repeat: int, steps: Mapping[str, Callable[[], object]]) -> dict[str, float]:
+    """Best wall seconds of each step over `repeat` rounds; each round runs every step once, in
+    order, so a busy neighbour hurts all steps alike."""
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeat):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(seconds) for name, seconds in times.items()}

@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from bench.machine import format_markdown_table
+from bench.engine_bench import write_commit
+from bench.machine import best_of_alternating, format_markdown_table
 from lakehouse_engine import Catalog, Schema, SchemaChange
 from lakehouse_engine.table import FileStoreTable
 
@@ -56,15 +56,6 @@ def _batch(columns: dict[str, Any], schema: pa.Schema) -> pa.Table:
     return pa.table({f.name: pa.array(renamed[f.name]).cast(f.type) for f in schema}, schema=schema)
 
 
-def _write(table: FileStoreTable, data: pa.Table) -> None:
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(data)
-    c.commit(w.prepare_commit())
-    w.close()
-    c.close()
-
-
 def build_tables(rows: int, warehouse: Path) -> tuple[FileStoreTable, FileStoreTable]:
     """(the table of 5 schema versions, the table of one), holding the same rows."""
     catalog = Catalog(str(warehouse))
@@ -75,8 +66,8 @@ def build_tables(rows: int, warehouse: Path) -> tuple[FileStoreTable, FileStoreT
     for version in range(5):
         chunk = _chunk(version * per, per, version)
         evolved = catalog.get_table("bench.evolved")
-        _write(evolved, _batch(chunk, evolved.schema.arrow_schema()))
-        _write(catalog.get_table("bench.single"), _batch(chunk, FINAL))
+        write_commit(evolved, _batch(chunk, evolved.schema.arrow_schema()))
+        write_commit(catalog.get_table("bench.single"), _batch(chunk, FINAL))
         if version < len(CHANGES):
             catalog.alter_table("bench.evolved", CHANGES[version])
     return catalog.get_table("bench.evolved"), catalog.get_table("bench.single")
@@ -93,13 +84,8 @@ def schema_evolution_figures(rows: int, repeat: int, workdir: Path) -> list[dict
     assert versions == {0, 1, 2, 3, 4}, versions
     a, b = _read(evolved), _read(single)
     assert a.num_rows == b.num_rows == rows // 5 * 5 and a.schema == b.schema
-    times: dict[str, list[float]] = {"evolved": [], "single": []}
-    for _ in range(repeat):
-        for name, table in (("single", single), ("evolved", evolved)):
-            start = time.perf_counter()
-            _read(table)
-            times[name].append(time.perf_counter() - start)
-    one, five = min(times["single"]), min(times["evolved"])
+    best = best_of_alternating(repeat, {"single": lambda: _read(single), "evolved": lambda: _read(evolved)})
+    one, five = best["single"], best["evolved"]
     return [{"read": f"{a.num_rows:,} rows, files of 1 schema version", "best s": f"{one:.3f}", "ratio": "1.00x"},
             {"read": f"{a.num_rows:,} rows, files of 5 schema versions", "best s": f"{five:.3f}",
              "ratio": f"{five / one:.2f}x"}]

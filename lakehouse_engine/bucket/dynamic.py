@@ -20,10 +20,14 @@ from lakehouse_engine.bucket.hash_index import (
     PartitionHashIndex,
     encode_hashes,
 )
-from lakehouse_engine.bucket.index_check import check_index_covers_data, read_hash_index_file
+from lakehouse_engine.bucket.index_check import (
+    check_index_covers_data,
+    data_files_by_partition,
+    read_hash_index_file,
+)
 from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.format.bucket_hash import bucket_of
-from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry
+from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, IndexManifestEntry
 from lakehouse_engine.options import DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_TARGET_ROW_NUM
 
 if TYPE_CHECKING:
@@ -69,6 +73,7 @@ class DynamicBucketAssigner:
         self._base_entries: dict[bytes, dict[int, IndexManifestEntry]] = {}
         self._touched: dict[bytes, set[int]] = {}
         self._all_entries: list[IndexManifestEntry] | None = None
+        self._data_files: dict[bytes, dict[int, list[DataFileMeta]]] | None = None
         self.inserted: dict[tuple[bytes, int], int] = {}
         self.updated: dict[tuple[bytes, int], int] = {}
 
@@ -99,7 +104,10 @@ class DynamicBucketAssigner:
             idx = PartitionHashIndex(np.concatenate(hashes) if hashes else None,
                                      np.concatenate(buckets) if buckets else None)
             if not self.fresh and self.snapshot is not None:
-                check_index_covers_data(self.table, self.snapshot, partition, entries, idx)
+                if self._data_files is None:  # once per assigner, not once per partition
+                    self._data_files = data_files_by_partition(self.table, self.snapshot)
+                check_index_covers_data(self.table, self.snapshot, partition, entries, idx,
+                                        self._data_files.get(partition, {}))
             self._indexes[partition] = idx
             self._base_entries[partition] = entries
         return idx

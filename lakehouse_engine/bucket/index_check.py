@@ -11,6 +11,7 @@ a partition's index, the keys of the partition's data files are hashed and looke
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow as pa
 from lakehouse_engine.bucket.hash_index import PartitionHashIndex, decode_hashes
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.bucket_hash import hash_rows
-from lakehouse_engine.format.manifest_entries import IndexManifestEntry
+from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.store.manifest_io import check_file_name
 
 if TYPE_CHECKING:
@@ -58,14 +59,21 @@ def read_hash_index_file(table: FileStoreTable, entry: IndexManifestEntry,
     return hashes
 
 
-def check_index_covers_data(table: FileStoreTable, snapshot: Snapshot, partition: bytes,
-                            entries: dict[int, IndexManifestEntry], index: PartitionHashIndex) -> None:
-    """Raise CorruptFileError naming the index file when a key of a bucket's data files is not in
-    that bucket's HASH index (a damaged file that would give the key a second bucket)."""
-    files_by_bucket = defaultdict(list)
+def data_files_by_partition(table: FileStoreTable,
+                            snapshot: Snapshot) -> dict[bytes, dict[int, list[DataFileMeta]]]:
+    """The live data files of `snapshot`, per partition and bucket (one pass over its manifests)."""
+    out: dict[bytes, dict[int, list[DataFileMeta]]] = defaultdict(lambda: defaultdict(list))
     for e in table.manifest_io().live_entries(snapshot):
-        if e.partition == partition:
-            files_by_bucket[e.bucket].append(e.file)
+        out[e.partition][e.bucket].append(e.file)
+    return out
+
+
+def check_index_covers_data(table: FileStoreTable, snapshot: Snapshot, partition: bytes,
+                            entries: dict[int, IndexManifestEntry], index: PartitionHashIndex,
+                            files_by_bucket: Mapping[int, list[DataFileMeta]]) -> None:
+    """Raise CorruptFileError naming the index file when a key of a bucket's data files (the
+    partition's live files in `snapshot`, see `data_files_by_partition`) is not in that bucket's
+    HASH index (a damaged file that would give the key a second bucket)."""
     if not files_by_bucket:
         return
     schema = table.schema

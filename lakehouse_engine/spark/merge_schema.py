@@ -16,7 +16,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from lakehouse_engine.catalog import Catalog
 from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.schema_change import SchemaChange
 from lakehouse_engine.spark.datasource import spark_schema
@@ -48,8 +47,7 @@ def add_new_columns(columns: list[str], arrow_types: Mapping[str, pa.DataType], 
             raise SchemaError(f"write.merge-schema: column '{name}' of the DataFrame cannot be added "
                               f"to table {table.name}: {e}") from None
         changes.append(SchemaChange.add_column(name, dtype))
-    catalog = Catalog(ref.warehouse, dict(ref.driver_options or ref.options))
-    catalog.alter_table(ref.identifier, changes)
+    ref.catalog().alter_table(ref.identifier, changes)
     return ref.open()
 
 

@@ -39,9 +39,13 @@ class TableRef:
     # The driver's own catalog options (credentials included); dropped when a task is pickled.
     driver_options: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
 
+    def catalog(self) -> Catalog:
+        """The table's catalog, with the driver's options on the driver and the shipped ones in a task."""
+        return Catalog(self.warehouse, dict(self.driver_options or self.options))
+
     def open(self) -> FileStoreTable:
-        """The table, opened with the driver's options on the driver and the shipped ones in a task."""
-        return Catalog(self.warehouse, dict(self.driver_options or self.options)).get_table(self.identifier)
+        """The table, opened through `catalog()`."""
+        return self.catalog().get_table(self.identifier)
 
     def __reduce__(self) -> tuple[type, tuple[str, str, tuple[tuple[str, str], ...]]]:
         return (TableRef, (self.warehouse, self.identifier, self.options))
