@@ -32,6 +32,8 @@ class ReadBuilder:
         self._snapshot_id: int | None = None
         self._tag: str | None = None
         self._keep_schema = False
+        # The table a time-travel read sees (resolved once: the scan, read and types agree).
+        self._time_travel_table: FileStoreTable | None = None
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
         """Read only these columns; `col.field` reads one field of a ROW column (as `col_field`)."""
@@ -54,10 +56,11 @@ class ReadBuilder:
         if self._keep_schema or (self._snapshot_id is None and self._tag is None and SCAN_SNAPSHOT_ID.key not in options
                 and SCAN_TAG_NAME.key not in options):
             return self.table
-        snapshot = self.table.resolve_snapshot(self._snapshot_id, self._tag)
-        if snapshot is None:
-            return self.table
-        return self.table.at_schema(snapshot.schema_id)
+        if self._time_travel_table is None:
+            snapshot = self.table.resolve_snapshot(self._snapshot_id, self._tag)
+            self._time_travel_table = (self.table if snapshot is None
+                                       else self.table.at_schema(snapshot.schema_id))
+        return self._time_travel_table
 
     def with_filter(self, predicate: Predicate | None) -> ReadBuilder:
         self._predicate = predicate
@@ -70,11 +73,13 @@ class ReadBuilder:
     def with_snapshot(self, snapshot_id: int) -> ReadBuilder:
         """Time travel: read the table as of `snapshot_id`."""
         self._snapshot_id = snapshot_id
+        self._time_travel_table = None
         return self
 
     def with_tag(self, tag: str) -> ReadBuilder:
         """Read the snapshot a tag keeps."""
         self._tag = tag
+        self._time_travel_table = None
         return self
 
     def with_table_schema(self) -> ReadBuilder:

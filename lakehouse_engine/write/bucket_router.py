@@ -34,16 +34,15 @@ class RestoredState:
     """What a writer needs of the latest snapshot, read once: the next sequence numbers, the
     bucket count of each partition and each bucket's files (for the writer's compaction)."""
 
-    latest_snapshot_id: int | None = None
+    latest: Snapshot | None = None
     max_sequence: dict[tuple[bytes, int], int] = field(default_factory=dict)
     bucket_counts: dict[bytes, int] = field(default_factory=dict)
     bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = field(default_factory=dict)
 
     @staticmethod
     def read(table: FileStoreTable) -> RestoredState:
-        state = RestoredState()
         latest = table.snapshot_manager().latest_snapshot()
-        state.latest_snapshot_id = latest.id if latest else None
+        state = RestoredState(latest)
         for e in table.manifest_io().live_entries(latest):
             key = (e.partition, e.bucket)
             state.max_sequence[key] = max(state.max_sequence.get(key, -1), e.file.max_sequence_number)
@@ -51,6 +50,10 @@ class RestoredState:
             if e.total_buckets > 0:
                 state.bucket_counts[e.partition] = e.total_buckets
         return state
+
+    @property
+    def latest_snapshot_id(self) -> int | None:
+        return self.latest.id if self.latest is not None else None
 
 
 class BucketRouter:
@@ -77,8 +80,7 @@ class BucketRouter:
         self.router: CrossPartitionRouter | None = None
 
     def _latest(self) -> Snapshot | None:
-        sid = self._restored().latest_snapshot_id
-        return self.table.snapshot_manager().snapshot(sid) if sid else None
+        return self._restored().latest
 
     def route(self, rows: pa.Table, kinds: np.ndarray) -> tuple[pa.Table, np.ndarray, np.ndarray | None]:
         """Cross-partition mode: the rows as the global index routes them (a key that moved

@@ -58,16 +58,7 @@ def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int
     snapshot of this user with a smaller identifier, or the earliest retained snapshot.
     """
     landed = Landed()
-    snapshots = table.snapshot_manager()
-    latest = snapshots.latest_snapshot_id()
-    if latest is None:
-        return landed
-    for sid in range(latest, since_id or 0, -1):
-        try:
-            s = snapshots.snapshot(sid)
-        except SnapshotNotExistError:
-            # Expired (or never there, below a rollback): nothing older is left to look at.
-            break
+    for s in newest_first(table, since_id or 0):
         if s.commit_user != commit_user:
             continue
         if s.commit_identifier > identifier:
@@ -75,7 +66,7 @@ def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int
             break
         if s.commit_identifier < identifier:
             break
-        landed.by_kind.setdefault(s.commit_kind, sid)
+        landed.by_kind.setdefault(s.commit_kind, s.id)
         if s.commit_kind != COMPACT:
             break  # a commit's data snapshot comes before its compaction: nothing older is ours
     return landed
@@ -100,10 +91,11 @@ def latest_snapshot_of_user(table: FileStoreTable, commit_user: str) -> Snapshot
     return next((s for s in newest_first(table) if s.commit_user == commit_user), None)
 
 
-def newest_first(table: FileStoreTable) -> Iterator[Snapshot]:
-    """The retained snapshots from the latest back, stopping at the first one expired meanwhile."""
+def newest_first(table: FileStoreTable, after_id: int = 0) -> Iterator[Snapshot]:
+    """The retained snapshots newer than `after_id`, from the latest back, stopping at the first
+    one expired meanwhile (or never there, below a rollback): nothing older is left to look at."""
     snapshots = table.snapshot_manager()
-    for sid in range(snapshots.latest_snapshot_id() or 0, 0, -1):
+    for sid in range(snapshots.latest_snapshot_id() or 0, after_id, -1):
         try:
             yield snapshots.snapshot(sid)
         except SnapshotNotExistError:

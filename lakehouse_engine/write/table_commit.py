@@ -265,8 +265,10 @@ class TableCommit:
             if landed is not None:
                 return landed
             changes = list(entries)
-            if kind == OVERWRITE:
-                changes = self._overwrite_deletes(mio.live_entries(latest)) + changes
+            # The files the latest snapshot holds: read once per attempt, for the kinds that check them.
+            live = mio.live_entries(latest) if kind in (OVERWRITE, COMPACT) else []
+            overwritten = self._overwrite_deletes(live) if kind == OVERWRITE else []
+            changes = overwritten + changes
             if kind != COMPACT and self._resequencer.resequence(changes, latest):
                 # Rows of this commit now lie above what landed since they were written (later
                 # commit wins); the rewritten files have new names, so the delta manifest too.
@@ -275,13 +277,12 @@ class TableCommit:
                     self.table.file_io.delete_file(self.table.path_factory.manifest_path(delta_meta.file_name))
                 delta_meta = None
             if kind == COMPACT:
-                live = mio.live_entries(latest)
                 self._check_deletes_live(changes, live)
                 self._check_levels_disjoint(changes, live)
                 check_compaction_sees_older_files(self.table, changes, live)
             if kind == APPEND:
                 self._check_bucket_counts(changes, latest)
-            index_manifest, index_files = self._index_manifest(latest, kind)
+            index_manifest, index_files = self._index_manifest(latest, kind, overwritten)
             new_files: list[str] = []
             if kind == OVERWRITE or delta_meta is None:
                 delta_meta = mio.write_manifest(changes) if changes else None
@@ -351,9 +352,11 @@ class TableCommit:
         failure raises (a full disk is not a lost race)."""
         return publish_snapshot(self.table, path, snapshot)
 
-    def _index_manifest(self, latest: Snapshot | None, kind: str) -> tuple[str | None, list[str]]:
+    def _index_manifest(self, latest: Snapshot | None, kind: str,
+                        overwritten: list[ManifestEntry]) -> tuple[str | None, list[str]]:
         """The index manifest of the new snapshot (and the new files it took), checking that no
-        other dynamic-bucket writer changed the index of a partition this commit extends."""
+        other dynamic-bucket writer changed the index of a partition this commit extends
+        (`overwritten`: the DELETE entries of an overwrite)."""
         current = latest.index_manifest if latest else None
         added = [e for m in self._messages for e in m.new_index_files]
         if kind == COMPACT or (not added and kind != OVERWRITE):
@@ -361,7 +364,7 @@ class TableCommit:
         mio = self.table.manifest_io()
         entries = mio.read_index_manifest(current) if current else []
         if kind == OVERWRITE:
-            doomed = {e.partition for e in self._overwrite_deletes(mio.live_entries(latest))}
+            doomed = {e.partition for e in overwritten}
             doomed |= {e.partition for e in added}
             if not added and not any(e.partition in doomed for e in entries):
                 return current, []

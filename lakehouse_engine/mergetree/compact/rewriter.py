@@ -51,6 +51,7 @@ class BucketCompactor:
         file_schema = schema.data_file_arrow_schema()
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
+        self.reader = table.file_reader(for_rewrite=True)
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -130,8 +131,7 @@ class BucketCompactor:
                          drop_delete: bool) -> list[DataFileMeta]:
         ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
         in_order = sequence_disjoint(ordered)
-        reader = self.table.file_reader(for_rewrite=True)
-        tables = [reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns, self.read_schema, f)
+        tables = [self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns, self.read_schema, f)
                   for f in ordered]
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
