@@ -27,6 +27,10 @@ from bench.pyarrow_baseline import run_pyarrow_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
+SPARK_DOC = ROOT / "docs" / "spark.md"
+# docs/spark.md carries the Spark section's table between these markers; `make bench` replaces it.
+SPARK_TABLE_START = "<!-- make bench: spark table -->"
+SPARK_TABLE_END = "<!-- end of make bench: spark table -->"
 STEPS = ("write_s", "upsert_s", "read_s")
 
 
@@ -88,6 +92,19 @@ def foundation(rows: int, upsert: int, repeat: int, with_pypaimon: bool) -> tupl
     if notes:
         md += "\n\n" + "\n".join(f"- {n}" for n in notes)
     return table_rows, md
+
+
+def replace_marked(text: str, replacement: str, start: str = SPARK_TABLE_START,
+                   end: str = SPARK_TABLE_END) -> str:
+    """`text` with what lies between the `start` and `end` marker lines replaced by `replacement`.
+
+    Raises ValueError when either marker is missing, so a renamed marker is not silently skipped.
+    """
+    head, found, rest = text.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not found or not found_end:
+        raise ValueError(f"markers {start!r} and {end!r} not found")
+    return f"{head}{start}\n{replacement.strip()}\n{end}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,8 +179,13 @@ def main(argv: list[str] | None = None) -> int:
             doc.append(f"## Spark\n\nnot run: {e}\n")
         else:
             sizes = tuple(max(10_000, int(r * args.spark_scale)) for r in (1_000_000, 5_000_000, 10_000_000))
+            spark_md = run_spark_bench(rows_list=sizes, repeat=args.repeat)
             doc.append("## Spark: write and read through PySpark next to the single-process engine\n\n"
-                       + SPARK_METHOD + "\n\n" + run_spark_bench(rows_list=sizes, repeat=args.repeat))
+                       + SPARK_METHOD + "\n\n" + spark_md)
+            if args.out == ROOT / "docs" / "benchmarks.md":  # partial runs elsewhere leave docs alone
+                machine_line = f"Measured by `{command.split('  #')[0]}` on " + ", ".join(
+                    f"{k}: {v}" for k, v in machine.items() if k in ("cpu", "cores", "memory")) + "."
+                SPARK_DOC.write_text(replace_marked(SPARK_DOC.read_text(), machine_line + "\n\n" + spark_md))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(doc))
     print(f"\nwritten to {args.out}", file=sys.stderr)
