@@ -64,11 +64,11 @@ def foundation(rows: int, upsert: int, repeat: int, with_pypaimon: bool) -> tupl
         finally:
             shutil.rmtree(work, ignore_errors=True)
     results["lakehouse_engine"] = _best(runs["lakehouse_engine"])
-    results["pyarrow (sort + write_table / read_table)"] = _best(runs["pyarrow"])
+    results[PYARROW_LABEL] = _best(runs["pyarrow"])
     notes = []
     if with_pypaimon:
         for rust in (False, True):
-            label = "pypaimon 2.1.0 + pypaimon-rust" if rust else "pypaimon 2.1.0 (pure Python)"
+            label = RUST_LABEL if rust else "pypaimon 2.1.0 (pure Python)"
             r = _best([_pypaimon(rows, upsert, rust) for _ in range(repeat)])
             if rust and not str(r.get("rust", "")).startswith("pypaimon-rust"):
                 notes.append(f"pypaimon-rust: {r.get('rust')}")
@@ -89,9 +89,32 @@ def foundation(rows: int, upsert: int, repeat: int, with_pypaimon: bool) -> tupl
         table_rows.append(row)
     columns = ["engine"] + [f"{s[:-2]} {c}" for s in STEPS for c in ("s", "rows/s", "vs ours")] + ["verified"]
     md = format_markdown_table(table_rows, columns)
+    targets = foundation_targets(results)
+    if targets:
+        md += "\n\n" + targets
     if notes:
         md += "\n\n" + "\n".join(f"- {n}" for n in notes)
     return table_rows, md
+
+
+RUST_LABEL = "pypaimon 2.1.0 + pypaimon-rust"
+PYARROW_LABEL = "pyarrow (sort + write_table / read_table)"
+
+
+def foundation_targets(results: dict[str, dict[str, Any]]) -> str:
+    """Issue 19's targets per step: at least 2x faster than pypaimon + pypaimon-rust, and within
+    1.2x of plain pyarrow; one Markdown line per target ("" without the reference rows)."""
+    ours = results["lakehouse_engine"]
+    lines = []
+    for label, bound, wording in ((RUST_LABEL, 0.5, "at least 2x faster than pypaimon + pypaimon-rust"),
+                                  (PYARROW_LABEL, 1.2, "within 1.2x of plain pyarrow")):
+        ref = results.get(label)
+        if ref is None:
+            continue
+        verdicts = [f"{step[:-2]} {ours[step] / ref[step]:.2f}x ({'yes' if ours[step] <= bound * ref[step] else 'no'})"
+                    for step in STEPS]
+        lines.append(f"Target: {wording}, every step (ours / theirs): " + ", ".join(verdicts) + ".")
+    return "\n".join(lines)
 
 
 def replace_marked(text: str, replacement: str, start: str = SPARK_TABLE_START,

@@ -25,3 +25,18 @@ def test_the_spark_page_carries_the_markers() -> None:
     text = SPARK_DOC.read_text()
     assert text.count(SPARK_TABLE_START) == 1 and text.count(SPARK_TABLE_END) == 1
     assert text.index(SPARK_TABLE_START) < text.index(SPARK_TABLE_END)
+
+
+def test_foundation_targets_name_each_step_and_verdict() -> None:
+    from bench.run_all import PYARROW_LABEL, RUST_LABEL, foundation_targets
+
+    ours = {"write_s": 0.5, "upsert_s": 0.1, "read_s": 0.1}
+    results = {"lakehouse_engine": ours,
+               RUST_LABEL: {"write_s": 1.0, "upsert_s": 0.15, "read_s": 0.3},
+               PYARROW_LABEL: {"write_s": 0.6, "upsert_s": 0.7, "read_s": 0.07}}
+    text = foundation_targets(results)
+    assert "2x faster than pypaimon + pypaimon-rust, every step (ours / theirs): write 0.50x (yes), " \
+           "upsert 0.67x (no), read 0.33x (yes)." in text
+    assert "within 1.2x of plain pyarrow, every step (ours / theirs): write 0.83x (yes), upsert 0.14x (yes), " \
+           "read 1.43x (no)." in text
+    assert foundation_targets({"lakehouse_engine": ours}) == ""
