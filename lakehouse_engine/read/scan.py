@@ -210,9 +210,9 @@ class TableScan:
     def _raw_file(self, f: DataFileMeta) -> bool:
         """Whether the rows of `f`, alone in its section (no other file of the split holds its
         keys), are the read's rows as stored: no retraction (`_DELETE_ROW_COUNT` known 0), no
-        merge-engine work on a single row, a parquet file whose schema reads as the scan's
-        (same field ids, names and types), so any parquet reader may read it (Paimon's
-        `rawConvertible`)."""
+        merge-engine work on a single row, a parquet file whose columns read by name as the scan's
+        schema (`_reads_by_name`), so a parquet reader may read it as it is (Paimon's
+        `rawConvertible`; columns added since the file was written read as nulls)."""
         if not self.primary_key:
             return self._reads_as_is(f)
         return (f.delete_row_count == 0 and self.merge_free_single_rows and self._reads_as_is(f))
@@ -227,11 +227,26 @@ class TableScan:
             except LakehouseError:
                 found = False  # the read reports a missing schema; here, only: not as is
             else:
-                def shape(s: TableSchema) -> list[tuple[int, str, Any]]:
-                    return [(x.id, x.name, x.type.copy(True)) for x in s.fields]
-                found = shape(old) == shape(self.table.schema)
+                found = _reads_by_name(old, self.table.schema)
             self._as_is[f.schema_id] = found
         return found
+
+
+def _reads_by_name(old: TableSchema, new: TableSchema) -> bool:
+    """Whether a file of schema `old`, read by column name as schema `new`, gives `new`'s values:
+    every field of `new` is in `old` with the same id, name and type, or was added since (no field
+    of `old` has its id or its name: a reader by name finds no column and reads nulls, as the
+    engine does). A renamed, retyped or dropped-and-re-added field needs the engine's mapping."""
+    by_id = {f.id: f for f in old.fields}
+    old_names = {f.name for f in old.fields}
+    for f in new.fields:
+        before = by_id.get(f.id)
+        if before is None:
+            if f.name in old_names:
+                return False
+        elif before.name != f.name or before.type.copy(True) != f.type.copy(True):
+            return False
+    return True
 
 
 def _entry_error(exc: CorruptFileError, what: str, files: list[DataFileMeta]) -> CorruptFileError:

@@ -84,17 +84,24 @@ def test_aggregation_tables_are_never_raw_convertible(catalog: Catalog) -> None:
     assert not any(s.raw_convertible for s in splits(t))
 
 
-def test_files_of_an_older_schema_are_not_raw_convertible(catalog: Catalog) -> None:
+def test_files_of_an_older_schema_are_raw_convertible_only_when_their_columns_read_by_name(
+        catalog: Catalog) -> None:
     t = orders(catalog)
     write(t, data(range(0, 20), "a"))
-    catalog.alter_table("db.t", [SchemaChange.add_column("extra", pa.int32())])
+    catalog.alter_table("db.t", [SchemaChange.add_column("extra", pa.int32()),
+                                 SchemaChange.set_option("snapshot.num-retained.min", "5")])
     t = catalog.get_table("db.t")
-    assert not any(s.raw_convertible for s in splits(t))
-    catalog.alter_table("db.t", [SchemaChange.set_option("snapshot.num-retained.min", "5")])
+    assert all(s.raw_convertible for s in splits(t))  # no column of that name: nulls, as the engine
+    catalog.alter_table("db.t", [SchemaChange.rename_column("v", "label")])
     t = catalog.get_table("db.t")
-    assert not any(s.raw_convertible for s in splits(t))  # still the fields of schema 0
+    assert not any(s.raw_convertible for s in splits(t))  # `label` is column `v` in the files
     t.compact(full=True)  # rewritten with the latest schema
     assert all(s.raw_convertible for s in splits(t))
+    catalog.alter_table("db.t", [SchemaChange.drop_column("n")])
+    catalog.alter_table("db.t", [SchemaChange.add_column("n", pa.string())])
+    t = catalog.get_table("db.t")
+    assert not any(s.raw_convertible for s in splits(t))  # a new `n`: the files' `n` is the old one
+    assert set(t.new_read_builder().new_read().to_arrow(splits(t)).column("n").to_pylist()) == {None}
 
 
 def test_orc_files_are_not_raw_convertible(catalog: Catalog) -> None:
