@@ -144,3 +144,18 @@ def test_an_empty_table_reads_as_no_rows(spark: Any, tmp_path: Path) -> None:
     catalog.create_database("db")
     t = create_table(catalog, "empty", ORDERS, primary_keys=["id", "dt"], options={"bucket": 1})
     assert read(spark, t).count() == 0
+
+
+def test_files_written_before_a_column_was_added_are_read_natively_with_nulls(
+        spark: Any, tmp_path: Path) -> None:
+    catalog = Catalog(str(tmp_path / "warehouse"))
+    catalog.create_database("db")
+    t = create_table(catalog, "grown", ORDERS, primary_keys=["id", "dt"], options={"bucket": 1})
+    engine_write(t, orders(8))
+    catalog.alter_table("db.grown", [SchemaChange.add_column("extra", pa.int32())])
+    t = catalog.get_table("db.grown")
+    engine_write(t, orders(4, start=20).append_column("extra", pa.array([1, 2, 3, 4], pa.int32())))
+    df = read(spark, t)
+    assert native_files(df) == split_files(t, raw=True) and not split_files(t, raw=False)
+    assert rows(df.toArrow(), "id") == rows(engine_read(t), "id")
+    assert [r["extra"] for r in rows(df.toArrow(), "id")] == [None] * 8 + [1, 2, 3, 4]
