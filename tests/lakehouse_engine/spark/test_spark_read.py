@@ -159,3 +159,16 @@ def test_files_written_before_a_column_was_added_are_read_natively_with_nulls(
     assert native_files(df) == split_files(t, raw=True) and not split_files(t, raw=False)
     assert rows(df.toArrow(), "id") == rows(engine_read(t), "id")
     assert [r["extra"] for r in rows(df.toArrow(), "id")] == [None] * 8 + [1, 2, 3, 4]
+
+
+def test_merge_only_reads_exactly_the_splits_read_leaves_to_the_engine(spark: Any, mixed: FileStoreTable) -> None:
+    warehouse = str(Path(mixed.path).parent.parent)
+    latest = mixed.latest_snapshot()
+    assert latest is not None
+    source = spark.read.format("lakehouse").option("warehouse", warehouse).option("snapshot-id", str(latest.id))
+    merged = source.option("merge-only", "true").load("db.mixed").toArrow()
+    raw_days = {s.partition_values for s in mixed.new_read_builder().new_scan().plan().splits() if s.raw_convertible}
+    assert raw_days == {("2026-11-21",)}
+    assert rows(merged, "id", "dt") == [r for r in rows(engine_read(mixed), "id", "dt") if r["dt"] != "2026-11-21"]
+    with pytest.raises(Exception, match="'merge-only' must be true or false"):
+        source.option("merge-only", "yes").load("db.mixed").collect()
