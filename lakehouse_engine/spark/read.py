@@ -19,7 +19,7 @@ from pyspark.sql.types import ByteType, StructField, StructType
 
 from lakehouse_engine import types as t
 from lakehouse_engine.catalog import Identifier
-from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.errors import InvalidOptionError, SchemaError
 from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark.datasource import (
@@ -93,12 +93,16 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         source = source.option(OPTION_COLUMNS, ",".join(columns))
     if partitions:
         source = source.option(OPTION_PARTITIONS, partitions)
+    # The data source reads a snapshot named by id with that snapshot's schema: so does this half.
+    read_table = opened.at_schema(snapshot.schema_id) if snapshot is not None else opened
+    names = list(columns) if columns else read_table.schema.field_names
+    unknown = [c for c in names if c not in read_table.schema.field_names]
+    if unknown:
+        raise SchemaError(f"read: columns {unknown} are not columns of table {read_table.name} (schema "
+                          f"{read_table.schema.id}: {', '.join(read_table.schema.field_names)})")
     if snapshot is None:  # no snapshot yet: the data source returns the empty table
         return source.load(ref.identifier)
     source = source.option(OPTION_SNAPSHOT_ID, str(snapshot.id))
-    # The data source reads a snapshot named by id with that snapshot's schema: so does this half.
-    read_table = opened.at_schema(snapshot.schema_id)
-    names = list(columns) if columns else read_table.schema.field_names
     schema = spark_schema(read_table, names)
     if native is None:
         native = _is_local(ref.warehouse)

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 from lakehouse_engine import Catalog, SchemaChange
+from lakehouse_engine.errors import InvalidOptionError, LakehouseError, SchemaError
 from lakehouse_engine.spark import read
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, rows
@@ -144,6 +145,12 @@ def test_an_empty_table_reads_as_no_rows(spark: Any, tmp_path: Path) -> None:
     catalog.create_database("db")
     t = create_table(catalog, "empty", ORDERS, primary_keys=["id", "dt"], options={"bucket": 1})
     assert read(spark, t).count() == 0
+    with pytest.raises(SchemaError, match=r"columns \['nope'\] are not columns of table db.empty"):
+        read(spark, t, columns=["id", "nope"])
+    with pytest.raises(InvalidOptionError, match="exclude each other"):
+        read(spark, t, snapshot_id=1, tag="x")
+    with pytest.raises(LakehouseError, match="pass warehouse="):
+        read(spark, "db.empty")
 
 
 def test_files_written_before_a_column_was_added_are_read_natively_with_nulls(
