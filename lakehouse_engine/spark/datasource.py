@@ -313,7 +313,7 @@ def _flatten(messages: Sequence[WriterCommitMessage | None]) -> list[CommitMessa
 # ---- the data source ------------------------------------------------------------------------
 class LakehouseDataSource(DataSource):
     """`format("lakehouse")`: options `warehouse` (required), `snapshot-id` or `tag`, `columns`,
-    `partitions`; the path is the table's `database.table`."""
+    `partitions`, `merge-only`; the path is the table's `database.table`."""
 
     @classmethod
     def name(cls) -> str:
