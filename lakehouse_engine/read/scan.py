@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.errors import CorruptFileError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
@@ -18,10 +18,15 @@ from lakehouse_engine.format.manifest_entries import (
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file_check import check_entry
 from lakehouse_engine.mergetree.interval_partition import interval_partition
-from lakehouse_engine.options import SOURCE_SPLIT_OPEN_FILE_COST, SOURCE_SPLIT_TARGET_SIZE
+from lakehouse_engine.options import (
+    MERGE_ENGINE,
+    SOURCE_SPLIT_OPEN_FILE_COST,
+    SOURCE_SPLIT_TARGET_SIZE,
+)
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
+from lakehouse_engine.schema import TableSchema
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -61,6 +66,10 @@ class TableScan:
         opts = schema.core_options
         self.target_split_size = opts.require(SOURCE_SPLIT_TARGET_SIZE)
         self.open_file_cost = opts.require(SOURCE_SPLIT_OPEN_FILE_COST)
+        # Aggregation builds a new record even from a single one (`collect` with `distinct`
+        # de-duplicates a lone array, ...): never read its files as they are.
+        self.merge_free_single_rows = opts.get(MERGE_ENGINE) != "aggregation"
+        self._as_is: dict[int, bool] = {schema.id: True}
 
     def plan(self) -> Plan:
         snapshot = self.table.resolve_snapshot(self.snapshot_id, self.tag)
@@ -193,10 +202,51 @@ class TableScan:
         splits = []
         for bin_ in ordered_pack(weights, self.target_split_size):
             chosen = [sections[i] for i in bin_]
-            raw = all(len(s) == 1 and s[0].delete_row_count == 0 for s in chosen)
+            raw = all(len(s) == 1 and self._raw_file(s[0]) for s in chosen)
             splits.append(DataSplit(snapshot_id, partition, values, bucket, total_buckets, bucket_path,
-                                    chosen, raw or not self.key_names))
+                                    chosen, raw))
         return splits
+
+    def _raw_file(self, f: DataFileMeta) -> bool:
+        """Whether the rows of `f`, alone in its section (no other file of the split holds its
+        keys), are the read's rows as stored: no retraction (`_DELETE_ROW_COUNT` known 0), no
+        merge-engine work on a single row, a parquet file whose columns read by name as the scan's
+        schema (`_reads_by_name`), so a parquet reader may read it as it is (Paimon's
+        `rawConvertible`; columns added since the file was written read as nulls)."""
+        if not self.primary_key:
+            return self._reads_as_is(f)
+        return (f.delete_row_count == 0 and self.merge_free_single_rows and self._reads_as_is(f))
+
+    def _reads_as_is(self, f: DataFileMeta) -> bool:
+        if f.file_name.endswith((".orc", ".avro")):
+            return False
+        found = self._as_is.get(f.schema_id)
+        if found is None:
+            try:
+                old = self.table.schema_by_id(f.schema_id)
+            except LakehouseError:
+                found = False  # the read reports a missing schema; here, only: not as is
+            else:
+                found = _reads_by_name(old, self.table.schema)
+            self._as_is[f.schema_id] = found
+        return found
+
+
+def _reads_by_name(old: TableSchema, new: TableSchema) -> bool:
+    """Whether a file of schema `old`, read by column name as schema `new`, gives `new`'s values:
+    every field of `new` is in `old` with the same id, name and type, or was added since (no field
+    of `old` has its id or its name: a reader by name finds no column and reads nulls, as the
+    engine does). A renamed, retyped or dropped-and-re-added field needs the engine's mapping."""
+    by_id = {f.id: f for f in old.fields}
+    old_names = {f.name for f in old.fields}
+    for f in new.fields:
+        before = by_id.get(f.id)
+        if before is None:
+            if f.name in old_names:
+                return False
+        elif before.name != f.name or before.type.copy(True) != f.type.copy(True):
+            return False
+    return True
 
 
 def _entry_error(exc: CorruptFileError, what: str, files: list[DataFileMeta]) -> CorruptFileError:

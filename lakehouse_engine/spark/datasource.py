@@ -70,6 +70,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
+from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.spark.tables import TableRef, check_writable
 from lakehouse_engine.spark.write import check_columns, commit_messages, new_commit, write_batches
 from lakehouse_engine.table import FileStoreTable
@@ -81,6 +82,7 @@ OPTION_SNAPSHOT_ID = "snapshot-id"
 OPTION_TAG = "tag"
 OPTION_COLUMNS = "columns"
 OPTION_PARTITIONS = "partitions"
+OPTION_MERGE_ONLY = "merge-only"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _READ_BATCH_ROWS = 65_536
 
@@ -196,12 +198,23 @@ def to_predicate(f: Filter, builder: PredicateBuilder, pushable: frozenset[str])
 
 
 # ---- reading --------------------------------------------------------------------------------
+# Hadoop expands these in a path as a glob pattern: Spark's parquet reader would not take it literally.
+_GLOB_CHARS = frozenset("{}[]*?\\")
+
+
+def native_split(split: DataSplit) -> bool:
+    """Whether Spark's own parquet reader reads this split (`lakehouse_engine.spark.read`): a
+    raw-convertible split whose file paths Spark takes literally. Option `merge-only` reads the others."""
+    return split.raw_convertible and not any(_GLOB_CHARS & set(p) for p in split.file_paths)
+
+
 class LakehouseReader(DataSourceReader):
     """Reads one snapshot of a table: one input partition per engine split."""
 
     def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
-                 predicate: Predicate | None, schema_id: int | None = None):
+                 predicate: Predicate | None, schema_id: int | None = None, merge_only: bool = False):
         self.ref = ref
+        self.merge_only = merge_only
         self.snapshot_id = snapshot_id
         self.schema_id = schema_id
         self.columns = schema.fieldNames()
@@ -221,7 +234,7 @@ class LakehouseReader(DataSourceReader):
         if self.snapshot_id is None:
             return []  # the table had no snapshot when the DataFrame was loaded
         splits = self._read_builder(self.ref.open()).new_scan().plan().splits()
-        return [InputPartition(split) for split in splits]
+        return [InputPartition(split) for split in splits if not (self.merge_only and native_split(split))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
@@ -236,12 +249,16 @@ class PushdownReader(LakehouseReader):
 
     def __init__(self, ref: TableRef, snapshot_id: int | None, schema: StructType,
                  predicate: Predicate | None, field_names: Sequence[str], pushable: frozenset[str],
-                 schema_id: int | None = None):
-        super().__init__(ref, snapshot_id, schema, predicate, schema_id)
+                 schema_id: int | None = None, merge_only: bool = False):
+        super().__init__(ref, snapshot_id, schema, predicate, schema_id, merge_only)
         self.field_names = list(field_names)
         self.pushable = pushable
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 - Spark's name
+        if self.merge_only:
+            # The splits left out are the ones `spark.read.read` planned without these filters:
+            # planned with them, splits would be packed differently.
+            return filters
         builder = PredicateBuilder(self.field_names)
         pushed, rest = [], []
         for f in filters:
@@ -296,7 +313,7 @@ def _flatten(messages: Sequence[WriterCommitMessage | None]) -> list[CommitMessa
 # ---- the data source ------------------------------------------------------------------------
 class LakehouseDataSource(DataSource):
     """`format("lakehouse")`: options `warehouse` (required), `snapshot-id` or `tag`, `columns`,
-    `partitions`; the path is the table's `database.table`."""
+    `partitions`, `merge-only`; the path is the table's `database.table`."""
 
     @classmethod
     def name(cls) -> str:
@@ -355,9 +372,15 @@ class LakehouseDataSource(DataSource):
         spec = self.options.get(OPTION_PARTITIONS)
         return ref, table, self._pin_snapshot(table), partition_filter(table, spec) if spec else None
 
+    def _merge_only(self) -> bool:
+        text = (self.options.get(OPTION_MERGE_ONLY) or "false").strip().lower()
+        if text not in ("true", "false"):
+            raise InvalidOptionError(f"option '{OPTION_MERGE_ONLY}' must be true or false, got {text!r}")
+        return text == "true"
+
     def reader(self, schema: StructType) -> DataSourceReader:
         ref, _, snapshot_id, predicate = self._reader_args(schema)
-        return LakehouseReader(ref, snapshot_id, schema, predicate, self._schema_id)
+        return LakehouseReader(ref, snapshot_id, schema, predicate, self._schema_id, self._merge_only())
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
         ref = self._ref()
@@ -379,7 +402,7 @@ class PushdownDataSource(LakehouseDataSource):
         ref, table, snapshot_id, predicate = self._reader_args(schema)
         pushable = frozenset(f.name for f in table.schema.fields if f.type.root in _PUSHABLE_ROOTS)
         return PushdownReader(ref, snapshot_id, schema, predicate, table.schema.field_names, pushable,
-                              self._schema_id)
+                              self._schema_id, self._merge_only())
 
 
 def filter_pushdown_is_safe(spark: SparkSession) -> bool:

@@ -1,0 +1,150 @@
+"""`read(spark, table)`: a table as a DataFrame, raw-convertible splits read by Spark's own parquet reader.
+
+A split that needs no merge (`DataSplit.raw_convertible`: its files hold disjoint keys, no
+retractions, no merge-engine work, and read as the scan's schema) holds exactly the rows a read
+returns. Their files go to `spark.read.parquet` with an explicit schema of the value columns
+(the `_KEY_*` and `_SEQUENCE_NUMBER` columns are never read); the other splits go through the
+`lakehouse` data source (option `merge-only`), which merges them on executors with the engine.
+Both halves read the snapshot pinned when `read` is called, planned with the same options.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ByteType, StructField, StructType
+
+from lakehouse_engine import types as t
+from lakehouse_engine.catalog import Identifier
+from lakehouse_engine.errors import InvalidOptionError, SchemaError
+from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
+from lakehouse_engine.schema import VALUE_KIND
+from lakehouse_engine.spark.datasource import (
+    FORMAT,
+    OPTION_COLUMNS,
+    OPTION_MERGE_ONLY,
+    OPTION_PARTITIONS,
+    OPTION_SNAPSHOT_ID,
+    OPTION_WAREHOUSE,
+    native_split,
+    partition_filter,
+    spark_schema,
+)
+from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.table import FileStoreTable
+
+__all__ = ["native_columns_supported", "read"]
+
+# Types whose parquet columns (as the engine and Paimon write them) Spark's parquet reader reads
+# as the `lakehouse` source's Spark type, value for value. Not here, read by the engine:
+# TIMESTAMP finer than microseconds (parquet nanoseconds), fixed-length BINARY(n), TIME and the
+# nested types (parquet list/map layouts differ between writers).
+_NATIVE_ROOTS = frozenset({t.BOOLEAN, t.TINYINT, t.SMALLINT, t.INT, t.BIGINT, t.FLOAT, t.DOUBLE, t.DECIMAL,
+                           t.STRING, t.VARCHAR, t.CHAR, t.BYTES, t.VARBINARY, t.DATE})
+
+
+def native_columns_supported(table: FileStoreTable, columns: Sequence[str]) -> bool:
+    """Whether Spark's parquet reader reads every one of `columns` exactly as the engine does."""
+    for name in columns:
+        dtype = table.schema.field(name).type
+        if dtype.root in _NATIVE_ROOTS:
+            continue
+        if dtype.root in (t.TIMESTAMP, t.TIMESTAMP_LTZ) and (dtype.precision is None or dtype.precision <= 6):
+            continue
+        return False
+    return True
+
+
+def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehouse: str | None = None, *,
+         columns: Sequence[str] | None = None, snapshot_id: int | None = None, tag: str | None = None,
+         partitions: str | None = None, native: bool | None = None) -> DataFrame:
+    """One snapshot of a table as a DataFrame; splits that need no merge are read by Spark itself.
+
+    Args:
+        spark: the session (with the `lakehouse` data source registered, as `create_session` does).
+        table: a table, or its `database.table` name (then `warehouse` is required).
+        warehouse: the warehouse path or URI executors open the table from.
+        columns: the columns to read, in that order (default: all).
+        snapshot_id: read this snapshot (time travel); `tag`: the snapshot a tag keeps. Default:
+            the latest snapshot when `read` is called. The snapshot is read with its own schema.
+        partitions: read only these partitions, as the data source's `partitions` option
+            (`dt=2026-11-21;dt=2026-11-22`).
+        native: whether raw-convertible splits are read by Spark's parquet reader. None (default):
+            on a local warehouse only; True: also on an object store, whose paths Spark's Hadoop
+            configuration must then be able to read (`s3://` is read as `s3a://`); False: never
+            (every split through the data source).
+
+    Raises:
+        InvalidOptionError: `snapshot_id` and `tag` together, or a bad `partitions` spec.
+        SnapshotNotExistError: the snapshot or tag does not exist.
+        SchemaError: `columns` names columns the table lacks.
+    """
+    if snapshot_id is not None and tag is not None:
+        raise InvalidOptionError("read: snapshot_id and tag exclude each other")
+    ref = TableRef.of(table, warehouse)
+    opened = ref.open()
+    snapshot = opened.resolve_snapshot(snapshot_id, tag)
+    source = (spark.read.format(FORMAT).option(OPTION_WAREHOUSE, ref.warehouse)
+              .options(**dict(ref.options)))
+    if columns:
+        source = source.option(OPTION_COLUMNS, ",".join(columns))
+    if partitions:
+        source = source.option(OPTION_PARTITIONS, partitions)
+    # The data source reads a snapshot named by id with that snapshot's schema: so does this half.
+    read_table = opened.at_schema(snapshot.schema_id) if snapshot is not None else opened
+    names = list(columns) if columns else read_table.schema.field_names
+    unknown = [c for c in names if c not in read_table.schema.field_names]
+    if unknown:
+        raise SchemaError(f"read: columns {unknown} are not columns of table {read_table.name} (schema "
+                          f"{read_table.schema.id}: {', '.join(read_table.schema.field_names)})")
+    if snapshot is None:  # no snapshot yet: the data source returns the empty table
+        return source.load(ref.identifier)
+    source = source.option(OPTION_SNAPSHOT_ID, str(snapshot.id))
+    schema = spark_schema(read_table, names)
+    if native is None:
+        native = _is_local(ref.warehouse)
+    if not native or not native_columns_supported(read_table, names):
+        return source.load(ref.identifier)
+    rb = read_table.new_read_builder().with_snapshot(snapshot.id).with_table_schema().with_projection(names)
+    if partitions:
+        rb = rb.with_filter(partition_filter(read_table, partitions))
+    splits = rb.new_scan().plan().splits()
+    paths = [_spark_path(p) for s in splits if native_split(s) for p in s.file_paths]
+    merged = source.option(OPTION_MERGE_ONLY, "true")
+    if not paths:
+        return merged.load(ref.identifier)
+    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key)
+    if all(native_split(s) for s in splits):
+        return raw
+    return raw.unionByName(merged.load(ref.identifier))
+
+
+def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool) -> DataFrame:
+    """The rows of raw-convertible files: their value columns, by Spark's vectorized reader."""
+    # Files of other writers than Spark carry no calendar metadata: their dates and timestamps
+    # are proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
+    reader = (spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED"))
+    if not primary_key:
+        return reader.schema(schema).parquet(*paths)
+    # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
+    # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
+    # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
+    kind = StructField(VALUE_KIND, ByteType(), False)
+    df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
+    return df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER)).select(*schema.fieldNames())
+
+
+def _is_local(warehouse: str) -> bool:
+    return "://" not in warehouse or warehouse.startswith("file:")
+
+
+def _spark_path(path: str) -> str:
+    """A data file's path as Spark's Hadoop filesystem names it."""
+    if "://" not in path:
+        return "file://" + os.path.abspath(path)
+    if path.startswith("s3://"):
+        return "s3a://" + path[len("s3://"):]
+    return path
