@@ -167,7 +167,10 @@ class TableWrite:
             order = None
             bounds = [(0, table.num_rows, int(group[0]))]
         else:
-            order = np.argsort(group, kind="stable")
+            # NumPy's stable sort is a radix sort for 16-bit integers: a few times faster than
+            # its merge sort of int64, and group ids are small.
+            narrow = group.astype(np.int16) if int(group.max()) < 2 ** 15 else group
+            order = np.argsort(narrow, kind="stable")
             sorted_groups = group[order]
             starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
             ends = np.r_[starts[1:], len(order)]
