@@ -169,7 +169,7 @@ class MergeFunction:
 
 
 # Below this many rows a gather is too quick to be worth threads.
-_THREADED_TAKE_ROWS = 1 << 20
+_THREADED_TAKE_ROWS = 1 << 17
 
 
 def take_rows(table: pa.Table, indices: np.ndarray, threads: int = 1) -> pa.Table:
