@@ -230,12 +230,16 @@ def encode_rows(
     for pos, (col, t, name) in enumerate(zip(columns, types, labels, strict=True)):
         enc = _encode_column(col, t, name)
         bit = pos + 8
-        fixed[:, bit // 64] |= np.where(enc.null, np.uint64(1 << (bit % 64)), np.uint64(0))
-        fixed[:, hwords + pos] = np.where(enc.null, np.uint64(0), enc.slot)
+        if enc.null.any():
+            fixed[:, bit // 64] |= np.where(enc.null, np.uint64(1 << (bit % 64)), np.uint64(0))
+            fixed[:, hwords + pos] = np.where(enc.null, np.uint64(0), enc.slot)
+        else:  # no null bit to set, no slot to clear
+            fixed[:, hwords + pos] = enc.slot
         if enc.seg is not None:
             encoded.append((pos, enc))
             var_len += enc.seg
-    var_start = _excl_cumsum(var_len)
+    # Rows of fixed-width fields only have no variable part: every start is 0.
+    var_start = _excl_cumsum(var_len) if encoded else np.zeros(n, np.int64)
     var = np.zeros(int(var_len.sum()), np.uint8)
     within = np.zeros(n, np.int64)
     fixed_size = (hwords + arity) * 8

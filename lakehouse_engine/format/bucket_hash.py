@@ -103,10 +103,16 @@ def hash_block(block: RowBlock) -> np.ndarray:
     """Java `BinaryRow.hashCode()` (int32) of every row laid out in `block`."""
     n = block.fixed.shape[0]
     fixed_words = block.fixed.view("<u4")
-    h = np.full(n, SEED, np.uint32)
+    # Leading words that are zero in every row (the header of a row without nulls) leave every
+    # row's state equal: mix them once, as a scalar, and start the vector from there.
+    start, state = 0, SEED
+    while start < fixed_words.shape[1] and not fixed_words[:, start].any():
+        state = _mix_scalar(state, 0)
+        start += 1
+    h = np.full(n, state, np.uint32)
     k = np.empty(n, np.uint32)
     tmp = np.empty(n, np.uint32)
-    for j in range(fixed_words.shape[1]):
+    for j in range(start, fixed_words.shape[1]):
         _mix(h, fixed_words[:, j], k, tmp)
     _hash_var_part(h, block)
     return _fmix(h, block.fixed_size + block.var_len).view(np.int32)

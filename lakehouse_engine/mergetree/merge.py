@@ -9,6 +9,7 @@ compaction merge the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import (
     ROW_KIND_CODES,
     UPDATE_AFTER,
     UPDATE_BEFORE,
+    in_order_key,
     key_change_mask,
     merge_sort_indices,
 )
@@ -66,14 +68,28 @@ def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str =
         kinds = table.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
     else:
         kinds = np.zeros(table.num_rows, dtype=np.int8)
-    order = merge_sort_indices(table, key_names, sequence_fields, sequence_descending,
-                               rows_in_sequence_order)
-    if ignore_delete or merge_engine == "first-row":
+    # Every row an insert (the common case): no retraction to filter out.
+    all_inserts = not kinds.any()
+    key = in_order_key(table, key_names, sequence_fields, rows_in_sequence_order)
+    if key is not None:
+        # One numeric key, rows in sequence order: the order and the key boundaries both come
+        # from one NumPy copy of the key, read once.
+        order = np.argsort(key, kind="stable")
+    else:
+        order = merge_sort_indices(table, key_names, sequence_fields, sequence_descending,
+                                   rows_in_sequence_order)
+    if (ignore_delete or merge_engine == "first-row") and not all_inserts:
         sorted_kinds = kinds[order]
         order = order[(sorted_kinds == INSERT) | (sorted_kinds == UPDATE_AFTER)]
     if len(order) == 0:
         return order
-    last = key_change_mask(table, key_names, order)
+    if key is not None:
+        sorted_key = key[order]
+        last = np.empty(len(order), dtype=bool)
+        np.not_equal(sorted_key[1:], sorted_key[:-1], out=last[:-1])
+        last[-1] = True
+    else:
+        last = key_change_mask(table, key_names, order)
     if merge_engine == "deduplicate":
         chosen = last
     elif merge_engine == "first-row":
@@ -82,7 +98,7 @@ def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str =
     else:
         raise UnsupportedError(f"merge-engine '{merge_engine}' is not supported yet")
     result = order[chosen]
-    if drop_retracts:
+    if drop_retracts and not all_inserts:
         k = kinds[result]
         result = result[(k == INSERT) | (k == UPDATE_AFTER)]
     return result
@@ -104,7 +120,8 @@ class MergeFunction:
     engine_options: MergeOptions | None = None
 
     def merge(self, table: pa.Table, *, drop_retracts: bool = False,
-              rows_in_sequence_order: bool = False, raw_input: bool = False) -> pa.Table:
+              rows_in_sequence_order: bool = False, raw_input: bool = False,
+              columns: Sequence[str] | None = None, threads: int = 1) -> pa.Table:
         """Merge all records of each key into one, sorted by key.
 
         Args:
@@ -114,25 +131,32 @@ class MergeFunction:
             raw_input: the records are as written (the write buffer), not merged results of
                 earlier merges; only `count` tells them apart (a written value counts 1, a merged
                 one is a partial count).
+            columns: the columns the caller keeps (default all): a selecting engine gathers
+                only these, the others it reads only to decide.
+            threads: gather the columns of a large merged result on this many threads.
 
         Raises:
             InvalidDataError: a retraction the engine cannot take (partial-update without delete
                 handling, an aggregate function that cannot retract).
         """
         if table.num_rows == 0:
-            return table
+            return table if columns is None else table.select(list(columns))
         if self.engine_options is not None:
-            return merge_with_engine(
+            merged = merge_with_engine(
                 table, self.key_names, self.engine_options, sequence_fields=self.sequence_fields,
                 sequence_descending=self.sequence_descending, ignore_delete=self.ignore_delete,
                 drop_retracts=drop_retracts, rows_in_sequence_order=rows_in_sequence_order,
                 primary_keys=self.primary_keys, raw_input=raw_input)
+            return merged if columns is None else merged.select(list(columns))
         idx = merge_indices(table, self.key_names, self.engine, self.sequence_fields,
                             self.sequence_descending, self.ignore_delete, drop_retracts,
                             rows_in_sequence_order)
+        if columns is not None:
+            # The key, kind and sequence columns decided the rows; only the kept ones are copied.
+            table = table.select(list(columns))
         if len(idx) == table.num_rows and bool((idx[1:] > idx[:-1]).all()):
             return table
-        return table.take(pa.array(idx))
+        return take_rows(table, idx, threads)
 
     def columns_needed(self, columns: Sequence[str]) -> list[str]:
         """`columns` plus the value fields merging them needs (sequence-group sequence fields).
@@ -142,6 +166,21 @@ class MergeFunction:
         if self.engine_options is None:
             return list(columns)
         return self.engine_options.columns_needed(columns)
+
+
+# Below this many rows a gather is too quick to be worth threads.
+_THREADED_TAKE_ROWS = 1 << 17
+
+
+def take_rows(table: pa.Table, indices: np.ndarray, threads: int = 1) -> pa.Table:
+    """`table.take(indices)`; with `threads` > 1 and many rows, columns are gathered at once
+    (Arrow's take releases the GIL)."""
+    idx = pa.array(indices)
+    if threads <= 1 or len(indices) < _THREADED_TAKE_ROWS or table.num_columns < 2:
+        return table.take(idx)
+    with ThreadPoolExecutor(max_workers=min(threads, table.num_columns)) as pool:
+        columns = list(pool.map(lambda c: c.take(idx), table.columns))
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def build_merge_function(options: CoreOptions, key_names: Sequence[str],

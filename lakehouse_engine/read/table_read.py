@@ -168,7 +168,8 @@ class TableRead:
         table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns, f)
                         for f in ordered])
         assert self.merge_function is not None
-        return self.merge_function.merge(table, drop_retracts=True, rows_in_sequence_order=in_order)
+        return self.merge_function.merge(table, drop_retracts=True, rows_in_sequence_order=in_order,
+                                         columns=self.value_columns)
 
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:

@@ -23,7 +23,7 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
-from lakehouse_engine.mergetree.merge import ROW_KIND_CODES
+from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
     ROWKIND_FIELD,
@@ -167,13 +167,15 @@ class TableWrite:
             order = None
             bounds = [(0, table.num_rows, int(group[0]))]
         else:
-            order = np.argsort(group, kind="stable")
+            # NumPy's stable sort is a radix sort for 16-bit integers: a few times faster than
+            # its merge sort of int64, and group ids are small.
+            narrow = group.astype(np.int16) if int(group.max()) < 2 ** 15 else group
+            order = np.argsort(narrow, kind="stable")
             sorted_groups = group[order]
             starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
             ends = np.r_[starts[1:], len(order)]
             bounds = [(int(s), int(e), int(sorted_groups[s])) for s, e in zip(starts, ends, strict=True)]
-            idx = pa.array(order)
-            table = table.take(idx)
+            table = take_rows(table, order, os.cpu_count() or 1)
             kinds = kinds[order]
         for start, end, g in bounds:
             part = partitions[g // span]

@@ -36,6 +36,18 @@ def _numeric(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
     return total_order(values) if pa.types.is_floating(t) else values
 
 
+def in_order_key(table: pa.Table, key_names: Sequence[str], sequence_fields: Sequence[str] = (),
+                 rows_in_sequence_order: bool = False) -> np.ndarray | None:
+    """The single numeric key as NumPy when a stable sort on it alone is the merge order.
+
+    That holds when rows already stand in sequence order (`rows_in_sequence_order`), the key is
+    one null-free numeric column and no sequence field reorders records; else None.
+    """
+    if rows_in_sequence_order and len(key_names) == 1 and not sequence_fields:
+        return _numeric(table.column(key_names[0]))
+    return None
+
+
 def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_fields: Sequence[str] = (),
                        sequence_descending: bool = False, rows_in_sequence_order: bool = False) -> np.ndarray:
     """Row order by (key, sequence fields, `_SEQUENCE_NUMBER`): the order the merge function reads.
@@ -44,10 +56,9 @@ def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_field
     (sorted runs concatenated oldest first, their sequence ranges disjoint); then a stable sort
     on a single numeric key suffices, and timsort merges the presorted runs in linear time.
     """
-    if rows_in_sequence_order and len(key_names) == 1 and not sequence_fields:
-        key = _numeric(table.column(key_names[0]))
-        if key is not None:
-            return np.argsort(key, kind="stable")
+    key = in_order_key(table, key_names, sequence_fields, rows_in_sequence_order)
+    if key is not None:
+        return np.argsort(key, kind="stable")
     columns = [table.column(k) for k in key_names] + [table.column(f) for f in sequence_fields]
     arrays = [_numeric(c) for c in columns]
     if all(a is not None for a in arrays) and not sequence_descending:

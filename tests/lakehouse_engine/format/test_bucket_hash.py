@@ -131,3 +131,16 @@ def test_property_hash_equals_reference(data: st.DataObject) -> None:
     hashes = hash_rows(arrays, types)
     assert hashes.tolist() == reference_hashes(rows, types)
     assert bucket_of(hashes, 7).tolist() == [abs(java_bucket(h, 7)) for h in hashes.tolist()]
+
+
+@pytest.mark.parametrize("with_null", [False, True])
+def test_rows_without_nulls_hash_their_zero_header_once_as_the_reference_does(with_null: bool) -> None:
+    """Without nulls every row's header words are zero and are mixed once as a scalar; with a
+    null the header differs per row and is mixed row by row. Both match the reference."""
+    ids: list[int | None] = [0, 1, -1, 2**62, -(2**63), 42]
+    if with_null:
+        ids.append(None)
+    types = [P("BIGINT"), P("INT")]
+    rows = [[v, 7] for v in ids]
+    cols = [pa.array(ids, pa.int64()), pa.array([7] * len(ids), pa.int32())]
+    assert hash_rows(cols, types).tolist() == reference_hashes(rows, types)
