@@ -1,24 +1,30 @@
-"""Spark (local[1], local[2]) against the engine in one process: write and full read of the same rows.
+"""Spark (local[2]; local[1] on request) against the engine in one process and against Spark's
+own parquet write and read: write and full read of the same rows.
 
 The rows are the foundation benchmark's initial load (`bench_data.make_bench_data`: id BIGINT
 primary key, a 20-character string, BIGINT, DOUBLE, TIMESTAMP) into `bucket = 4`, staged once
-as 8 parquet files that both sides read (untimed staging; the timed write includes reading them):
+as 8 parquet files that every runner reads (untimed staging; the timed write includes reading them):
 
 * engine: `pq.read_table` + `write_arrow` + commit; read = `to_arrow` of every split. One
   process, which sorts and encodes the buckets on all cores (threads: Arrow releases the GIL).
 * Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (rows packed per write task with
-  the engine's hash, one shuffle, TableWrite per task, one commit); read = the `lakehouse` data
-  source into Spark's `noop` sink, which materialises every row in the JVM without writing it.
+  the engine's hash, one shuffle, TableWrite per task, one commit); read = the `lakehouse` data source
+  into Spark's `noop` sink, which materialises every row in the JVM without writing it.
+* Spark native, in the same session, per size and repeat: the write Spark does itself for the
+  same layout, `spark.read.parquet(src).repartition(4, "id").sortWithinPartitions("id")
+  .write.parquet(...)` into a fresh directory, and the read `spark.read.parquet(<the data files
+  our write just wrote>)` into the `noop` sink. "write vs Spark native" and "read vs Spark
+  native" divide our Spark write and `lakehouse` read by these.
 * Spark hand-off: `spark.read.parquet` + a `mapInArrow` that only counts the rows it receives:
   what Spark needs to read the source and hand every row to Python once, before any routing or
-  writing. No Python-side writer on Spark can be faster than this.
+  writing.
 
-Session start-up is not timed, and each session first writes and reads 50k rows untimed: the
-first jobs of a fresh JVM run several times slower (class loading, JIT). Every runner repeats
-each size `--repeat` times (3 by default; sizes interleaved, a fresh table each time) and the
-table shows the median and the range: on this 2-core VM one run of the same job varies by up
-to a third. Sessions are `create_session`'s (Arrow batches of up to 128Ki rows / 16 MiB).
-Run: `python -m bench.spark_bench --rows 1000000 5000000 --repeat 3`.
+Session start-up is not timed, and each session first runs every runner on 50k rows untimed:
+the first jobs of a fresh JVM run several times slower (class loading, JIT). Every runner
+repeats each size `--repeat` times (3 by default; sizes interleaved, a fresh table each time)
+and the table shows the median and the range: on this 2-core VM one run of the same job varies
+by up to a third. Sessions are `create_session`'s (Arrow batches of up to 128Ki rows / 16 MiB).
+Run: `python -m bench.spark_bench --rows 1000000 5000000 --repeat 3 [--cores 1 2]`.
 """
 
 from __future__ import annotations
@@ -44,15 +50,19 @@ from lakehouse_engine.table import FileStoreTable
 BUCKETS = 4
 SOURCE_FILES = 8
 WARM_UP_ROWS = 50_000
-COLUMNS = ["rows", "runner", "write s", "write s range", "write rows/s", "write vs engine", "hand-off s",
-           "hand-off vs engine write", "write - hand-off vs engine", "read s", "read rows/s", "read vs engine", "verified"]
+COLUMNS = ["rows", "runner", "write s", "write s range", "write rows/s", "write vs engine", "write vs Spark native",
+           "hand-off s", "hand-off vs engine write", "write - hand-off vs engine", "read s", "read rows/s",
+           "read vs engine", "read vs Spark native", "verified"]
 TIMES = ("write_s", "read_s", "handoff_s")
+NATIVE_SUFFIX = ", native parquet"
 SPARK_METHOD = (
     f"The foundation benchmark's rows into `bucket = {BUCKETS}`, staged as {SOURCE_FILES} parquet files that every "
     "timed write reads. Engine: `pq.read_table` + `write_arrow` + commit in one process; read: every split. "
-    "Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (one commit); read: the `lakehouse` data "
-    "source into Spark's `noop` sink. Hand-off: `spark.read.parquet` + a `mapInArrow` that only counts rows, "
-    "the floor of any Python writer on Spark. Session start-up and a 50k-row warm-up are not timed.")
+    "Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (rows packed per write task, one shuffle, "
+    "TableWrite per task, one commit); read: the `lakehouse` data source into Spark's `noop` sink. Spark native, "
+    "same session: `spark.read.parquet(src).repartition(4, \"id\").sortWithinPartitions(\"id\").write.parquet(...)`; "
+    "read: `spark.read.parquet(<our write's data files>)` into `noop`. Hand-off: `spark.read.parquet` + a "
+    "`mapInArrow` that only counts rows. Session start-up and a 50k-row warm-up are not timed.")
 
 
 def _stage(rows: int, directory: Path) -> None:
@@ -92,7 +102,8 @@ def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
 
 
-def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int) -> dict[str, Any]:
+def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int) -> list[dict[str, Any]]:
+    """Our write and read, the hand-off, and Spark's native write and read of the same rows."""
     from lakehouse_engine.spark import write
 
     table = _new_table(warehouse)
@@ -105,9 +116,24 @@ def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int)
     df = spark.read.format("lakehouse").option("warehouse", str(warehouse)).load("bench.orders")
     df.write.format("noop").mode("overwrite").save()
     t2 = time.perf_counter()
-    read_rows = sum(s.row_count for s in table.new_read_builder().new_scan().plan().splits())
-    return {"runner": f"Spark local[{cores}]", "write_s": t1 - t0, "read_s": t2 - t1, "handoff_s": handoff_s,
-            "verified": read_rows == rows and df.count() == rows and handed == rows}
+    splits = table.new_read_builder().new_scan().plan().splits()
+    read_rows = sum(s.row_count for s in splits)
+    native_dir = warehouse / "native-write"
+    t3 = time.perf_counter()
+    spark.read.parquet(str(source)).repartition(BUCKETS, "id").sortWithinPartitions("id") \
+        .write.parquet(str(native_dir))
+    t4 = time.perf_counter()
+    files = [p for s in splits for p in s.file_paths]
+    native = spark.read.parquet(*files)
+    native.write.format("noop").mode("overwrite").save()
+    t5 = time.perf_counter()
+    native_rows = spark.read.parquet(str(native_dir)).count()
+    return [
+        {"runner": f"Spark local[{cores}]", "write_s": t1 - t0, "read_s": t2 - t1, "handoff_s": handoff_s,
+         "verified": read_rows == rows and df.count() == rows and handed == rows},
+        {"runner": f"Spark local[{cores}], native parquet", "write_s": t4 - t3, "read_s": t5 - t4,
+         "verified": native_rows == rows and native.count() == rows},
+    ]
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,30 +149,37 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _table(results: list[dict[str, Any]]) -> str:
     engine = {r["rows"]: r for r in results if r["runner"].startswith("engine")}
+    native = {(r["rows"], r["runner"].removesuffix(NATIVE_SUFFIX)): r for r in results
+              if r["runner"].endswith(NATIVE_SUFFIX)}
     out = []
     for r in results:
         base = engine[r["rows"]]
+        spark_native = native.get((r["rows"], r["runner"])) if "handoff_s" in r else None
         out.append({
             "rows": r["rows"], "runner": r["runner"],
             "write s": f"{r['write_s']:.2f}", "write s range": "{:.2f}-{:.2f}".format(*r["write_range"]),
             "write rows/s": f"{r['rows'] / r['write_s']:,.0f}",
             "write vs engine": f"{r['write_s'] / base['write_s']:.2f}x",
+            "write vs Spark native": f"{r['write_s'] / spark_native['write_s']:.2f}x" if spark_native else "",
             "hand-off s": f"{r['handoff_s']:.2f}" if "handoff_s" in r else "",
             "hand-off vs engine write": f"{r['handoff_s'] / base['write_s']:.2f}x" if "handoff_s" in r else "",
             "write - hand-off vs engine":
                 f"{(r['write_s'] - r['handoff_s']) / base['write_s']:.2f}x" if "handoff_s" in r else "",
             "read s": f"{r['read_s']:.2f}", "read rows/s": f"{r['rows'] / r['read_s']:,.0f}",
             "read vs engine": f"{r['read_s'] / base['read_s']:.2f}x",
+            "read vs Spark native": f"{r['read_s'] / spark_native['read_s']:.2f}x" if spark_native else "",
             "verified": r["verified"],
         })
     return format_markdown_table(out, COLUMNS)
 
 
 def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000),
-                    cores: Sequence[int] = (1, 2), repeat: int = 3) -> str:
+                    cores: Sequence[int] = (2,), repeat: int = 3) -> str:
     """Seconds to write and to read `rows` rows per runner (median of `repeat` runs), as Markdown.
 
     "vs engine" is the runner's median time divided by the engine's (above 1.00x: slower);
+    "vs Spark native" our Spark write's (read's) median divided by Spark's own parquet write's
+    (read's) in the same session;
     "write - hand-off vs engine" is what the Spark write costs beyond Spark's own hand-off of the
     rows to Python, against the engine's whole write.
     """
@@ -155,8 +188,9 @@ def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000
     work = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
 
-    def record(rows: int, run: dict[str, Any], warehouse: Path) -> None:
-        runs.setdefault((rows, run["runner"]), []).append({"rows": rows, **run})
+    def record(rows: int, results: dict[str, Any] | list[dict[str, Any]], warehouse: Path) -> None:
+        for run in results if isinstance(results, list) else [results]:
+            runs.setdefault((rows, run["runner"]), []).append({"rows": rows, **run})
         shutil.rmtree(warehouse, ignore_errors=True)
 
     try:
@@ -189,7 +223,7 @@ def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000, 10_000_000])
-    parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--cores", type=int, nargs="+", default=[2])
     parser.add_argument("--repeat", type=int, default=3, help="runs per runner and size (median reported)")
     args = parser.parse_args(argv)
     machine = describe_machine()
