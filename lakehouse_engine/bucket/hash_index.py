@@ -123,7 +123,8 @@ class PartitionHashIndex:
 
         A key's home slot grows with the key read as uint32, so keys inserted in that order into
         an empty table land at `max(home slot, previous key's slot + 1)`: a running maximum.
-        The few pushed past the last slot wrap around through `_insert`, as any insert would.
+        Keys pushed past the last slot found every slot from their home to the end taken, so
+        probing wraps them around, in key order, into the first free slots of the table.
         """
         occupied = self._buckets >= 0
         keys = np.concatenate([self._keys[occupied], hashes])
@@ -140,7 +141,10 @@ class PartitionHashIndex:
         self._keys[slots[fits]] = keys[fits]
         self._buckets[slots[fits]] = owners[fits]
         if not fits.all():
-            self._insert(keys[~fits], owners[~fits])
+            spill = ~fits
+            free = np.flatnonzero(self._buckets < 0)[: int(np.count_nonzero(spill))]
+            self._keys[free] = keys[spill]
+            self._buckets[free] = owners[spill]
 
     def hashes_of(self, bucket: int) -> np.ndarray:
         """Every hash a bucket owns (what its HASH index file lists), in slot order."""
