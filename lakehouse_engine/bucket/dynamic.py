@@ -38,6 +38,29 @@ if TYPE_CHECKING:
 HASH_INDEX = "HASH"
 
 
+def first_occurrences(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct values of `hashes` (int32) in ascending uint32 order, the position where each
+    first occurs, and for each position the index of its value among the distinct ones.
+
+    One sort of (uint32 hash << 32 | position) groups equal hashes with their positions ascending,
+    where an argsort (stable, for first occurrences) would cost ten times as much.
+    """
+    n = len(hashes)
+    if n >= 1 << 32:
+        raise LakehouseError(f"a batch of {n} keys is too large to assign at once")
+    packed = (hashes.view(np.uint32).astype(np.uint64) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+    packed.sort()
+    sorted_hashes = (packed >> np.uint64(32)).astype(np.uint32).view(np.int32)
+    positions = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    starts = np.empty(n, dtype=bool)
+    starts[:1] = True
+    np.not_equal(sorted_hashes[1:], sorted_hashes[:-1], out=starts[1:])
+    group = np.empty(n, dtype=np.int64)
+    group[positions] = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    return sorted_hashes[first], positions[first], group
+
+
 def assigner_of(hashes: np.ndarray, num_assigners: int) -> np.ndarray:
     """Which of n assigners owns each key hash: `abs(hash % n)` with Java's remainder (int64),
     the same arithmetic as a fixed bucket of n buckets."""
@@ -138,28 +161,46 @@ class DynamicBucketAssigner:
                     f"table {self.table.name}: assigner {self.assigner_id} of {self.num_assigners} got keys "
                     f"of another assigner; route keys by abs(hash % {self.num_assigners})")
         idx = self.index(partition.binary)
-        found = idx.lookup(hashes)
+        found = idx.lookup(hashes) if len(idx) else np.full(len(hashes), -1, dtype=np.int32)
         new = found < 0
+        all_new = bool(new.all())
+        if not all_new:
+            self._count_updated(partition.binary, hashes[~new], found[~new])
         if new.any():
-            new_hashes = hashes[new]
-            uniq, first = np.unique(new_hashes, return_index=True)
-            arrival = uniq[np.argsort(first, kind="stable")]
-            idx.add(arrival, self._place(partition, idx, len(arrival)))
-            self._touched.setdefault(partition.binary, set()).update(
-                int(b) for b in np.unique(idx.lookup(arrival)))
-            found = idx.lookup(hashes)
-        self._count(partition.binary, hashes, new, found)
+            new_hashes = hashes if all_new else hashes[new]
+            in_order = np.sort(new_hashes)
+            if (in_order[1:] != in_order[:-1]).all():
+                # Each new key occurs once: they arrive in the batch's order.
+                placed = self._place(partition, idx, len(new_hashes))
+                idx.add(new_hashes, placed)
+                new_buckets = placed
+            else:
+                keys, first, group = first_occurrences(new_hashes)
+                arrival = group[np.sort(first)]  # the distinct new keys in order of first occurrence
+                placed = self._place(partition, idx, len(arrival))
+                idx.add(keys[arrival], placed)
+                key_buckets = np.empty(len(keys), dtype=np.int16)
+                key_buckets[arrival] = placed
+                new_buckets = key_buckets[group]
+            per_bucket = np.bincount(placed.astype(np.int64))
+            touched = np.flatnonzero(per_bucket).tolist()
+            self._touched.setdefault(partition.binary, set()).update(touched)
+            for bucket in touched:
+                key = (partition.binary, bucket)
+                self.inserted[key] = self.inserted.get(key, 0) + int(per_bucket[bucket])
+            if all_new:
+                return new_buckets.astype(np.int64)
+            found[new] = new_buckets
         return found.astype(np.int64)
 
-    def _count(self, partition: bytes, hashes: np.ndarray, new: np.ndarray, buckets: np.ndarray) -> None:
-        for kind, mask in ((self.inserted, new), (self.updated, ~new)):
-            if not mask.any():
-                continue
-            uniq_hashes, first = np.unique(hashes[mask], return_index=True)
-            per_bucket = np.bincount(buckets[mask][first].astype(np.int64))
-            for bucket in np.flatnonzero(per_bucket):
-                key = (partition, int(bucket))
-                kind[key] = kind.get(key, 0) + int(per_bucket[bucket])
+    def _count_updated(self, partition: bytes, hashes: np.ndarray, buckets: np.ndarray) -> None:
+        """Count the distinct indexed keys a batch updates, per bucket (a hash has one bucket,
+        so distinct (bucket, hash) pairs are distinct keys)."""
+        pairs = np.unique((buckets.astype(np.int64) << 32) | hashes.view(np.uint32).astype(np.int64))
+        per_bucket = np.bincount(pairs >> 32)
+        for bucket in np.flatnonzero(per_bucket).tolist():
+            key = (partition, bucket)
+            self.updated[key] = self.updated.get(key, 0) + int(per_bucket[bucket])
 
     def _place(self, partition: Partition, idx: PartitionHashIndex, n: int) -> np.ndarray:
         """Buckets for n new keys in arrival order: fill non-full buckets, then open new ones."""
@@ -183,8 +224,9 @@ class DynamicBucketAssigner:
         placed = np.empty(n, dtype=np.int16)
         filled = min(n, sum(capacity))
         if filled:
-            bounds = np.cumsum(capacity)
-            placed[:filled] = np.asarray(targets, dtype=np.int16)[np.searchsorted(bounds, np.arange(filled), side="right")]
+            # Each target takes its capacity in turn; the last one taken only what is left.
+            taken_per_target = np.diff(np.minimum(np.cumsum([0, *capacity]), filled))
+            placed[:filled] = np.repeat(np.asarray(targets, dtype=np.int16), taken_per_target)
         if filled < n:
             if self.max_buckets == -1:
                 raise LakehouseError(
@@ -208,9 +250,7 @@ class DynamicBucketAssigner:
         changes: dict[tuple[bytes, int], IndexChange] = {}
         paths = self.table.path_factory
         for partition, buckets in self._touched.items():
-            idx = self._indexes[partition]
-            for bucket in sorted(buckets):
-                hashes = idx.hashes_of(bucket)
+            for bucket, hashes in self._indexes[partition].hashes_by_bucket(buckets).items():
                 name = paths.new_index_file_name()
                 data = encode_hashes(hashes)
                 self.table.file_io.write_bytes(f"{paths.index_dir}/{name}", data)

@@ -1,4 +1,4 @@
-"""The hash index of one partition: key hash -> bucket, in sorted NumPy arrays (6 bytes a key).
+"""The hash index of one partition: key hash -> bucket, in a NumPy open-addressing table.
 
 Paimon's dynamic-bucket HASH index files list the int32 key hashes a bucket owns (4-byte
 big-endian each). In memory a partition is an open-addressing table
@@ -6,6 +6,8 @@ over NumPy arrays (see PartitionHashIndex).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -79,45 +81,84 @@ class PartitionHashIndex:
         return out
 
     def add(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
-        """Index new (not yet indexed, distinct) hashes."""
+        """Index new hashes: distinct, and none of them indexed yet."""
         hashes = np.asarray(hashes, dtype=np.int32)
         buckets = np.asarray(buckets, dtype=np.int16)
         if len(hashes) == 0:
             return
         if self._size + len(hashes) > self._capacity * self._MAX_LOAD:
-            self._grow(self._size + len(hashes))
-        self._insert(hashes, buckets)
+            self._rebuild(hashes, buckets)
+        else:
+            self._insert(hashes, buckets)
         self._size += len(hashes)
-        values, counts = np.unique(buckets, return_counts=True)
-        for bucket, count in zip(values.tolist(), counts.tolist(), strict=True):
-            self.bucket_rows[bucket] = self.bucket_rows.get(bucket, 0) + count
+        counts = np.bincount(buckets.astype(np.int64))
+        for bucket in np.flatnonzero(counts).tolist():
+            self.bucket_rows[bucket] = self.bucket_rows.get(bucket, 0) + int(counts[bucket])
 
     def _insert(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
+        """Insert distinct keys not in the table yet, in probing rounds over the whole batch."""
         slots = self._slots(hashes)
         pending = np.arange(len(hashes))
         while len(pending):
             free = self._buckets[slots] < 0
-            # Of the keys that found a free slot, the first per slot claims it.
+            # Every key that found a free slot writes itself there; where several share a slot
+            # one write lands, and reading the slot back tells which (the keys are distinct).
             cand = np.flatnonzero(free)
             claimed = np.zeros(len(pending), dtype=bool)
             if len(cand):
-                _, first = np.unique(slots[cand], return_index=True)
-                winners = cand[first]
-                self._keys[slots[winners]] = hashes[pending[winners]]
-                self._buckets[slots[winners]] = buckets[pending[winners]]
+                cand_slots, cand_keys = slots[cand], hashes[pending[cand]]
+                self._keys[cand_slots] = cand_keys
+                won = self._keys[cand_slots] == cand_keys
+                winners = cand[won]
+                self._buckets[cand_slots[won]] = buckets[pending[winners]]
                 claimed[winners] = True
-            # Losers retry the same slot next round (it may be theirs to probe past); others move on.
+            # Losers retry the same slot next round (now taken, so they probe past it); others move on.
             moved = ~claimed
             slots = np.where(free[moved], slots[moved], slots[moved] + 1)
             slots[slots == self._capacity] = 0
             pending = pending[moved]
 
-    def _grow(self, needed: int) -> None:
+    def _rebuild(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
+        """Grow the table to hold its keys and `hashes`, laid out anew without probing rounds.
+
+        A key's home slot grows with the key read as uint32, so keys inserted in that order into
+        an empty table land at `max(home slot, previous key's slot + 1)`: a running maximum.
+        Keys pushed past the last slot found every slot from their home to the end taken, so
+        probing wraps them around, in key order, into the first free slots of the table.
+        """
         occupied = self._buckets >= 0
-        keys, buckets = self._keys[occupied], self._buckets[occupied]
-        self._alloc(max(1024, int(needed / self._GROW_TO_LOAD) + 1))
-        self._insert(keys, buckets)
+        keys = np.concatenate([self._keys[occupied], hashes])
+        owners = np.concatenate([self._buckets[occupied], buckets])
+        self._alloc(max(1024, int((self._size + len(hashes)) / self._GROW_TO_LOAD) + 1))
+        # One sort of (uint32 key << 16 | bucket) orders the keys and carries their buckets along.
+        packed = (keys.view(np.uint32).astype(np.uint64) << np.uint64(16)) | owners.view(np.uint16)
+        packed.sort()
+        keys = (packed >> np.uint64(16)).astype(np.uint32).view(np.int32)
+        owners = (packed & np.uint64(0xFFFF)).astype(np.uint16).view(np.int16)
+        rank = np.arange(len(keys), dtype=np.int64)
+        slots = np.maximum.accumulate(self._slots(keys) - rank) + rank
+        fits = slots < self._capacity
+        self._keys[slots[fits]] = keys[fits]
+        self._buckets[slots[fits]] = owners[fits]
+        if not fits.all():
+            spill = ~fits
+            free = np.flatnonzero(self._buckets < 0)[: int(np.count_nonzero(spill))]
+            self._keys[free] = keys[spill]
+            self._buckets[free] = owners[spill]
 
     def hashes_of(self, bucket: int) -> np.ndarray:
-        """Every hash a bucket owns (what its HASH index file lists)."""
+        """Every hash a bucket owns (what its HASH index file lists), in slot order."""
         return self._keys[self._buckets == bucket]
+
+    def hashes_by_bucket(self, buckets: Iterable[int]) -> dict[int, np.ndarray]:
+        """`hashes_of` of several buckets, in one pass over the table when they are many."""
+        wanted = sorted(set(buckets))
+        if len(wanted) <= 4:
+            return {b: self.hashes_of(b) for b in wanted}
+        slots = np.flatnonzero(self._buckets >= 0)
+        owners = self._buckets[slots]
+        order = np.argsort(owners, kind="stable")  # int16: a radix sort, slot order kept per bucket
+        sorted_owners = owners[order]
+        starts = np.searchsorted(sorted_owners, wanted, side="left")
+        ends = np.searchsorted(sorted_owners, wanted, side="right")
+        return {b: self._keys[slots[order[s:e]]] for b, s, e in zip(wanted, starts, ends, strict=True)}

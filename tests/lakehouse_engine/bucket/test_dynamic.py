@@ -175,3 +175,90 @@ def test_overwrite_of_a_dynamic_partition_rebuilds_its_index(catalog: Catalog) -
     assert sum(e.row_count for e in index) == 5
     write(table, batch(np.arange(3, 8), 1))
     assert read(table).num_rows == 8
+
+
+def paimon_assign(index: dict[int, int], hashes: list[int], target: int, num_assigners: int = 1,
+                  assigner_id: int = 0) -> list[int]:
+    """Paimon's HashBucketAssigner rule, one key at a time (the reference for the vectorised one):
+    a known hash keeps its bucket, a new one takes the lowest of the assigner's non-full buckets,
+    else the lowest free bucket id of the assigner."""
+    out = []
+    for h in hashes:
+        if h not in index:
+            rows = Counter(index.values())
+            open_buckets = sorted(b for b in rows if b % num_assigners == assigner_id and rows[b] < target)
+            if open_buckets:
+                index[h] = open_buckets[0]
+            else:
+                index[h] = next(b for b in range(assigner_id, 32768, num_assigners) if b not in rows)
+        out.append(index[h])
+    return out
+
+
+@pytest.mark.parametrize("num_assigners", [1, 3])
+def test_batch_assignment_matches_paimons_key_by_key_rule(catalog: Catalog, num_assigners: int) -> None:
+    table = dynamic_table(catalog, **{"dynamic-bucket.target-row-num": "7"})
+    part = PartitionCodec(table.schema).from_values(("a",))
+    rng = np.random.default_rng(11)
+    pool = rng.integers(-2**31, 2**31 - 1, 300).astype(np.int32)
+    pool = pool[assigner_of(pool, num_assigners) == 1 % num_assigners]
+    assigner = DynamicBucketAssigner(table, None, num_assigners, 1 % num_assigners)
+    expected_index: dict[int, int] = {}
+    batches = [pool[:40],                                         # distinct new keys
+               rng.choice(pool[:80], 120),                        # repeats, known and new keys mixed
+               np.concatenate([pool[80:90], pool[80:90][::-1]]),  # each new key twice
+               pool[:30]]                                         # known keys only
+    for hashes in batches:
+        before = dict(expected_index)
+        want = paimon_assign(expected_index, hashes.tolist(), 7, num_assigners, 1 % num_assigners)
+        assert assigner.assign(part, hashes).tolist() == want
+        new = {h: b for h, b in expected_index.items() if h not in before}
+        updated = {h: before[h] for h in hashes.tolist() if h in before}
+        assert assigner.inserted == {(part.binary, b): n for b, n in Counter(new.values()).items()}
+        assert assigner.updated == {(part.binary, b): n for b, n in Counter(updated.values()).items()}
+        assigner.inserted.clear()
+        assigner.updated.clear()
+    index = assigner.index(part.binary)
+    assert index.bucket_rows == dict(Counter(expected_index.values()))
+    for bucket, hashes in index.hashes_by_bucket(index.bucket_rows).items():
+        assert sorted(hashes.tolist()) == sorted(h for h, b in expected_index.items() if b == bucket)
+
+
+def test_hash_index_regrows_with_keys_that_wrap_past_its_last_slot() -> None:
+    rng = np.random.default_rng(5)
+    # 1000 hashes in the top fifth of the uint32 range want the last fifth of the table: laid out
+    # in key order when it regrows, they run past its end and wrap around to its first slots.
+    top = np.unique(rng.integers(int(0.8 * 2**32), 2**32, 1_000).astype(np.uint32).view(np.int32))
+    spread = np.setdiff1d(np.unique(rng.integers(-2**31, 2**31 - 1, 3_000).astype(np.int32)), top)
+    idx = PartitionHashIndex(top[:100], (np.arange(100) % 9).astype(np.int16))
+    size = idx.nbytes
+    idx.add(top[100:], (np.arange(100, len(top)) % 9).astype(np.int16))  # regrow, wrapping
+    assert idx.nbytes > size and (idx.lookup(top[:1]) >= 0).all()
+    idx.add(spread[:50], np.full(50, 3, np.int16))                      # probing insert
+    idx.add(spread[50:], np.full(len(spread) - 50, 4, np.int16))        # regrow again
+    keys = np.concatenate([top, spread])
+    buckets = np.concatenate([np.arange(len(top)) % 9, np.full(50, 3), np.full(len(spread) - 50, 4)])
+    assert len(idx) == len(keys) and (idx.lookup(keys) == buckets).all()
+    absent = np.setdiff1d(rng.integers(-2**31, 2**31 - 1, 5_000).astype(np.int32), keys)
+    assert (idx.lookup(absent) == -1).all()
+    by_bucket = idx.hashes_by_bucket(range(9))
+    assert set(by_bucket) == set(range(9))
+    for bucket, hashes in by_bucket.items():
+        assert hashes.tolist() == idx.hashes_of(bucket).tolist()  # the slot order of hashes_of
+        assert sorted(hashes.tolist()) == sorted(keys[buckets == bucket].tolist())
+
+
+def test_a_batch_repeating_new_keys_gives_each_key_one_bucket(catalog: Catalog) -> None:
+    table = dynamic_table(catalog, **{"dynamic-bucket.target-row-num": "100"})
+    ids = np.random.default_rng(2).integers(0, 500, 2_000)
+    wb = table.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(pa.table({"id": ids, "dt": ["a"] * len(ids), "v": np.arange(len(ids))}, schema=SCHEMA))
+    c.commit(w.prepare_commit())
+    distinct = len(np.unique(ids))
+    counts = Counter(bucket_of_each_key(table).values())
+    assert sum(counts.values()) == distinct and sorted(counts) == list(range(len(counts)))
+    assert all(n == 100 for b, n in counts.items() if b < len(counts) - 1)  # filled in order
+    assert sum(x["inserted"] for x in c.bucket_changes) == distinct
+    last = {int(i): int(v) for i, v in zip(ids, np.arange(len(ids)), strict=True)}
+    assert {r["id"]: r["v"] for r in read(table).to_pylist()} == last
