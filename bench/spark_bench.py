@@ -7,14 +7,19 @@ as 8 parquet files that every runner reads (untimed staging; the timed write inc
 
 * engine: `pq.read_table` + `write_arrow` + commit; read = `to_arrow` of every split. One
   process, which sorts and encodes the buckets on all cores (threads: Arrow releases the GIL).
-* Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (rows packed per write task with
-  the engine's hash, one shuffle, TableWrite per task, one commit); read = the `lakehouse` data source
-  into Spark's `noop` sink, which materialises every row in the JVM without writing it.
+* Spark, a parquet scan: `lakehouse_engine.spark.write(spark.read.parquet(src), table)`; the
+  packing tasks read the files themselves (`lakehouse_engine.spark.file_scan`), one shuffle of
+  packed rows, TableWrite per task, one commit. Read = `lakehouse_engine.spark.read(spark,
+  table)` (raw-convertible splits by Spark's own parquet reader) into Spark's `noop` sink, which
+  materialises every row in the JVM without writing it.
+* Spark, a query's rows: the same write of `spark.read.parquet(src).select(<columns reversed>)`,
+  a DataFrame that is more than a scan, so Spark hands every row to Python (packed per write
+  task with the engine's hash). Read = the `lakehouse` data source into `noop`.
 * Spark native, in the same session, per size and repeat: the write Spark does itself for the
   same layout, `spark.read.parquet(src).repartition(4, "id").sortWithinPartitions("id")
   .write.parquet(...)` into a fresh directory, and the read `spark.read.parquet(<the data files
   our write just wrote>)` into the `noop` sink. "write vs Spark native" and "read vs Spark
-  native" divide our Spark write and `lakehouse` read by these.
+  native" divide each of our Spark writes and reads by these.
 * Spark hand-off: `spark.read.parquet` + a `mapInArrow` that only counts the rows it receives:
   what Spark needs to read the source and hand every row to Python once, before any routing or
   writing.
@@ -58,11 +63,15 @@ NATIVE_SUFFIX = ", native parquet"
 SPARK_METHOD = (
     f"The foundation benchmark's rows into `bucket = {BUCKETS}`, staged as {SOURCE_FILES} parquet files that every "
     "timed write reads. Engine: `pq.read_table` + `write_arrow` + commit in one process; read: every split. "
-    "Spark: `spark.read.parquet` + `lakehouse_engine.spark.write` (rows packed per write task, one shuffle, "
-    "TableWrite per task, one commit); read: the `lakehouse` data source into Spark's `noop` sink. Spark native, "
+    "Spark, a parquet scan: `lakehouse_engine.spark.write(spark.read.parquet(src), table)` (the packing tasks "
+    "read the files themselves, one shuffle of packed rows, TableWrite per task, one commit); read: "
+    "`lakehouse_engine.spark.read(spark, table)` (raw-convertible splits by Spark's parquet reader) into "
+    "Spark's `noop` sink. Spark, a query's rows: the same write of `spark.read.parquet(src).select(<columns "
+    "reversed>)`, whose rows Spark hands to Python; read: the `lakehouse` data source into `noop`. Spark native, "
     "same session: `spark.read.parquet(src).repartition(4, \"id\").sortWithinPartitions(\"id\").write.parquet(...)`; "
     "read: `spark.read.parquet(<our write's data files>)` into `noop`. Hand-off: `spark.read.parquet` + a "
-    "`mapInArrow` that only counts rows. Session start-up and a 50k-row warm-up are not timed.")
+    "`mapInArrow` that only counts rows. \"verified\": row count and sum of ids equal the source's. Session "
+    "start-up and a 50k-row warm-up are not timed.")
 
 
 def _stage(rows: int, directory: Path) -> None:
@@ -102,37 +111,60 @@ def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
 
 
-def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int) -> list[dict[str, Any]]:
-    """Our write and read, the hand-off, and Spark's native write and read of the same rows."""
-    from lakehouse_engine.spark import write
+FILES_RUNNER = "Spark local[{n}]: `write` of a parquet scan, `read`"
+ROWS_RUNNER = "Spark local[{n}]: `write` of a query's rows, `lakehouse` source"
 
-    table = _new_table(warehouse)
+
+def _spark_run(spark: Any, source: Path, warehouse: Path, rows: int, cores: int) -> list[dict[str, Any]]:
+    """Our writes and reads, the hand-off, and Spark's native write and read of the same rows."""
+    from pyspark.sql import functions as F
+
+    from lakehouse_engine.spark import read, write
+
+    table = _new_table(warehouse / "files")
+    query_table = _new_table(warehouse / "rows")
     t0 = time.perf_counter()
     handed = sum(r[0] for r in spark.read.parquet(str(source)).mapInArrow(_count_rows, "rows long").collect())
     handoff_s = time.perf_counter() - t0
+    # A plain scan of files: the packing tasks read them (`spark.file_scan`).
     t0 = time.perf_counter()
     write(spark.read.parquet(str(source)), table)
-    t1 = time.perf_counter()
-    df = spark.read.format("lakehouse").option("warehouse", str(warehouse)).load("bench.orders")
-    df.write.format("noop").mode("overwrite").save()
-    t2 = time.perf_counter()
+    files_write_s = time.perf_counter() - t0
+    # Rows of a query (here a projection): Spark hands every row to Python.
+    scan = spark.read.parquet(str(source))
+    t0 = time.perf_counter()
+    write(scan.select(*reversed(scan.columns)), query_table)
+    rows_write_s = time.perf_counter() - t0
+    # Raw-convertible splits read by Spark's parquet reader, the others through the source.
+    t0 = time.perf_counter()
+    ours = read(spark, table)
+    ours.write.format("noop").mode("overwrite").save()
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    source_df = spark.read.format("lakehouse").option("warehouse", str(warehouse / "files")).load("bench.orders")
+    source_df.write.format("noop").mode("overwrite").save()
+    source_read_s = time.perf_counter() - t0
     splits = table.new_read_builder().new_scan().plan().splits()
-    read_rows = sum(s.row_count for s in splits)
     native_dir = warehouse / "native-write"
-    t3 = time.perf_counter()
+    t0 = time.perf_counter()
     spark.read.parquet(str(source)).repartition(BUCKETS, "id").sortWithinPartitions("id") \
         .write.parquet(str(native_dir))
-    t4 = time.perf_counter()
+    native_write_s = time.perf_counter() - t0
     files = [p for s in splits for p in s.file_paths]
+    t0 = time.perf_counter()
     native = spark.read.parquet(*files)
     native.write.format("noop").mode("overwrite").save()
-    t5 = time.perf_counter()
-    native_rows = spark.read.parquet(str(native_dir)).count()
+    native_read_s = time.perf_counter() - t0
+    ids = spark.read.parquet(str(source)).agg(F.count("*"), F.sum("id")).first()
+    same = [df.agg(F.count("*"), F.sum("id")).first() == ids for df in (ours, source_df, native)]
+    query_rows = sum(s.row_count for s in query_table.new_read_builder().new_scan().plan().splits())
     return [
-        {"runner": f"Spark local[{cores}]", "write_s": t1 - t0, "read_s": t2 - t1, "handoff_s": handoff_s,
-         "verified": read_rows == rows and df.count() == rows and handed == rows},
-        {"runner": f"Spark local[{cores}], native parquet", "write_s": t4 - t3, "read_s": t5 - t4,
-         "verified": native_rows == rows and native.count() == rows},
+        {"runner": FILES_RUNNER.format(n=cores), "write_s": files_write_s, "read_s": read_s,
+         "verified": all(same[:2]) and handed == rows},
+        {"runner": ROWS_RUNNER.format(n=cores), "write_s": rows_write_s, "read_s": source_read_s,
+         "handoff_s": handoff_s, "verified": same[1] and query_rows == rows},
+        {"runner": f"Spark local[{cores}]{NATIVE_SUFFIX}", "write_s": native_write_s, "read_s": native_read_s,
+         "verified": same[2] and spark.read.parquet(str(native_dir)).count() == rows},
     ]
 
 
@@ -149,12 +181,13 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _table(results: list[dict[str, Any]]) -> str:
     engine = {r["rows"]: r for r in results if r["runner"].startswith("engine")}
-    native = {(r["rows"], r["runner"].removesuffix(NATIVE_SUFFIX)): r for r in results
+    native = {(r["rows"], r["runner"].split(":")[0].removesuffix(NATIVE_SUFFIX)): r for r in results
               if r["runner"].endswith(NATIVE_SUFFIX)}
     out = []
     for r in results:
         base = engine[r["rows"]]
-        spark_native = native.get((r["rows"], r["runner"])) if "handoff_s" in r else None
+        ours = r["runner"].startswith("Spark") and not r["runner"].endswith(NATIVE_SUFFIX)
+        spark_native = native.get((r["rows"], r["runner"].split(":")[0])) if ours else None
         out.append({
             "rows": r["rows"], "runner": r["runner"],
             "write s": f"{r['write_s']:.2f}", "write s range": "{:.2f}-{:.2f}".format(*r["write_range"]),
@@ -215,7 +248,8 @@ def run_spark_bench(rows_list: Sequence[int] = (1_000_000, 5_000_000, 10_000_000
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results = [_summary(r) for r in runs.values()]
-    results.sort(key=lambda r: (r["rows"], r["runner"] != "engine, one process", r["runner"]))
+    results.sort(key=lambda r: (r["rows"], r["runner"] != "engine, one process",
+                                r["runner"].endswith(NATIVE_SUFFIX), r["runner"]))
     return (f"Median of {repeat} runs per row (range: fastest-slowest write).\n\n" if repeat > 1 else "") \
         + _table(results)
 
