@@ -31,6 +31,8 @@ SPARK_DOC = ROOT / "docs" / "spark.md"
 # docs/spark.md carries the Spark section's table between these markers; `make bench` replaces it.
 SPARK_TABLE_START = "<!-- make bench: spark table -->"
 SPARK_TABLE_END = "<!-- end of make bench: spark table -->"
+# What follows this line in the output file is hand-written (measured by tests or by hand) and kept.
+KEPT_MARKER = "<!-- make bench keeps what follows: hand-written sections -->"
 STEPS = ("write_s", "upsert_s", "read_s")
 
 
@@ -210,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{k}: {v}" for k, v in machine.items() if k in ("cpu", "cores", "memory")) + "."
                 SPARK_DOC.write_text(replace_marked(SPARK_DOC.read_text(), machine_line + "\n\n" + spark_md))
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    kept = args.out.read_text().partition(KEPT_MARKER)[2] if args.out.exists() else ""
+    if kept:
+        doc += ["", KEPT_MARKER + kept.rstrip("\n") + "\n"]
     args.out.write_text("\n".join(doc))
     print(f"\nwritten to {args.out}", file=sys.stderr)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.run_all import SPARK_DOC, SPARK_TABLE_END, SPARK_TABLE_START, replace_marked
@@ -40,3 +42,17 @@ def test_foundation_targets_name_each_step_and_verdict() -> None:
     assert "within 1.2x of plain pyarrow, every step (ours / theirs): write 0.83x (yes), upsert 0.14x (yes), " \
            "read 1.43x (no)." in text
     assert foundation_targets({"lakehouse_engine": ours}) == ""
+
+
+def test_hand_written_sections_of_the_output_survive_a_run(tmp_path: Any, monkeypatch: Any) -> None:
+    from bench import run_all
+
+    out = tmp_path / "benchmarks.md"
+    out.write_text(f"# old generated text\n\n{run_all.KEPT_MARKER}\n\n## Object-store requests\n\nkept prose\n")
+    monkeypatch.setattr(run_all, "describe_machine", lambda: {"cpu": "test"})
+    assert run_all.main(["--only", "none", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "# old generated text" not in text and text.startswith("# Benchmarks")
+    assert text.count(run_all.KEPT_MARKER) == 1 and text.endswith("## Object-store requests\n\nkept prose\n")
+    assert run_all.main(["--only", "none", "--out", str(out)]) == 0
+    assert out.read_text() == text  # a second run keeps them once
