@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
@@ -15,6 +13,7 @@ from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
+from lakehouse_engine.threads import parallel_map
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -84,9 +83,7 @@ def compact_table(table: FileStoreTable, full: bool = False,
     tasks = plan_compaction(table, full, partitions)
     if not tasks:
         return ids
-    workers = min(len(tasks), os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda t: run_compact_task(table, t), tasks))
+    results = parallel_map(lambda t: run_compact_task(table, t), tasks)
     messages = [m for m in results if m is not None]
     if not messages:
         return ids

@@ -9,7 +9,6 @@ compaction merge the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +39,7 @@ from lakehouse_engine.options import (
     CoreOptions,
 )
 from lakehouse_engine.schema import VALUE_KIND
+from lakehouse_engine.threads import parallel_map
 
 # The name the merge order's key boundaries had before the engines moved to `merge_engines`.
 _key_change_mask = key_change_mask
@@ -178,8 +178,7 @@ def take_rows(table: pa.Table, indices: np.ndarray, threads: int = 1) -> pa.Tabl
     idx = pa.array(indices)
     if threads <= 1 or len(indices) < _THREADED_TAKE_ROWS or table.num_columns < 2:
         return table.take(idx)
-    with ThreadPoolExecutor(max_workers=min(threads, table.num_columns)) as pool:
-        columns = list(pool.map(lambda c: c.take(idx), table.columns))
+    columns = parallel_map(lambda c: c.take(idx), table.columns, threads)
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -23,6 +21,7 @@ from lakehouse_engine.options import (
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.threads import cores, parallel_map
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -68,9 +67,7 @@ class TableRead:
         """
         threads = self._threads(len(splits), parallelism)
         if self.limit is None and threads > 1:
-            # Parquet decoding, sorting and take release the GIL: one thread per core.
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                tables = [t for t in pool.map(self.read_split, splits) if t.num_rows]
+            tables = [t for t in parallel_map(self.read_split, splits, threads) if t.num_rows]
         else:
             tables = list(self._read_splits(splits))
         if not tables:
@@ -82,7 +79,7 @@ class TableRead:
             parallelism = self.table.options.get(READ_PARALLELISM)
         elif isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
             raise InvalidOptionError(f"parallelism must be an integer >= 1, got {parallelism!r}")
-        cap = parallelism if parallelism is not None else (os.cpu_count() or 1)
+        cap = parallelism if parallelism is not None else cores()
         return max(1, min(n_splits, cap))
 
     def to_arrow_batch_reader(self, splits: Sequence[DataSplit]) -> pa.RecordBatchReader:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +30,7 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
+from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -175,7 +174,7 @@ class TableWrite:
             starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
             ends = np.r_[starts[1:], len(order)]
             bounds = [(int(s), int(e), int(sorted_groups[s])) for s, e in zip(starts, ends, strict=True)]
-            table = take_rows(table, order, os.cpu_count() or 1)
+            table = take_rows(table, order, cores())
             kinds = kinds[order]
         for start, end, g in bounds:
             part = partitions[g // span]
@@ -253,12 +252,7 @@ class TableWrite:
 
     def _flush_all(self, buffers: list[_BucketBuffer]) -> None:
         """Flush buffers, several at once: sorting and Parquet encoding release the GIL."""
-        pending = [b for b in buffers if b.tables]
-        if len(pending) > 1:
-            with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
-                list(pool.map(self._flush, pending))
-        elif pending:
-            self._flush(pending[0])
+        parallel_map(self._flush, [b for b in buffers if b.tables])
 
     def _flush(self, buf: _BucketBuffer) -> None:
         if not buf.tables:
@@ -336,11 +330,7 @@ class TableWrite:
         if self.primary_key and not self.write_only and not self.overwrite:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
-            if len(touched) > 1:
-                with ThreadPoolExecutor(max_workers=min(len(touched), os.cpu_count() or 1)) as pool:
-                    list(pool.map(self._compact_at_commit, touched))
-            elif touched:
-                self._compact_at_commit(touched[0])
+            parallel_map(self._compact_at_commit, touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.

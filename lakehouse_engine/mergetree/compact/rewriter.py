@@ -9,8 +9,6 @@ Deletes are dropped only when the output is the highest level holding data.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -26,6 +24,7 @@ from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoin
 from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.threads import cores, parallel_map
 
 if TYPE_CHECKING:
     from lakehouse_engine.table import FileStoreTable
@@ -133,19 +132,12 @@ class BucketCompactor:
                          drop_delete: bool) -> list[DataFileMeta]:
         ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
         in_order = sequence_disjoint(ordered)
-        def read(f: DataFileMeta) -> pa.Table:
-            return self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns, self.read_schema, f)
-
-        threads = min(len(ordered), os.cpu_count() or 1)
-        if threads > 1:
-            # Parquet decoding releases the GIL: the files of one merge are read at once.
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                tables = list(pool.map(read, ordered))
-        else:
-            tables = [read(f) for f in ordered]
+        # The files of one merge are read at once (parquet decoding releases the GIL).
+        tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
+                                                         self.read_schema, f), ordered)
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
-                                           rows_in_sequence_order=in_order, threads=threads)
+                                           rows_in_sequence_order=in_order, threads=cores())
         writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)
