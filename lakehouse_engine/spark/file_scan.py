@@ -92,7 +92,16 @@ def _comparable(dtype: pa.DataType) -> object:
     return dtype
 
 
-def same_arrow_types(df: DataFrame, paths: Sequence[str]) -> bool:
+def read_footers(paths: Sequence[str]) -> list[tuple[str, pq.FileMetaData]] | None:
+    """Each file's parquet footer, read once for both `same_arrow_types` and `plan_pieces`;
+    None when one cannot be read (Spark's own read then reports it)."""
+    try:
+        return [(path, pq.read_metadata(path)) for path in paths]
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def same_arrow_types(df: DataFrame, footers: Sequence[tuple[str, pq.FileMetaData]]) -> bool:
     """Whether pyarrow reads every file's columns as the Arrow types Spark hands Python for `df`.
 
     Nested columns are left to Spark (list and map layouts differ between writers).
@@ -106,22 +115,17 @@ def same_arrow_types(df: DataFrame, paths: Sequence[str]) -> bool:
     except Exception:  # a type Arrow cannot carry: Spark's path names the problem
         return False
     wanted = {f.name: _comparable(f.type) for f in expected}
-    for path in paths:
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, pa.ArrowException):
-            return False  # Spark's own read reports it
-        found = {f.name: _comparable(f.type) for f in schema}
+    for _, meta in footers:
+        found = {f.name: _comparable(f.type) for f in meta.schema.to_arrow_schema()}
         if any(found.get(name) != kind for name, kind in wanted.items()):
             return False
     return True
 
 
-def plan_pieces(paths: Sequence[str], piece_bytes: int = PIECE_BYTES) -> list[FilePiece]:
+def plan_pieces(footers: Sequence[tuple[str, pq.FileMetaData]], piece_bytes: int = PIECE_BYTES) -> list[FilePiece]:
     """The files cut into pieces of consecutive row groups of about `piece_bytes` each."""
     pieces = []
-    for path in paths:
-        meta = pq.ParquetFile(path).metadata
+    for path, meta in footers:
         group: list[int] = []
         size = 0
         for i in range(meta.num_row_groups):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, StructField, StructType
@@ -104,8 +105,8 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         return source.load(ref.identifier)
     source = source.option(OPTION_SNAPSHOT_ID, str(snapshot.id))
     schema = spark_schema(read_table, names)
-    if native is None:
-        native = _is_local(ref.warehouse)
+    if native is None:  # the table's own FileIO knows whether its files are local
+        native = isinstance(opened.file_io.fs, pafs.LocalFileSystem)
     if not native or not native_columns_supported(read_table, names):
         return source.load(ref.identifier)
     rb = read_table.new_read_builder().with_snapshot(snapshot.id).with_table_schema().with_projection(names)
@@ -135,10 +136,6 @@ def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_
     kind = StructField(VALUE_KIND, ByteType(), False)
     df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
     return df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER)).select(*schema.fieldNames())
-
-
-def _is_local(warehouse: str) -> bool:
-    return "://" not in warehouse or warehouse.startswith("file:")
 
 
 def _spark_path(path: str) -> str:

@@ -45,6 +45,7 @@ from lakehouse_engine.spark.bucket_expr import bucket_expression, key_hash_expre
 from lakehouse_engine.spark.file_scan import (
     PieceReader,
     plan_pieces,
+    read_footers,
     same_arrow_types,
     scanned_parquet_files,
 )
@@ -101,8 +102,9 @@ def route_rows(df: DataFrame, table: FileStoreTable, ref: TableRef,
         n = write_task_count(df.sparkSession, table, counts)
         packer = RowPacker(ref, n, bucket_counts=counts)
     files = scanned_parquet_files(df)
-    if files is not None and same_arrow_types(df, files):
-        pieces = plan_pieces(files)
+    footers = read_footers(files) if files is not None else None
+    if footers is not None and same_arrow_types(df, footers):
+        pieces = plan_pieces(footers)
         if pieces:  # the packing tasks read the files themselves (`file_scan`)
             spark = df.sparkSession
             time_zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
