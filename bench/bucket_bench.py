@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from bench.bench_data import BENCH_SCHEMA, make_bench_data
-from bench.machine import format_markdown_table
+from bench.engine_bench import write_commit
+from bench.machine import best_of_alternating, format_markdown_table
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.bucket.hash_index import PartitionHashIndex
 
@@ -26,10 +27,7 @@ def _table(work: Path, name: str, options: dict[str, str]) -> Any:
 
 def _write(table: Any, data: pa.Table) -> float:
     t0 = time.perf_counter()
-    wb = table.new_batch_write_builder()
-    w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(data)
-    c.commit(w.prepare_commit())
+    write_commit(table, data)
     return time.perf_counter() - t0
 
 
@@ -41,27 +39,39 @@ def _skewed(data: pa.Table, seed: int = 3) -> pa.Table:
     return data.set_column(0, "id", pa.array(ids))
 
 
+def _fixed_and_dynamic(data: pa.Table, repeats: int) -> tuple[dict[str, float], int]:
+    """Best seconds of a fixed `bucket = 8` and a dynamic-bucket write of `data` into fresh
+    tables, alternated; and the dynamic table's bucket count."""
+    work = Path(tempfile.mkdtemp(prefix="bench-buckets-"))
+    buckets: list[int] = []
+
+    def fixed() -> None:
+        write_commit(_table(work, "fixed", {"bucket": "8", "write-only": "true"}), data)
+
+    def dynamic() -> None:
+        table = _table(work, "dyn", {"bucket": "-1", "write-only": "true"})
+        write_commit(table, data)
+        buckets.append(table.bucket_stats().num_rows)
+
+    def clean_up() -> None:  # its time is not reported: one round's files on disk at a time
+        shutil.rmtree(work / "bench.db", ignore_errors=True)
+
+    try:
+        return best_of_alternating(repeats, {"fixed": fixed, "dynamic": dynamic, "clean up": clean_up}), buckets[-1]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def dynamic_write_bench(rows: int = 5_000_000, repeats: int = 3) -> list[dict[str, Any]]:
     """Fixed `bucket = 8` and dynamic-bucket writes of the same rows, alternated, best of `repeats`
     each (on a shared machine the two sides then see the same load)."""
     initial, _ = make_bench_data(rows, 10)
     out = []
     for label, data in (("uniform keys", initial), ("skewed keys", _skewed(initial))):
-        work = Path(tempfile.mkdtemp(prefix="bench-buckets-"))
-        fixed, dynamic = float("inf"), float("inf")
-        try:
-            for i in range(repeats):
-                fixed_table = _table(work, f"fixed{i}", {"bucket": "8", "write-only": "true"})
-                fixed = min(fixed, _write(fixed_table, data))
-                dyn_table = _table(work, f"dyn{i}", {"bucket": "-1", "write-only": "true"})
-                dynamic = min(dynamic, _write(dyn_table, data))
-                buckets = dyn_table.bucket_stats().num_rows
-                shutil.rmtree(work / "bench.db", ignore_errors=True)  # keep one run's files on disk
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        out.append({"data": label, "rows": f"{rows:,}", "fixed bucket=8 s": f"{fixed:.2f}",
-                    "dynamic s": f"{dynamic:.2f}", "dynamic / fixed": f"{dynamic / fixed:.2f}x",
-                    "dynamic buckets": buckets})
+        best, buckets = _fixed_and_dynamic(data, repeats)
+        out.append({"data": label, "rows": f"{rows:,}", "fixed bucket=8 s": f"{best['fixed']:.2f}",
+                    "dynamic s": f"{best['dynamic']:.2f}",
+                    "dynamic / fixed": f"{best['dynamic'] / best['fixed']:.2f}x", "dynamic buckets": buckets})
     return out
 
 
