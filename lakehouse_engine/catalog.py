@@ -318,7 +318,7 @@ class Catalog:
 
     def get_tag(self, identifier: str | Identifier, tag_name: str) -> GetTagResponse:
         """Tag `tag_name`: its snapshot, creation time and retention; TagNotExistError when missing."""
-        return get_tag_response(self.get_table(identifier), tag_name)
+        return get_tag_response(self.get_table(identifier).store, tag_name)
 
     def delete_tag(self, identifier: str | Identifier, tag_name: str) -> None:
         """Delete tag `tag_name`; TagNotExistError when there is none (as pypaimon's catalog)."""

@@ -93,7 +93,7 @@ def make_template(catalog: Catalog, kind: str) -> Template:
     w.close()
     # What the batch makes the table read, told by committing it once on a throwaway copy.
     probe = _copy(table, Path(table.path).parent / f"probe-{uuid.uuid4().hex}")
-    TableCommit(probe, wb.commit_user).commit(messages)
+    TableCommit(probe.store, wb.commit_user).commit(messages)
     after = contents(probe)
     shutil.rmtree(probe.path)
     return Template(table, pickle.dumps(messages), wb.commit_user, before, after,
@@ -109,7 +109,7 @@ def count_operations(template: Template, workdir: Path) -> list[tuple[str, str]]
     """The mutating file operations (kind, path) of committing the template's batch."""
     io = FaultInjectingFileIO.local()
     table = _copy(template.table, workdir / f"count-{uuid.uuid4().hex}", io)
-    TableCommit(table, template.commit_user).commit(pickle.loads(template.messages))
+    TableCommit(table.store, template.commit_user).commit(pickle.loads(template.messages))
     return io.operations
 
 
@@ -143,7 +143,7 @@ def data_snapshot(table: FileStoreTable, data_files: set[str]) -> int | None:
     from lakehouse_engine.write.commit_retry import snapshot_adding
 
     clear_manifest_cache()
-    return snapshot_adding(table, data_files, 0)
+    return snapshot_adding(table.store, data_files, 0)
 
 
 def run_case(template: Template, workdir: Path, k: int, mode: FaultMode, retry: str) -> CaseResult:
@@ -158,7 +158,7 @@ def run_case(template: Template, workdir: Path, k: int, mode: FaultMode, retry: 
     case = workdir / f"case-{k}-{mode}-{retry.replace(' ', '-')}"
     io = FaultInjectingFileIO.local(fail_at=k, mode=mode)
     table = _copy(template.table, case, io)
-    committer = TableCommit(table, template.commit_user)
+    committer = TableCommit(table.store, template.commit_user)
     error: BaseException | None = None
     first_ids: list[int] = []
     try:

@@ -140,7 +140,7 @@ def partition_filter(table: FileStoreTable, spec: str) -> Predicate | None:
     """
     keys = list(table.schema.partition_keys)
     builder = PredicateBuilder(table.schema.field_names)
-    default_name = table.partition_codec().default_name
+    default_name = table.store.partition_codec().default_name
     alternatives = []
     for part in (p.strip() for p in spec.split(";")):
         if not part:

@@ -39,7 +39,7 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ BucketKey = tuple[bytes, int]
 class Resequencer:
     """Re-sequences the new files of one commit's messages (in place) above what already landed."""
 
-    def __init__(self, table: FileStoreTable, messages: list[CommitMessage]):
+    def __init__(self, table: FileStore, messages: list[CommitMessage]):
         """A re-sequencer of `messages`, which it rewrites in place when they overlap."""
         self.table = table
         self.messages = messages
@@ -232,7 +232,7 @@ class Resequencer:
             m.compact_before, m.compact_after = [], []
 
 
-def check_compaction_sees_older_files(table: FileStoreTable, changes: Sequence[ManifestEntry],
+def check_compaction_sees_older_files(table: FileStore, changes: Sequence[ManifestEntry],
                                       live: Sequence[ManifestEntry]) -> None:
     """CommitConflictError when a compaction into a bucket's top level left out a file that is not
     newer than what it merged.

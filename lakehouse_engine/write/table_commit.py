@@ -48,7 +48,7 @@ from lakehouse_engine.write.commit_retry import (
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
@@ -60,7 +60,7 @@ _ENTRY_BYTES_ESTIMATE = 250
 class TableCommit:
     """Commits the messages of one write (from any number of processes) as snapshots."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str,
+    def __init__(self, table: FileStore, commit_user: str,
                  overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
                  *, restored: bool = False, once: bool = True,
                  dynamic_partition_overwrite: bool | None = None,
@@ -491,7 +491,7 @@ class TableCommit:
         return merged
 
 
-def delete_message_files(table: FileStoreTable, messages: Sequence[CommitMessage],
+def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
                          compaction_only: bool = False) -> None:
     """Delete the files `messages` wrote, which will not be committed.
 

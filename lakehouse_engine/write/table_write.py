@@ -39,7 +39,7 @@ from lakehouse_engine.write.pandas_input import arrow_from_pandas
 if TYPE_CHECKING:
     from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
     from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class _BucketBuffer:
 class TableWrite:
     """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, num_assigners: int = 1,
+    def __init__(self, table: FileStore, commit_user: str, num_assigners: int = 1,
                  assigner_id: int = 0, overwrite: bool = False,
                  fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None,
                  write_only: bool | None = None, as_compaction: bool = False):

@@ -13,14 +13,17 @@ from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCo
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class BatchWriteBuilder:
     """Creates the TableWrite and TableCommit of one batch write; they share a commit user."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore, expire: Callable[[], None] | None = None):
+        """Writes to `table`'s store; `expire` runs after each commit that landed (the facade
+        passes its snapshot expiry)."""
         self.table = table
+        self.expire = expire
         prefix = table.options.get(COMMIT_USER_PREFIX)
         self.commit_user = f"{prefix}_{uuid.uuid4()}" if prefix else str(uuid.uuid4())
         self.static_partition: dict[str, object] | None = None
@@ -46,7 +49,7 @@ class BatchWriteBuilder:
     def new_commit(self) -> TableCommit:
         """The committer: commits once (a retry after an error is recognised, see `commit`)."""
         return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored,
-                           expire=self.table.expire_after_commit)
+                           expire=self.expire)
 
 
 class StreamWriteBuilder(BatchWriteBuilder):
@@ -64,14 +67,14 @@ class StreamWriteBuilder(BatchWriteBuilder):
     def new_commit(self) -> StreamTableCommit:
         """A committer for many commits, each `commit(messages, commit_identifier)`."""
         return StreamTableCommit(self.table, self.commit_user, restored=self._restored,
-                                 expire=self.table.expire_after_commit)
+                                 expire=self.expire)
 
 
 class StreamTableCommit(TableCommit):
     """Commits rounds of messages, each under a commit identifier that increases (a checkpoint id);
     a round whose identifier already landed for this commit user is skipped (exactly once)."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False,
+    def __init__(self, table: FileStore, commit_user: str, *, restored: bool = False,
                  expire: Callable[[], None] | None = None):
         """A reusable committer for `commit_user`."""
         super().__init__(table, commit_user, None, restored=restored, once=False, expire=expire)

@@ -305,11 +305,11 @@ class Layout:
 
 def layout(table: FileStoreTable, snapshot_id: int) -> Layout:
     snapshot = table.snapshot(snapshot_id)
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     names = table.schema.trimmed_primary_keys
     types = table.schema.types_of(names)
     out = Layout()
-    for e in table.manifest_io().live_entries(snapshot):
+    for e in table.store.manifest_io().live_entries(snapshot):
         part = codec.from_binary(e.partition)
         path = f"{table.path_factory.bucket_dir(part.spec, e.bucket)}/{e.file.file_name}"
         data = pq.read_table(pa.BufferReader(table.file_io.read_bytes(path)), columns=names)
@@ -322,7 +322,7 @@ def layout(table: FileStoreTable, snapshot_id: int) -> Layout:
         out.totals[part.path_string()].add(e.total_buckets)
     if snapshot.index_manifest:
         seen: set[tuple[str, int]] = set()
-        for ie in table.manifest_io().read_index_manifest(snapshot.index_manifest):
+        for ie in table.store.manifest_io().read_index_manifest(snapshot.index_manifest):
             if ie.index_type != "HASH":
                 continue
             part_name = codec.from_binary(ie.partition).path_string()
@@ -342,7 +342,7 @@ def key_hashes(table: FileStoreTable, schema: pa.Schema, rows: Sequence[Row]) ->
     names = table.schema.trimmed_primary_keys
     data = pa.Table.from_pylist(list(rows), schema=schema)
     hashes = hash_rows([data.column(n) for n in names], table.schema.types_of(names)).tolist()
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     out = {}
     for r, h in zip(rows, hashes, strict=True):
         part = codec.from_values(tuple(r[p] for p in table.schema.partition_keys)).path_string()
@@ -378,7 +378,7 @@ def expected_changes(before: Layout, after: Layout, hashes: Mapping[Key, int]) -
 
 def reported_changes(table: FileStoreTable, changes: list[dict[str, Any]]) -> Counter[tuple[str, int, str]]:
     """`commit.bucket_changes` as counts per (partition, bucket, 'inserted' / 'updated')."""
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     out: Counter[tuple[str, int, str]] = Counter()
     for c in changes:
         part = codec.from_binary(c["partition"]).path_string()
@@ -529,7 +529,7 @@ class Postpone(Scenario):
         table = self.table(self.THEIRS)
         latest = table.latest_snapshot()
         assert latest is not None
-        self.their_postponed = [e.file.file_name for e in table.manifest_io().live_entries(latest)
+        self.their_postponed = [e.file.file_name for e in table.store.manifest_io().live_entries(latest)
                                 if e.bucket == POSTPONE]
         self.their_before = our_rows(table, PART_SCHEMA)
         self.their_compacted = table.compact()

@@ -92,7 +92,7 @@ def test_many_commits_merge_manifests_and_stay_readable(catalog: Catalog) -> Non
     for i in range(12):
         write(table, pa.table({"id": [i % 7], "writer": [i]}, schema=SCHEMA))
     snap = table.latest_snapshot()
-    assert len(table.manifest_io().data_manifests(snap)) <= 7
+    assert len(table.store.manifest_io().data_manifests(snap)) <= 7
     assert sorted(read(table).column("writer").to_pylist()) == [5, 6, 7, 8, 9, 10, 11]
     assert snap.total_record_count == 12
 

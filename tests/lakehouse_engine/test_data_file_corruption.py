@@ -44,7 +44,7 @@ def _rows(n: int, nulls: bool) -> pa.Table:
 def _one_file_table(catalog: Catalog, nulls: bool) -> tuple[FileStoreTable, Path]:
     table = create_table(catalog, f"flips_{nulls}", SCHEMA, primary_keys=["id"], options={"bucket": 1})
     write(table, _rows(20, nulls))
-    entry = table.manifest_io().live_entries(table.latest_snapshot())[0]
+    entry = table.store.manifest_io().live_entries(table.latest_snapshot())[0]
     return table, next(Path(table.path).rglob(entry.file.file_name))
 
 
