@@ -22,8 +22,7 @@ from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA
 from lakehouse_engine.table import FileStoreTable
-from lakehouse_engine.write.commit_message import CommitMessage
-from lakehouse_engine.write.table_commit import delete_message_files
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 
 _TASK_ID = "id"
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])

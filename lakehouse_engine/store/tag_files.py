@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakehouse_engine.errors import (
     CorruptFileError,
@@ -20,7 +20,16 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.invisible_chars import invisible_character, printable
 
 if TYPE_CHECKING:
-    from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.path_factory import PathFactory
+
+
+class TagFiles(Protocol):
+    """What reading tags needs of a store (a TagFiles has it): its FileIO, paths and name."""
+
+    file_io: FileIO
+    path_factory: PathFactory
+    name: str
 
 TAG_PREFIX = "tag-"
 #: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
@@ -67,7 +76,7 @@ def validate_tag_name(name: str) -> str:
     return name
 
 
-def tag_path(store: FileStore, name: str) -> str:
+def tag_path(store: TagFiles, name: str) -> str:
     return f"{store.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
 
 
@@ -78,7 +87,7 @@ def as_snapshot(tag: Snapshot) -> Snapshot:
     return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
 
 
-def read_tag(store: FileStore, path: str) -> Snapshot | None:
+def read_tag(store: TagFiles, path: str) -> Snapshot | None:
     try:
         text = store.file_io.read_text(path)
     except FileNotFoundError:
@@ -88,7 +97,7 @@ def read_tag(store: FileStore, path: str) -> Snapshot | None:
     return Snapshot.from_json(text, path)
 
 
-def tag_snapshot(store: FileStore, name: str) -> Snapshot:
+def tag_snapshot(store: TagFiles, name: str) -> Snapshot:
     """The snapshot tag `name` keeps; TagNotExistError (a SnapshotNotExistError) when there is none."""
     tag = read_tag(store, tag_path(store, name))
     if tag is None:
@@ -98,7 +107,7 @@ def tag_snapshot(store: FileStore, name: str) -> Snapshot:
     return as_snapshot(tag)
 
 
-def list_tags(store: FileStore) -> dict[str, Snapshot]:
+def list_tags(store: TagFiles) -> dict[str, Snapshot]:
     """Every tag of the table by name (sorted), with the snapshot it keeps.
 
     A tag file that cannot be decoded raises CorruptFileError: expiry and orphan removal must not

@@ -24,7 +24,7 @@ from lakehouse_engine.errors import (
     StorageError,
 )
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -33,18 +33,17 @@ if TYPE_CHECKING:
 #: How far the clocks of the writer that timed a data file and the committer that timed a
 #: snapshot may disagree: snapshots up to this long before a file's creation are searched too.
 CLOCK_SKEW_ALLOWANCE_MS = 60_000
-COMPACT = "COMPACT"
 
 
 @dataclass
 class Landed:
     """What a walk over the snapshots found of one commit: snapshot id by commit kind."""
 
-    by_kind: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[CommitKind, int] = field(default_factory=dict)
     #: A later identifier of the same user landed: this one was committed (or given up) before it.
     superseded: bool = False
 
-    def get(self, kind: str) -> int | None:
+    def get(self, kind: CommitKind) -> int | None:
         """The snapshot of `kind` the commit landed in, if any."""
         return self.by_kind.get(kind)
 
@@ -66,8 +65,8 @@ def snapshots_of_commit(table: FileStore, commit_user: str, identifier: int,
             break
         if s.commit_identifier < identifier:
             break
-        landed.by_kind.setdefault(s.commit_kind, s.id)
-        if s.commit_kind != COMPACT:
+        landed.by_kind.setdefault(CommitKind(s.commit_kind), s.id)
+        if s.commit_kind != CommitKind.COMPACT:
             break  # a commit's data snapshot comes before its compaction: nothing older is ours
     return landed
 
@@ -134,7 +133,7 @@ class RetryGuard:
         self.retrying = False
 
     def filter_committed(self, messages: list[CommitMessage], new_entries: list[ManifestEntry],
-                         compact_entries: list[ManifestEntry], identifier: int, data_kind: str) -> Landed:
+                         compact_entries: list[ManifestEntry], identifier: int, data_kind: CommitKind) -> Landed:
         """The snapshots this commit already landed in (none on a first, fresh attempt: free)."""
         data_names = {e.file.file_name for e in new_entries}
         compact_names = {e.file.file_name for e in compact_entries if e.kind == FileKind.ADD} - {
@@ -159,7 +158,7 @@ class RetryGuard:
             # UUID-named, so a snapshot that added them all is this commit.
             born = min((f.creation_time_millis or 0 for m in messages for f in m.new_files + m.compact_after),
                        default=0)
-            for kind, group in ((data_kind, data_names), (COMPACT, compact_names)):
+            for kind, group in ((data_kind, data_names), (CommitKind.COMPACT, compact_names)):
                 sid = snapshot_adding(self.table, set(group), born)
                 if sid is not None:
                     landed.by_kind[kind] = sid

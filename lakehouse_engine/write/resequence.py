@@ -36,7 +36,7 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, Man
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -218,7 +218,6 @@ class Resequencer:
 
     def _drop_compaction(self, key: BucketKey) -> None:
         """Drop the writer compaction of bucket `key` from every message: it embeds old numbers."""
-        from lakehouse_engine.write.table_commit import delete_message_files
 
         self.dropped.add(key)
         for m in self.messages:

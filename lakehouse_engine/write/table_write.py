@@ -33,7 +33,7 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
-from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 
 if TYPE_CHECKING:
@@ -359,7 +359,6 @@ class TableWrite:
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
         """Delete the files of messages that will never be committed; with no messages (pypaimon's
         `abort()`), the files this writer wrote and has not handed out in messages yet, and close."""
-        from lakehouse_engine.write.table_commit import delete_message_files
 
         if messages is None:
             pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,

@@ -8,7 +8,7 @@ compared, sorted, with a model of the table, and checks look at where rows live 
 * dynamic: two tables we fill (partitioned, and not; updates and deletes through `rowkind.field`;
   one commit by two parallel assigners) that pypaimon reads and upserts into, and a table
   pypaimon creates and fills that we upsert into. Each key in exactly one bucket, the one its
-  partition's HASH index gives it; no indexed key ever moves; `bucket_changes` counts exactly.
+  partition's HASH index gives it; no indexed key ever moves; the messages' key counts are exact.
 * postpone: rows in `bucket-postpone/` are invisible to both engines until `table.compact()`;
   then a partition rescaled before keeps its count while a new one gets the default.
 * rescale: a partitioned fixed-bucket table rescaled 2 -> 7 -> 3, read by both at each step
@@ -256,7 +256,9 @@ def commit(table: FileStoreTable, schema: pa.Schema, batches: Sequence[Sequence[
         model.apply(rows)
     snapshot = table.latest_snapshot()
     assert snapshot is not None
-    return Written(snapshot.id, list(c.bucket_changes), [r for rows in batches for r in rows])
+    changes = [{"partition": m.partition, "bucket": m.bucket, "inserted": m.inserted_keys,
+                "updated": m.updated_keys} for m in messages if m.inserted_keys is not None]
+    return Written(snapshot.id, changes, [r for rows in batches for r in rows])
 
 
 def our_rows(table: FileStoreTable, schema: pa.Schema, snapshot: int | None = None) -> list[tuple[Any, ...]]:
@@ -377,7 +379,7 @@ def expected_changes(before: Layout, after: Layout, hashes: Mapping[Key, int]) -
 
 
 def reported_changes(table: FileStoreTable, changes: list[dict[str, Any]]) -> Counter[tuple[str, int, str]]:
-    """`commit.bucket_changes` as counts per (partition, bucket, 'inserted' / 'updated')."""
+    """The messages' key counts (`inserted_keys`, `updated_keys`) as counts per (partition, bucket, 'inserted' / 'updated')."""
     codec = table.store.partition_codec()
     out: Counter[tuple[str, int, str]] = Counter()
     for c in changes:
@@ -687,7 +689,7 @@ def test_pypaimon_upserts_into_our_dynamic_table(world: dict[str, Scenario], nam
 @pytest.mark.parametrize("name", list(Dynamic.TABLES))
 def test_we_upsert_after_pypaimon_into_our_dynamic_table(world: dict[str, Scenario], name: str) -> None:
     """Our next commit reads the index pypaimon wrote: keys it inserted keep their buckets, our
-    `bucket_changes` counts what was new and what was updated, and both engines read the model."""
+    the messages count what was new and what was updated, and both engines read the model."""
     s: Dynamic = scenario(world, Dynamic, 1)
     schema = Dynamic.TABLES[name][0]
     table = s.table(name)

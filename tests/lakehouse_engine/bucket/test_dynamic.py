@@ -62,13 +62,14 @@ def test_fifty_thousand_keys_fill_buckets_up_to_the_target(catalog: Catalog) -> 
     wb = table.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(batch(np.arange(50_000), 0))
-    c.commit(w.prepare_commit())
+    messages = w.prepare_commit()
+    c.commit(messages)
     stats = table.bucket_stats()
     counts = stats.column("record_count").to_pylist()
     assert len(counts) >= 50 and max(counts) <= 1000 and sum(counts) == 50_000
     assert set(stats.column("total_buckets").to_pylist()) == {-1}
-    assert sum(x["inserted"] for x in c.bucket_changes) == 50_000
-    assert sum(x["updated"] for x in c.bucket_changes) == 0
+    assert sum(m.inserted_keys or 0 for m in messages) == 50_000
+    assert sum(m.updated_keys or 0 for m in messages) == 0
     index = table.store.manifest_io().read_index_manifest(table.latest_snapshot().index_manifest)
     assert {e.index_type for e in index} == {"HASH"} and sum(e.row_count for e in index) == 50_000
 
@@ -254,11 +255,12 @@ def test_a_batch_repeating_new_keys_gives_each_key_one_bucket(catalog: Catalog) 
     wb = table.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(pa.table({"id": ids, "dt": ["a"] * len(ids), "v": np.arange(len(ids))}, schema=SCHEMA))
-    c.commit(w.prepare_commit())
+    messages = w.prepare_commit()
+    c.commit(messages)
     distinct = len(np.unique(ids))
     counts = Counter(bucket_of_each_key(table).values())
     assert sum(counts.values()) == distinct and sorted(counts) == list(range(len(counts)))
     assert all(n == 100 for b, n in counts.items() if b < len(counts) - 1)  # filled in order
-    assert sum(x["inserted"] for x in c.bucket_changes) == distinct
+    assert sum(m.inserted_keys or 0 for m in messages) == distinct
     last = {int(i): int(v) for i, v in zip(ids, np.arange(len(ids)), strict=True)}
     assert {r["id"]: r["v"] for r in read(table).to_pylist()} == last
