@@ -51,8 +51,7 @@ def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] |
     buckets = {p: counts.get(p, default) for p in postponed}
     # The moved rows land as level-0 runs (regular compaction follows), as the output of this
     # compaction: one atomic COMPACT adds them and deletes the postpone files.
-    writer = TableWrite(table, f"postpone-compact-{uuid.uuid4()}", fixed_buckets=buckets,
-                        default_buckets=default, write_only=True, as_compaction=True)
+    writer = TableWrite.for_postpone_compaction(table, f"postpone-compact-{uuid.uuid4()}", buckets, default)
     schema = table.schema.arrow_schema()
     columns = schema.names + [VALUE_KIND]
     file_schema = table.schema.data_file_arrow_schema()

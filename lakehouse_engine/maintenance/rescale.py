@@ -60,8 +60,8 @@ def rescale(table: FileStore, bucket_num: int,
             chosen.append((binary, part.as_dict()))
     if not chosen:
         return []
-    writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},
-                        default_buckets=bucket_num, write_only=True)
+    writer = TableWrite.for_rescale(table, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
+                                    bucket_num)
     pb = PredicateBuilder(table.schema.field_names)
     read = TableRead(table, for_rewrite=True)
     for _, values in chosen:

@@ -274,19 +274,13 @@ class _TaskSink:
         writer = self._writers.get(write_only)
         if writer is None:
             table = self.table.copy({WRITE_ONLY.key: "true"}) if write_only else self.table
-            builder = table.new_batch_write_builder()
-            if self.commit_user is not None:
-                builder.commit_user = self.commit_user
-            if self.overwrite is not None:
-                builder.overwrite(self.overwrite)
-            if self.num_assigners > 1:
-                if self.assigner_id is None:
-                    raise LakehouseError(
-                        f"table {self.table.name}: rows reached a dynamic bucket write task "
-                        f"without being routed to an assigner")
-                writer = builder.new_write(num_assigners=self.num_assigners, assigner_id=self.assigner_id)
-            else:
-                writer = builder.new_write()
+            commit_user = self.commit_user or table.new_batch_write_builder().commit_user
+            if self.num_assigners > 1 and self.assigner_id is None:
+                raise LakehouseError(
+                    f"table {self.table.name}: rows reached a dynamic bucket write task "
+                    f"without being routed to an assigner")
+            writer = TableWrite.for_spark_task(table.store, commit_user, (self.assigner_id or 0) if self.num_assigners > 1 else 0,
+                                               self.num_assigners, overwrite=self.overwrite is not None)
             self._writers[write_only] = writer
         return writer
 

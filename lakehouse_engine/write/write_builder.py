@@ -11,6 +11,7 @@ from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.commit_retry import filter_committed
 from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite
+from lakehouse_engine.write.write_roles import NEW_DATA, OVERWRITE_DATA, assigner_of
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -43,8 +44,8 @@ class BatchWriteBuilder:
 
     def new_write(self, num_assigners: int = 1, assigner_id: int = 0) -> TableWrite:
         """A writer; dynamic-bucket tables written by n processes give each its assigner id."""
-        return TableWrite(self.table, self.commit_user, num_assigners=num_assigners,
-                          assigner_id=assigner_id, overwrite=self.static_partition is not None)
+        return TableWrite(self.table, self.commit_user, assigner_of(assigner_id, num_assigners),
+                          NEW_DATA if self.static_partition is None else OVERWRITE_DATA)
 
     def new_commit(self) -> TableCommit:
         """The committer: commits once (a retry after an error is recognised, see `commit`)."""
