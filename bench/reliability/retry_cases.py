@@ -28,6 +28,7 @@ import pyarrow as pa
 from lakehouse_engine import Catalog, LakehouseError, Schema
 from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.table_commit import TableCommit
@@ -102,7 +103,7 @@ def make_template(catalog: Catalog, kind: str) -> Template:
 
 def _copy(table: FileStoreTable, dest: Path, file_io: FileIO | None = None) -> FileStoreTable:
     shutil.copytree(table.path, dest)
-    return FileStoreTable(file_io or FileIO.for_warehouse(str(dest))[0], table.name, str(dest), table.schema)
+    return FileStoreTable(file_io or warehouse_file_io(str(dest))[0], table.name, str(dest), table.schema)
 
 
 def count_operations(template: Template, workdir: Path) -> list[tuple[str, str]]:
@@ -165,7 +166,7 @@ def run_case(template: Template, workdir: Path, k: int, mode: FaultMode, retry: 
         first_ids = committer.commit(pickle.loads(template.messages))
     except (OSError, LakehouseError) as exc:
         error = exc
-    plain = FileStoreTable(FileIO.for_warehouse(str(case))[0], table.name, str(case), table.schema)
+    plain = FileStoreTable(warehouse_file_io(str(case))[0], table.name, str(case), table.schema)
     landed_at = data_snapshot(plain, template.data_files)
     messages = pickle.loads(template.messages)
     if retry == "same committer" and error is None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog, LakehouseError
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.int64())])
@@ -43,7 +43,7 @@ def test_racing_committer_processes_lose_nothing(catalog: Catalog) -> None:
 
 
 def test_put_if_absent_lets_exactly_one_writer_win(tmp_path: Path) -> None:
-    fio, _ = FileIO.for_warehouse(str(tmp_path))
+    fio, _ = warehouse_file_io(str(tmp_path))
     target = str(tmp_path / "snapshot-1")
     assert fio.try_put_if_absent(target, b"first")
     assert not fio.try_put_if_absent(target, b"second")

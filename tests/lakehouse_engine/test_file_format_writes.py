@@ -130,7 +130,7 @@ def test_a_format_that_cannot_hold_the_table_is_refused_and_nothing_is_created(
 
 
 def test_avro_files_of_paimons_java_writer_whose_schema_is_a_nullable_union_are_read(tmp_path: Any) -> None:
-    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.io_warehouse import warehouse_file_io
     from lakehouse_engine.mergetree.data_file import read_data_file
 
     record = {"type": "record", "name": "record", "namespace": "org.apache.paimon.avro.generated",
@@ -140,6 +140,6 @@ def test_avro_files_of_paimons_java_writer_whose_schema_is_a_nullable_union_are_
     with open(path, "wb") as f:
         fastavro.writer(f, ["null", record], [{"id": 1, "tags": ["a", None]}, {"id": 2, "tags": None}])
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("tags", pa.list_(pa.string()))])
-    file_io, root = FileIO.for_warehouse(str(tmp_path), {})
+    file_io, root = warehouse_file_io(str(tmp_path), {})
     table = read_data_file(file_io, f"{root}/data-1-0.avro", ["id", "tags"], schema)
     assert table.to_pylist() == [{"id": 1, "tags": ["a", None]}, {"id": 2, "tags": None}]
