@@ -275,3 +275,19 @@ def test_drop_rename_and_bad_names(catalog: Catalog) -> None:
     main.create_branch("empty")
     with pytest.raises(LakehouseError, match="no snapshot"):
         main.fast_forward("empty")
+
+
+def test_a_fallback_branch_gives_the_partitions_main_lacks(catalog: Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string(), nullable=False),
+                        pa.field("v", pa.int64())])
+    table = create_table(catalog, "p", schema, primary_keys=["id", "dt"], partition_keys=["dt"],
+                         options={"bucket": 1})
+    table.create_branch("stream")
+    stream = table.branch_table("stream")
+    write(stream, pa.table({"id": [1, 2], "dt": ["d1", "d2"], "v": [10, 20]}, schema=schema))
+    write(table, pa.table({"id": [1], "dt": ["d1"], "v": [1]}, schema=schema))
+    catalog.alter_table("db.p", [SchemaChange.set_option("scan.fallback-branch", "stream")])
+    got = read(catalog.get_table("db.p")).sort_by("dt").to_pylist()
+    # d1 is main's own (its value, not the fallback's); d2 only the fallback has.
+    assert got == [{"id": 1, "dt": "d1", "v": 1}, {"id": 2, "dt": "d2", "v": 20}]
+    assert read(catalog.get_table("db.p"), snapshot_id=1).num_rows == 1  # time travel: main only
