@@ -104,45 +104,65 @@ class ConfigOption(Generic[T]):
 
 
 OPTIONS: dict[str, ConfigOption[Any]] = {}
-_group_of_next_options = ""
-
-
-def _group(title: str) -> None:
-    """The options declared from here on belong to group `title` (their `group` field)."""
-    global _group_of_next_options
-    _group_of_next_options = title
-
 
 # Paimon reads "int" options as Java ints and sizes and durations as Java longs: a larger value
 # would fail (or wrap around) in every other engine that opens the table.
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
 
-
-def _opt(key: str, kind: str, default: Any, description: str,
-         check: Callable[[Any], str | None] | None = None,
-         choices: tuple[str, ...] | None = None, java_long: bool = False) -> ConfigOption[Any]:
-    parsers: dict[str, Callable[[str], Any]] = {
-        "int": _parse_int, "bool": _parse_bool, "string": str, "enum": str,
-        "memory": parse_memory_size, "duration": parse_duration_ms,
-    }
-    parse = parsers[kind]
-    if kind in ("int", "memory", "duration"):
-        check = _bounded(check, -_JAVA_INT_MAX - 1 if kind == "int" and not java_long else -_JAVA_LONG_MAX - 1,
-                         _JAVA_INT_MAX if kind == "int" and not java_long else _JAVA_LONG_MAX)
-    option: ConfigOption[Any] = ConfigOption(key, parse, default, description, kind, check, choices,
-                                             _group_of_next_options)
-    OPTIONS[key] = option
-    return option
-
-
-def _bounded(check: Callable[[Any], str | None] | None, low: int, high: int) -> Callable[[Any], str | None]:
+def _bounded(check: Callable[[int], str | None] | None, java_long: bool) -> Callable[[int], str | None]:
     """`check`, after a check that the number fits the Java type Paimon reads it as."""
-    def bounded(v: Any) -> str | None:
+    high = _JAVA_LONG_MAX if java_long else _JAVA_INT_MAX
+    low = -high - 1
+
+    def bounded(v: int) -> str | None:
         if not low <= v <= high:
-            return f"must be between {low} and {high} (it is read as a {'Java int' if high < 2**32 else 'Java long'})"
+            return f"must be between {low} and {high} (it is read as a {'Java long' if java_long else 'Java int'})"
         return check(v) if check is not None else None
     return bounded
+
+
+class OptionGroup:
+    """Declares the options of one section of the option reference, each typed by its kind."""
+
+    def __init__(self, title: str):
+        self.title = title
+
+    def _add(self, option: ConfigOption[T]) -> ConfigOption[T]:
+        OPTIONS[option.key] = option
+        return option
+
+    def integer(self, key: str, default: int | None, description: str,
+                check: Callable[[int], str | None] | None = None, java_long: bool = False) -> ConfigOption[int]:
+        """An integer option (a Java int, or a Java long with `java_long`)."""
+        return self._add(ConfigOption(key, _parse_int, default, description, "int",
+                                      _bounded(check, java_long), None, self.title))
+
+    def boolean(self, key: str, default: bool | None, description: str,
+                check: Callable[[bool], str | None] | None = None) -> ConfigOption[bool]:
+        """A `true`/`false` option."""
+        return self._add(ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title))
+
+    def string(self, key: str, default: str | None, description: str,
+               check: Callable[[str], str | None] | None = None) -> ConfigOption[str]:
+        """A free-text option."""
+        return self._add(ConfigOption(key, str, default, description, "string", check, None, self.title))
+
+    def enum(self, key: str, default: str | None, description: str, choices: tuple[str, ...]) -> ConfigOption[str]:
+        """An option whose value is one of `choices`."""
+        return self._add(ConfigOption(key, str, default, description, "enum", None, choices, self.title))
+
+    def memory(self, key: str, default: int | None, description: str,
+               check: Callable[[int], str | None] | None = None) -> ConfigOption[int]:
+        """A memory size (`128 mb`), in bytes."""
+        return self._add(ConfigOption(key, parse_memory_size, default, description, "memory",
+                                      _bounded(check, True), None, self.title))
+
+    def duration(self, key: str, default: int | None, description: str,
+                 check: Callable[[int], str | None] | None = None) -> ConfigOption[int]:
+        """A duration (`1 h`), in milliseconds."""
+        return self._add(ConfigOption(key, parse_duration_ms, default, description, "duration",
+                                      _bounded(check, True), None, self.title))
 
 
 def _between(low: int, high: int) -> Callable[[int], str | None]:
@@ -181,68 +201,68 @@ def _bucket_check(v: int) -> str | None:
     return "must be a positive bucket count, -1 (dynamic bucket) or -2 (postpone bucket)"
 
 
-_group("Distribution")
-BUCKET = _opt("bucket", "int", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
-BUCKET_KEY = _opt("bucket-key", "string", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
-DYNAMIC_BUCKET_TARGET_ROW_NUM = _opt("dynamic-bucket.target-row-num", "int", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive, java_long=True)
-DYNAMIC_BUCKET_INITIAL_BUCKETS = _opt("dynamic-bucket.initial-buckets", "int", None, "Dynamic bucket mode: initial buckets of a partition per assigner.", _positive)
-DYNAMIC_BUCKET_MAX_BUCKETS = _opt("dynamic-bucket.max-buckets", "int", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).", _max_buckets_check)
-DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _opt("dynamic-bucket.assigner-parallelism", "int", None, "Dynamic bucket mode: number of parallel assigners.", _positive)
-POSTPONE_DEFAULT_BUCKET_NUM = _opt("postpone.default-bucket-num", "int", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
-CROSS_PARTITION_UPSERT_INDEX_TTL = _opt("cross-partition-upsert.index-ttl", "duration", None, "Cross-partition upsert: how long a key stays in the global index.")
+_distribution = OptionGroup("Distribution")
+BUCKET = _distribution.integer("bucket", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
+BUCKET_KEY = _distribution.string("bucket-key", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
+DYNAMIC_BUCKET_TARGET_ROW_NUM = _distribution.integer("dynamic-bucket.target-row-num", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive, java_long=True)
+DYNAMIC_BUCKET_INITIAL_BUCKETS = _distribution.integer("dynamic-bucket.initial-buckets", None, "Dynamic bucket mode: initial buckets of a partition per assigner.", _positive)
+DYNAMIC_BUCKET_MAX_BUCKETS = _distribution.integer("dynamic-bucket.max-buckets", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).", _max_buckets_check)
+DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _distribution.integer("dynamic-bucket.assigner-parallelism", None, "Dynamic bucket mode: number of parallel assigners.", _positive)
+POSTPONE_DEFAULT_BUCKET_NUM = _distribution.integer("postpone.default-bucket-num", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
+CROSS_PARTITION_UPSERT_INDEX_TTL = _distribution.duration("cross-partition-upsert.index-ttl", None, "Cross-partition upsert: how long a key stays in the global index.")
 
-_group("Files")
-FILE_FORMAT = _opt("file.format", "enum", "parquet", "Format of data files (parquet, orc or avro); files of every format are read by their extension.", choices=("parquet", "orc", "avro"))
-FILE_FORMAT_PER_LEVEL = _opt("file.format.per.level", "string", None, "Format of data files per LSM level, e.g. '0:avro,5:orc'; levels not listed use 'file.format'.")
-FILE_COMPRESSION = _opt("file.compression", "enum", "zstd", "Compression of data files.", choices=("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
-FILE_COMPRESSION_ZSTD_LEVEL = _opt("file.compression.zstd-level", "int", 1, "zstd level of data files (1 to 22).", _between(1, 22))
-MANIFEST_COMPRESSION = _opt("manifest.compression", "enum", "zstd", "Compression of manifest files.", choices=("zstd", "snappy", "deflate", "null", "none"))
-TARGET_FILE_SIZE = _opt("target-file-size", "memory", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
-WRITE_BUFFER_SIZE = _opt("write-buffer-size", "memory", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)
-MANIFEST_TARGET_FILE_SIZE = _opt("manifest.target-file-size", "memory", 8 << 20, "Suggested size of a manifest file.", _positive)
-MANIFEST_MERGE_MIN_COUNT = _opt("manifest.merge-min-count", "int", 30, "Manifests in a snapshot's base list before they are merged into fewer.", _positive)
-DATA_FILE_PREFIX = _opt("data-file.prefix", "string", "data-", "File name prefix of data files.", _file_name_part)
-PARTITION_DEFAULT_NAME = _opt("partition.default-name", "string", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.", _file_name_part)
+_files = OptionGroup("Files")
+FILE_FORMAT = _files.enum("file.format", "parquet", "Format of data files (parquet, orc or avro); files of every format are read by their extension.", ("parquet", "orc", "avro"))
+FILE_FORMAT_PER_LEVEL = _files.string("file.format.per.level", None, "Format of data files per LSM level, e.g. '0:avro,5:orc'; levels not listed use 'file.format'.")
+FILE_COMPRESSION = _files.enum("file.compression", "zstd", "Compression of data files.", ("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
+FILE_COMPRESSION_ZSTD_LEVEL = _files.integer("file.compression.zstd-level", 1, "zstd level of data files (1 to 22).", _between(1, 22))
+MANIFEST_COMPRESSION = _files.enum("manifest.compression", "zstd", "Compression of manifest files.", ("zstd", "snappy", "deflate", "null", "none"))
+TARGET_FILE_SIZE = _files.memory("target-file-size", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
+WRITE_BUFFER_SIZE = _files.memory("write-buffer-size", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)
+MANIFEST_TARGET_FILE_SIZE = _files.memory("manifest.target-file-size", 8 << 20, "Suggested size of a manifest file.", _positive)
+MANIFEST_MERGE_MIN_COUNT = _files.integer("manifest.merge-min-count", 30, "Manifests in a snapshot's base list before they are merged into fewer.", _positive)
+DATA_FILE_PREFIX = _files.string("data-file.prefix", "data-", "File name prefix of data files.", _file_name_part)
+PARTITION_DEFAULT_NAME = _files.string("partition.default-name", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.", _file_name_part)
 
-_group("Merging")
-MERGE_ENGINE = _opt("merge-engine", "enum", "deduplicate", "How rows of the same primary key merge.", choices=("deduplicate", "partial-update", "aggregation", "first-row"))
-IGNORE_DELETE = _opt("ignore-delete", "bool", False, "Ignore delete records.")
-ROWKIND_FIELD = _opt("rowkind.field", "string", None, "Field holding each row's kind (+I, -U, +U, -D).")
-SEQUENCE_FIELD = _opt("sequence.field", "string", None, "Field(s) ordering records of one key; the largest wins.")
-SEQUENCE_FIELD_SORT_ORDER = _opt("sequence.field.sort-order", "enum", "ascending", "Order of sequence.field.", choices=("ascending", "descending"))
-PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE = _opt("partial-update.remove-record-on-delete", "bool", False, "Partial-update: a -D record removes the whole row.")
-PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = _opt("partial-update.remove-record-on-sequence-group", "string", None, "Partial-update: a -D of these sequence groups removes the whole row.")
-AGGREGATION_REMOVE_RECORD_ON_DELETE = _opt("aggregation.remove-record-on-delete", "bool", False, "Aggregation: a -D record removes the whole row.")
-FIELDS_DEFAULT_AGG_FUNC = _opt("fields.default-aggregate-function", "string", None, "Aggregation merge engine: function of fields without their own.")
+_merging = OptionGroup("Merging")
+MERGE_ENGINE = _merging.enum("merge-engine", "deduplicate", "How rows of the same primary key merge.", ("deduplicate", "partial-update", "aggregation", "first-row"))
+IGNORE_DELETE = _merging.boolean("ignore-delete", False, "Ignore delete records.")
+ROWKIND_FIELD = _merging.string("rowkind.field", None, "Field holding each row's kind (+I, -U, +U, -D).")
+SEQUENCE_FIELD = _merging.string("sequence.field", None, "Field(s) ordering records of one key; the largest wins.")
+SEQUENCE_FIELD_SORT_ORDER = _merging.enum("sequence.field.sort-order", "ascending", "Order of sequence.field.", ("ascending", "descending"))
+PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE = _merging.boolean("partial-update.remove-record-on-delete", False, "Partial-update: a -D record removes the whole row.")
+PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = _merging.string("partial-update.remove-record-on-sequence-group", None, "Partial-update: a -D of these sequence groups removes the whole row.")
+AGGREGATION_REMOVE_RECORD_ON_DELETE = _merging.boolean("aggregation.remove-record-on-delete", False, "Aggregation: a -D record removes the whole row.")
+FIELDS_DEFAULT_AGG_FUNC = _merging.string("fields.default-aggregate-function", None, "Aggregation merge engine: function of fields without their own.")
 
-_group("Compaction")
-NUM_SORTED_RUN_COMPACTION_TRIGGER = _opt("num-sorted-run.compaction-trigger", "int", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
-NUM_SORTED_RUN_STOP_TRIGGER = _opt("num-sorted-run.stop-trigger", "int", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
-NUM_LEVELS = _opt("num-levels", "int", None, "Levels of the LSM tree (default trigger + 1).", _at_least_two_levels)
-COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _opt("compaction.max-size-amplification-percent", "int", 200, "Size amplification above which a full compaction runs.", _non_negative)
-COMPACTION_SIZE_RATIO = _opt("compaction.size-ratio", "int", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
-COMPACTION_MIN_FILE_NUM = _opt("compaction.min.file-num", "int", 5, "Append tables: fewest files to compact together.", _positive)
-COMPACTION_MAX_FILE_NUM = _opt("compaction.max.file-num", "int", 50, "Append tables: most files to compact together.", _positive)
-COMPACTION_FILE_SIZE = _opt("compaction.file-size", "memory", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
-COMPACTION_TOTAL_SIZE_THRESHOLD = _opt("compaction.total-size-threshold", "memory", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
-COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _opt("compaction.incremental-size-threshold", "memory", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
-FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", "int", None, "Run a full compaction every this many commits.", _positive)
-WRITE_ONLY = _opt("write-only", "bool", False, "Skip compaction and snapshot expiry after writes.")
+_compaction = OptionGroup("Compaction")
+NUM_SORTED_RUN_COMPACTION_TRIGGER = _compaction.integer("num-sorted-run.compaction-trigger", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
+NUM_SORTED_RUN_STOP_TRIGGER = _compaction.integer("num-sorted-run.stop-trigger", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
+NUM_LEVELS = _compaction.integer("num-levels", None, "Levels of the LSM tree (default trigger + 1).", _at_least_two_levels)
+COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _compaction.integer("compaction.max-size-amplification-percent", 200, "Size amplification above which a full compaction runs.", _non_negative)
+COMPACTION_SIZE_RATIO = _compaction.integer("compaction.size-ratio", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
+COMPACTION_MIN_FILE_NUM = _compaction.integer("compaction.min.file-num", 5, "Append tables: fewest files to compact together.", _positive)
+COMPACTION_MAX_FILE_NUM = _compaction.integer("compaction.max.file-num", 50, "Append tables: most files to compact together.", _positive)
+COMPACTION_FILE_SIZE = _compaction.memory("compaction.file-size", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
+COMPACTION_TOTAL_SIZE_THRESHOLD = _compaction.memory("compaction.total-size-threshold", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
+COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _compaction.memory("compaction.incremental-size-threshold", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
+FULL_COMPACTION_DELTA_COMMITS = _compaction.integer("full-compaction.delta-commits", None, "Run a full compaction every this many commits.", _positive)
+WRITE_ONLY = _compaction.boolean("write-only", False, "Skip compaction and snapshot expiry after writes.")
 
-_group("Snapshots and commits")
-SNAPSHOT_NUM_RETAINED_MIN = _opt("snapshot.num-retained.min", "int", 10, "Fewest snapshots to keep.", _positive)
-SNAPSHOT_NUM_RETAINED_MAX = _opt("snapshot.num-retained.max", "int", 2**31 - 1, "Most snapshots to keep.", _positive)
-SNAPSHOT_TIME_RETAINED = _opt("snapshot.time-retained", "duration", 3_600_000, "Longest time a snapshot is kept.")
-SNAPSHOT_EXPIRE_LIMIT = _opt("snapshot.expire.limit", "int", 50, "Most snapshots expired in one go.", _positive)
-COMMIT_MAX_RETRIES = _opt("commit.max-retries", "int", 10, "Retries of a commit that lost the race for a snapshot id.", _non_negative)
-COMMIT_TIMEOUT = _opt("commit.timeout", "duration", None, "Give up retrying a commit after this long (default: no limit).")
-COMMIT_MIN_RETRY_WAIT = _opt("commit.min-retry-wait", "duration", 10, "Shortest wait between commit retries.")
-COMMIT_MAX_RETRY_WAIT = _opt("commit.max-retry-wait", "duration", 10_000, "Longest wait between commit retries.")
-COMMIT_USER_PREFIX = _opt("commit.user-prefix", "string", None, "Prefix of generated commit users.")
+_snapshots = OptionGroup("Snapshots and commits")
+SNAPSHOT_NUM_RETAINED_MIN = _snapshots.integer("snapshot.num-retained.min", 10, "Fewest snapshots to keep.", _positive)
+SNAPSHOT_NUM_RETAINED_MAX = _snapshots.integer("snapshot.num-retained.max", 2**31 - 1, "Most snapshots to keep.", _positive)
+SNAPSHOT_TIME_RETAINED = _snapshots.duration("snapshot.time-retained", 3_600_000, "Longest time a snapshot is kept.")
+SNAPSHOT_EXPIRE_LIMIT = _snapshots.integer("snapshot.expire.limit", 50, "Most snapshots expired in one go.", _positive)
+COMMIT_MAX_RETRIES = _snapshots.integer("commit.max-retries", 10, "Retries of a commit that lost the race for a snapshot id.", _non_negative)
+COMMIT_TIMEOUT = _snapshots.duration("commit.timeout", None, "Give up retrying a commit after this long (default: no limit).")
+COMMIT_MIN_RETRY_WAIT = _snapshots.duration("commit.min-retry-wait", 10, "Shortest wait between commit retries.")
+COMMIT_MAX_RETRY_WAIT = _snapshots.duration("commit.max-retry-wait", 10_000, "Longest wait between commit retries.")
+COMMIT_USER_PREFIX = _snapshots.string("commit.user-prefix", None, "Prefix of generated commit users.")
 
-_group("Reading")
-SOURCE_SPLIT_TARGET_SIZE = _opt("source.split.target-size", "memory", 128 << 20, "Target size of a read split.", _positive)
-SOURCE_SPLIT_OPEN_FILE_COST = _opt("source.split.open-file-cost", "memory", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
+_reading = OptionGroup("Reading")
+SOURCE_SPLIT_TARGET_SIZE = _reading.memory("source.split.target-size", 128 << 20, "Target size of a read split.", _positive)
+SOURCE_SPLIT_OPEN_FILE_COST = _reading.memory("source.split.open-file-cost", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
 
 class CoreOptions:
@@ -313,21 +333,21 @@ class CoreOptions:
 
 
 # ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------
-_group("Pypaimon 2.1.0's options, accepted and typed here too")
+_pypaimon = OptionGroup("Pypaimon 2.1.0's options, accepted and typed here too")
 
 
 def _only_false(v: bool) -> str | None:
     return "only false is supported: primary key fields are NOT NULL" if v else None
 
 
-DYNAMIC_PARTITION_OVERWRITE = _opt("dynamic-partition-overwrite", "bool", True, "An overwrite without a static partition replaces only the partitions its data is in (partitioned tables).")
-PRIMARY_KEY_NULLABLE = _opt("primary-key.nullable", "bool", False, "Whether primary key fields may hold nulls; this engine supports only false (keys are NOT NULL, as in Paimon Java 0.9).", _only_false)
-SCAN_SNAPSHOT_ID = _opt("scan.snapshot-id", "int", None, "Read this snapshot (time travel).", java_long=True)
-SCAN_TAG_NAME = _opt("scan.tag-name", "string", None, "Read the snapshot this tag keeps (time travel).")
-READ_BATCH_SIZE = _opt("read.batch-size", "int", 1024, "pypaimon's read batch size; accepted, this engine sizes batches by file.", _positive)
-READ_PARALLELISM = _opt("read.parallelism", "int", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
-POSTPONE_BATCH_WRITE_FIXED_BUCKET = _opt("postpone.batch-write-fixed-bucket", "bool", True, "pypaimon's option, accepted: this engine writes postpone tables to the postpone bucket, and compaction assigns fixed buckets.")
-SNAPSHOT_IGNORE_EMPTY_COMMIT = _opt("snapshot.ignore-empty-commit", "bool", None, "Skip a commit that changes nothing (this engine never writes an empty APPEND snapshot).")
+DYNAMIC_PARTITION_OVERWRITE = _pypaimon.boolean("dynamic-partition-overwrite", True, "An overwrite without a static partition replaces only the partitions its data is in (partitioned tables).")
+PRIMARY_KEY_NULLABLE = _pypaimon.boolean("primary-key.nullable", False, "Whether primary key fields may hold nulls; this engine supports only false (keys are NOT NULL, as in Paimon Java 0.9).", _only_false)
+SCAN_SNAPSHOT_ID = _pypaimon.integer("scan.snapshot-id", None, "Read this snapshot (time travel).", java_long=True)
+SCAN_TAG_NAME = _pypaimon.string("scan.tag-name", None, "Read the snapshot this tag keeps (time travel).")
+READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read batch size; accepted, this engine sizes batches by file.", _positive)
+READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean("postpone.batch-write-fixed-bucket", True, "pypaimon's option, accepted: this engine writes postpone tables to the postpone bucket, and compaction assigns fixed buckets.")
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _pypaimon.boolean("snapshot.ignore-empty-commit", None, "Skip a commit that changes nothing (this engine never writes an empty APPEND snapshot).")
 
 
 def _expose_on_core_options() -> None:

@@ -92,7 +92,7 @@ class TableCommit:
         self.overwrite_specs = specs
         opts = table.schema.core_options
         if dynamic_partition_overwrite is None:
-            dynamic_partition_overwrite = bool(opts.get(DYNAMIC_PARTITION_OVERWRITE))
+            dynamic_partition_overwrite = opts.require(DYNAMIC_PARTITION_OVERWRITE)
         #: Dynamic overwrite: the partitions being replaced are those of the committed files.
         self.dynamic_overwrite = (dynamic_partition_overwrite and specs == [{}]
                                   and bool(table.schema.partition_keys))

@@ -105,7 +105,7 @@ class TableWrite:
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
-        self.write_only = bool(opts.get(WRITE_ONLY)) if write_only is None else write_only
+        self.write_only = opts.require(WRITE_ONLY) if write_only is None else write_only
         self.as_compaction = as_compaction
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
