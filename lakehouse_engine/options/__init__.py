@@ -1,13 +1,16 @@
-"""Table options: Paimon's names and defaults, typed and validated; unknown keys are kept as given."""
+"""Table options: Paimon's names and defaults, typed and validated, each implemented or, with the
+inventory of the Paimon options this engine does not act on (`options/inventory.py`), stored only
+or refused. Unknown keys are kept as given, unless they are a near miss of a known one."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.options.inventory import Status
 
 T = TypeVar("T")
 
@@ -76,6 +79,8 @@ class ConfigOption(Generic[T]):
     check: Callable[[T], str | None] | None = None
     choices: tuple[str, ...] | None = None
     group: str = ""  # the section of the option reference (docs/options.md) it is listed under
+    status: Status = Status.IMPLEMENTED
+    why: str = ""  # stored only: why it changes nothing here; refused: what to do instead
 
     def __post_init__(self) -> None:
         # The key is a str that can also be called: pypaimon code writes `CoreOptions.BUCKET.key()`.
@@ -123,46 +128,67 @@ def _bounded(check: Callable[[int], str | None] | None, java_long: bool) -> Call
 
 
 class OptionGroup:
-    """Declares the options of one section of the option reference, each typed by its kind."""
+    """Declares the options of one section of the option reference, each typed by its kind.
+
+    Every factory takes `refused=` (what to do instead: a value other than the default is refused)
+    or `stored=` (why the option changes nothing here); implementing a refused option is deleting
+    its `refused=` line.
+    """
 
     def __init__(self, title: str):
         self.title = title
 
-    def _add(self, option: ConfigOption[T]) -> ConfigOption[T]:
+    def _add(self, option: ConfigOption[T], refused: str | None, stored: str | None) -> ConfigOption[T]:
+        if refused is not None:
+            option = replace(option, status=Status.REFUSED, why=refused)
+        elif stored is not None:
+            option = replace(option, status=Status.STORED, why=stored)
         OPTIONS[option.key] = option
         return option
 
     def integer(self, key: str, default: int | None, description: str,
-                check: Callable[[int], str | None] | None = None, java_long: bool = False) -> ConfigOption[int]:
+                check: Callable[[int], str | None] | None = None, java_long: bool = False, *,
+                refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
         """An integer option (a Java int, or a Java long with `java_long`)."""
-        return self._add(ConfigOption(key, _parse_int, default, description, "int",
-                                      _bounded(check, java_long), None, self.title))
+        option = ConfigOption(key, _parse_int, default, description, "int", _bounded(check, java_long),
+                              None, self.title)
+        return self._add(option, refused, stored)
 
     def boolean(self, key: str, default: bool | None, description: str,
-                check: Callable[[bool], str | None] | None = None) -> ConfigOption[bool]:
+                check: Callable[[bool], str | None] | None = None, *,
+                refused: str | None = None, stored: str | None = None) -> ConfigOption[bool]:
         """A `true`/`false` option."""
-        return self._add(ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title))
+        option = ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title)
+        return self._add(option, refused, stored)
 
     def string(self, key: str, default: str | None, description: str,
-               check: Callable[[str], str | None] | None = None) -> ConfigOption[str]:
+               check: Callable[[str], str | None] | None = None, *,
+               refused: str | None = None, stored: str | None = None) -> ConfigOption[str]:
         """A free-text option."""
-        return self._add(ConfigOption(key, str, default, description, "string", check, None, self.title))
+        option = ConfigOption(key, str, default, description, "string", check, None, self.title)
+        return self._add(option, refused, stored)
 
-    def enum(self, key: str, default: str | None, description: str, choices: tuple[str, ...]) -> ConfigOption[str]:
+    def enum(self, key: str, default: str | None, description: str, choices: tuple[str, ...], *,
+             refused: str | None = None, stored: str | None = None) -> ConfigOption[str]:
         """An option whose value is one of `choices`."""
-        return self._add(ConfigOption(key, str, default, description, "enum", None, choices, self.title))
+        option = ConfigOption(key, str, default, description, "enum", None, choices, self.title)
+        return self._add(option, refused, stored)
 
     def memory(self, key: str, default: int | None, description: str,
-               check: Callable[[int], str | None] | None = None) -> ConfigOption[int]:
+               check: Callable[[int], str | None] | None = None, *,
+               refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
         """A memory size (`128 mb`), in bytes."""
-        return self._add(ConfigOption(key, parse_memory_size, default, description, "memory",
-                                      _bounded(check, True), None, self.title))
+        option = ConfigOption(key, parse_memory_size, default, description, "memory",
+                              _bounded(check, True), None, self.title)
+        return self._add(option, refused, stored)
 
     def duration(self, key: str, default: int | None, description: str,
-                 check: Callable[[int], str | None] | None = None) -> ConfigOption[int]:
+                 check: Callable[[int], str | None] | None = None, *,
+                 refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
         """A duration (`1 h`), in milliseconds."""
-        return self._add(ConfigOption(key, parse_duration_ms, default, description, "duration",
-                                      _bounded(check, True), None, self.title))
+        option = ConfigOption(key, parse_duration_ms, default, description, "duration",
+                              _bounded(check, True), None, self.title)
+        return self._add(option, refused, stored)
 
 
 def _between(low: int, high: int) -> Callable[[int], str | None]:
@@ -264,6 +290,15 @@ _reading = OptionGroup("Reading")
 SOURCE_SPLIT_TARGET_SIZE = _reading.memory("source.split.target-size", 128 << 20, "Target size of a read split.", _positive)
 SOURCE_SPLIT_OPEN_FILE_COST = _reading.memory("source.split.open-file-cost", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
+_changes = OptionGroup("Changelog and deletion vectors")
+CHANGELOG_PRODUCER = _changes.enum(
+    "changelog-producer", "none", "Which changelog files a write or compaction produces for streaming readers.",
+    ("none", "input", "lookup", "full-compaction"),
+    refused="this engine writes no changelog files yet, so a streaming reader would find no changes; leave it 'none' (streaming readers then read the delta files)")
+DELETION_VECTORS_ENABLED = _changes.boolean(
+    "deletion-vectors.enabled", False, "Mark deleted rows of compacted files in deletion vectors; level-0 files are then invisible to readers.",
+    refused="this engine writes no deletion vectors yet, and Paimon's readers skip level-0 files of such a table, so rows would go missing in every other engine; leave it false")
+
 
 class CoreOptions:
     """A table's options: the raw string map (kept whole, as Paimon keeps it) with typed accessors."""
@@ -344,10 +379,15 @@ DYNAMIC_PARTITION_OVERWRITE = _pypaimon.boolean("dynamic-partition-overwrite", T
 PRIMARY_KEY_NULLABLE = _pypaimon.boolean("primary-key.nullable", False, "Whether primary key fields may hold nulls; this engine supports only false (keys are NOT NULL, as in Paimon Java 0.9).", _only_false)
 SCAN_SNAPSHOT_ID = _pypaimon.integer("scan.snapshot-id", None, "Read this snapshot (time travel).", java_long=True)
 SCAN_TAG_NAME = _pypaimon.string("scan.tag-name", None, "Read the snapshot this tag keeps (time travel).")
-READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read batch size; accepted, this engine sizes batches by file.", _positive)
+READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read batch size.", _positive,
+                                   stored="how many rows pypaimon puts in one Arrow batch; the rows are the same (this engine sizes batches by file)")
 READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
-POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean("postpone.batch-write-fixed-bucket", True, "pypaimon's option, accepted: this engine writes postpone tables to the postpone bucket, and compaction assigns fixed buckets.")
-SNAPSHOT_IGNORE_EMPTY_COMMIT = _pypaimon.boolean("snapshot.ignore-empty-commit", None, "Skip a commit that changes nothing (this engine never writes an empty APPEND snapshot).")
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean(
+    "postpone.batch-write-fixed-bucket", True, "pypaimon's batch writes to a postpone table go straight to fixed buckets.",
+    stored="this engine writes postpone tables to the postpone bucket, as Java 0.9 does, and compaction assigns fixed buckets; both layouts are read right by every engine")
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _pypaimon.boolean(
+    "snapshot.ignore-empty-commit", None, "Skip a commit that changes nothing.",
+    stored="this engine never writes an empty APPEND snapshot; an empty snapshot would change no row")
 
 
 def _expose_on_core_options() -> None:
