@@ -18,6 +18,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
+from lakehouse_engine.format.features import refused_options
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -86,6 +87,7 @@ class TableWrite:
         self.commit_user = commit_user
         opts = self.schema.core_options
         self.options = opts
+        refused_options(table.name, opts.raw, for_write=True)  # before any file is written
         self.primary_key = self.schema.has_primary_key
         num_buckets = opts.bucket
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
