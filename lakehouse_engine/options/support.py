@@ -17,6 +17,7 @@ _KEY_FAMILIES = ("fields.", "file-index.", "commit.callback.", "tag.callback.")
 # How alike an unknown key and a known one must be (difflib's ratio) to call it a typo of it:
 # `changelog-prodcer` and `bucket-keys` are 0.97 and 0.95; unrelated user keys stay far below.
 _NEAR_MISS_RATIO = 0.85
+_FAMILY_NEAR_MISS_RATIO = 0.95
 
 
 def option_status(key: str) -> Status | None:
@@ -29,12 +30,19 @@ def option_status(key: str) -> Status | None:
 
 def near_miss(key: str) -> str | None:
     """The known option an unknown `key` is most likely a typo of, or None."""
-    if option_status(key) is not None or key.startswith(_KEY_FAMILIES):
+    if option_status(key) is not None:
         return None
+    cutoff = _NEAR_MISS_RATIO
+    if key.startswith(_KEY_FAMILIES):
+        # `fields.<field>.<property>` names a field: any field name is right. Other family keys
+        # only count as a typo when nearly identical to a known key (`file-index.ead.enabled`).
+        if key.startswith("fields.") and key.count(".") >= 2:
+            return None
+        cutoff = _FAMILY_NEAR_MISS_RATIO
     known = {k.lower(): k for k in (*OPTIONS, *INVENTORY)}
     if key.lower() in known:
         return known[key.lower()]
-    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=_NEAR_MISS_RATIO)
+    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=cutoff)
     return known[close[0]] if close else None
 
 
