@@ -52,7 +52,7 @@ def test_a_java_deletion_vector_table_raises_instead_of_reading_deleted_rows_bac
     answers = _three_commits(judge, table)
     assert len(ok(answers[-1])["rows"]) == 1000  # Paimon's own reading
     ours = catalog.get_table("db.dv")
-    index_files = [e for e in ours.manifest_io().index_entries(ours.latest_snapshot())
+    index_files = [e for e in ours.store.manifest_io().index_entries(ours.latest_snapshot())
                    if e.index_type == "DELETION_VECTORS"]
     assert index_files, "Paimon 0.9 wrote no deletion vectors: the case is not the one under test"
     with pytest.raises(UnsupportedFeatureError, match="table db.dv: .*deletion vectors"):
