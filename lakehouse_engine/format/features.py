@@ -75,7 +75,7 @@ def manifest_version(file_name: str, version: int) -> None:
     if version > MANIFEST_VERSION:
         raise UnsupportedFeatureError(
             f"manifest {file_name} has entries of version {version}; this engine reads versions up "
-            f"to {MANIFEST_VERSION} (a newer Paimon wrote it)")
+            f"to {MANIFEST_VERSION} (a newer Paimon wrote it, or the manifest is damaged)")
 
 
 def snapshot_version(table: str, snapshot: Snapshot) -> None:
