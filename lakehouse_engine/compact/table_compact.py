@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
+from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
@@ -36,7 +37,10 @@ def plan_compaction(table: FileStore, full: bool = False,
     if snapshot is None:
         return []
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
-    for e in table.manifest_io().live_entries(snapshot):
+    mio = table.manifest_io()
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    for e in mio.live_entries(snapshot):
+        check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:
             continue
         if partitions and not codec.from_binary(e.partition).matches(partitions):

@@ -24,6 +24,7 @@ from lakehouse_engine.options import (
     SCAN_TAG_NAME,
     CoreOptions,
 )
+from lakehouse_engine.options.support import check_supported
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import BRANCH_PREFIX, MAIN_BRANCH, PathFactory
 from lakehouse_engine.schema import BucketMode, TableSchema
@@ -144,6 +145,7 @@ class FileStore:
         """The same store with extra options for this handle only (e.g. `scan.snapshot-id`)."""
         extra = {str(k): str(v) for k, v in dynamic_options.items()}
         options = {**self.schema.options, **extra}
+        check_supported(options, extra)  # a refused option or a near-miss key, named
         CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
         store = self._sibling(replace(self.schema, options=options))
         store.dynamic_options = {**self.dynamic_options, **extra}

@@ -16,6 +16,7 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
     StorageError,
 )
+from lakehouse_engine.format.features import check_writable
 from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
@@ -95,7 +96,7 @@ class TableCommit:
         self.overwrite_specs = specs
         opts = table.schema.core_options
         if dynamic_partition_overwrite is None:
-            dynamic_partition_overwrite = bool(opts.get(DYNAMIC_PARTITION_OVERWRITE))
+            dynamic_partition_overwrite = opts.require(DYNAMIC_PARTITION_OVERWRITE)
         #: Dynamic overwrite: the partitions being replaced are those of the committed files.
         self.dynamic_overwrite = (dynamic_partition_overwrite and specs == [{}]
                                   and bool(table.schema.partition_keys))
@@ -270,6 +271,9 @@ class TableCommit:
             landed = self._already_committed(base_latest_id, latest, identifier, planner.kind) if attempt else None
             if landed is not None:
                 return landed
+            # Another engine may have turned on a feature this engine does not apply (deletion
+            # vectors, a changelog producer) since the files were written: refuse, publish nothing.
+            check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest))
             planned = planner.plan(latest)
             if planned.delta_stale and delta is not None:
                 self._delete_manifests([delta.file_name])

@@ -18,6 +18,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
+from lakehouse_engine.format.features import refused_options
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -97,6 +98,7 @@ class TableWrite:
         self.commit_user = commit_user
         opts = self.schema.core_options
         self.options = opts
+        refused_options(table.name, opts.raw, for_write=True)  # before any file is written
         self.primary_key = self.schema.has_primary_key
         self.role = role
         self.flush_lookup = flush_lookup
@@ -118,7 +120,7 @@ class TableWrite:
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
-        self.write_only = bool(opts.get(WRITE_ONLY)) if role.compacts is None else not role.compacts
+        self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
