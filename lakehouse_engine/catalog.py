@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from lakehouse_engine.errors import (
     TableNotExistError,
     UnsupportedError,
 )
-from lakehouse_engine.invisible_chars import invisible_character, printable
+from lakehouse_engine.identifier import Identifier, validate_name
 from lakehouse_engine.io import FileIO, storage_errors
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
@@ -26,96 +25,16 @@ from lakehouse_engine.store.schema_manager import SchemaManager, check_new_schem
 from lakehouse_engine.table import FileStoreTable
 
 DB_SUFFIX = ".db"
-_BAD_NAME_RE = re.compile(r"[/\\.$\x00-\x1f\x7f]")
-
-
-def validate_name(name: str, what: str) -> str:
-    """Check a database or table name: no path separators, dots, `$`, control, format (bidirectional,
-    zero-width) characters or blanks."""
-    bad = invisible_character(name) if isinstance(name, str) else None
-    if bad is not None:
-        raise InvalidIdentifierError(
-            f"{what} name {printable(name)} contains the invisible character {bad}; "
-            f"use printable characters only")
-    if not isinstance(name, str) or not name or name != name.strip():
-        raise InvalidIdentifierError(f"{what} name {name!r} is empty or has surrounding blanks")
-    if len(name) > 255 or _BAD_NAME_RE.search(name):
-        raise InvalidIdentifierError(
-            f"{what} name {name!r} is invalid: names may not contain '/', '\\', '.', '$' or control "
-            f"characters, and are at most 255 characters")
-    return name
-
-
-@dataclass(frozen=True)
-class Identifier:
-    """A validated `database.table` name."""
-
-    database: str
-    table: str
-
-    @staticmethod
-    def parse(identifier: str | Identifier) -> Identifier:
-        """An Identifier from `database.table` (each part may be quoted in backticks) or itself."""
-        if isinstance(identifier, Identifier):
-            return Identifier(validate_name(identifier.database, "database"),
-                              validate_name(identifier.table, "table"))
-        if not isinstance(identifier, str) or identifier.count(".") != 1:
-            raise InvalidIdentifierError(
-                f"table identifier {identifier!r} must look like 'database.table'")
-        db, table = (_unquote(part) for part in identifier.split("."))
-        return Identifier(validate_name(db, "database"), validate_name(table, "table"))
-
-    # ---- pypaimon's names ----------------------------------------------------------------
-    @staticmethod
-    def create(database: str, table: str) -> Identifier:
-        """pypaimon's `Identifier.create(database, table)`: a checked identifier."""
-        return Identifier(validate_name(database, "database"), validate_name(table, "table"))
-
-    @staticmethod
-    def from_string(full_name: str) -> Identifier:
-        """pypaimon's `Identifier.from_string("db.table")` (InvalidIdentifierError, a ValueError)."""
-        return Identifier.parse(full_name)
-
-    @property
-    def object(self) -> str:
-        """pypaimon's name for the table part."""
-        return self.table
-
-    def get_database_name(self) -> str:
-        return self.database
-
-    def get_table_name(self) -> str:
-        return self.table
-
-    def get_object_name(self) -> str:
-        return self.table
-
-    def get_branch_name(self) -> str | None:
-        return None  # this engine has no branches: every identifier names the main branch
-
-    def get_branch_name_or_default(self) -> str:
-        return "main"
-
-    def is_system_table(self) -> bool:
-        return False
-
-    def full_name(self) -> str:
-        return f"{self.database}.{self.table}"
-
-    def get_full_name(self) -> str:
-        return self.full_name()
-
-    def __str__(self) -> str:
-        return self.full_name()
-
-
-def _unquote(part: str) -> str:
-    """`name` from a backtick-quoted "`name`" (pypaimon accepts both forms)."""
-    return part[1:-1] if len(part) >= 2 and part[0] == part[-1] == "`" else part
 
 
 def _identifier(identifier: str | Identifier) -> Identifier:
-    return Identifier.parse(identifier)
+    """The identifier of a table this catalog serves: refuses branches and system tables."""
+    ident = Identifier.parse(identifier)
+    if ident.get_branch_name() is not None or ident.is_system_table():
+        raise UnsupportedError(
+            f"table {ident.get_full_name()!r} names a branch or system table, which this engine's "
+            f"catalog does not serve yet; name the table itself ({ident.database}.{ident.table})")
+    return ident
 
 
 @dataclass(frozen=True)
@@ -149,7 +68,7 @@ class Catalog:
     def get_database(self, name: str) -> Database:
         """The database `name`; DatabaseNotExistError (a ValueError) when there is none."""
         if not self.database_exists(name):
-            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}", name)
         return Database(name)
 
     def database_exists(self, name: str) -> bool:
@@ -162,7 +81,7 @@ class Catalog:
         if self.file_io.is_dir(path):
             if ignore_if_exists:
                 return
-            raise DatabaseAlreadyExistError(f"database '{name}' already exists in {self.warehouse}")
+            raise DatabaseAlreadyExistError(f"database '{name}' already exists in {self.warehouse}", name)
         self.file_io.mkdirs(path)
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
@@ -170,7 +89,7 @@ class Catalog:
         if not self.file_io.is_dir(path):
             if ignore_if_not_exists:
                 return
-            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}", name)
         if self.list_tables(name) and not cascade:
             raise DatabaseNotExistError(
                 f"database '{name}' is not empty; drop its tables first or pass cascade=True")
@@ -178,13 +97,13 @@ class Catalog:
 
     # ---- tables --------------------------------------------------------------
     def table_path(self, identifier: str | Identifier) -> str:
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         return f"{self.database_path(ident.database)}/{ident.table}"
 
     def list_tables(self, database: str) -> list[str]:
         path = self.database_path(database)
         if not self.file_io.is_dir(path):
-            raise DatabaseNotExistError(f"database '{database}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{database}' does not exist in {self.warehouse}", database)
         names = []
         for s in self.file_io.list_status(path):
             if s.is_dir and self.file_io.is_dir(f"{s.path}/schema"):
@@ -200,31 +119,32 @@ class Catalog:
     def create_table(self, identifier: str | Identifier, schema: Schema,
                      ignore_if_exists: bool = False) -> None:
         """Create a table from `schema`; validates keys and options before writing anything."""
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         if not self.database_exists(ident.database):
             raise DatabaseNotExistError(
-                f"database '{ident.database}' does not exist in {self.warehouse}; create it first")
+                f"database '{ident.database}' does not exist in {self.warehouse}; create it first",
+                ident.database)
         table_schema = TableSchema.from_schema(schema)
         check_new_schema(table_schema)  # merge-engine options and file formats (from_schema checked the rest)
         path = self.table_path(ident)
         if self._schema_ids(path):
             if ignore_if_exists:
                 return
-            raise TableAlreadyExistError(f"table '{ident}' already exists")
+            raise TableAlreadyExistError(f"table '{ident}' already exists", ident)
         paths = PathFactory(path)
         if not self.file_io.try_put_if_absent(paths.schema_path(0), table_schema.to_json().encode()):
             if ignore_if_exists:
                 return
-            raise TableAlreadyExistError(f"table '{ident}' already exists")
+            raise TableAlreadyExistError(f"table '{ident}' already exists", ident)
 
     def get_table(self, identifier: str | Identifier) -> FileStoreTable:
         """Load a table at its latest schema; TableNotExistError when there is none."""
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         path = self.table_path(ident)
         schemas = SchemaManager(self.file_io, PathFactory(path), ident.full_name())
         ids = schemas.schema_ids()  # one listing: it tells both whether the table exists and its latest schema
         if not ids:
-            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}", ident)
         table = FileStoreTable(self.file_io, ident.full_name(), path, schemas.schema(ids[-1]))
         table.identifier = ident
         return table
@@ -246,12 +166,12 @@ class Catalog:
         table.schema_manager().commit_changes(list(changes), lambda: table.latest_snapshot() is not None)
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         path = self.table_path(ident)
         if not self._schema_ids(path):
             if ignore_if_not_exists:
                 return
-            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}", ident)
         self.file_io.delete_dir(path)
 
     def rename_table(self, source: str | Identifier, target: str | Identifier) -> None:
@@ -270,13 +190,14 @@ class Catalog:
         src, dst = _identifier(source), _identifier(target)
         src_path, dst_path = self.table_path(src), self.table_path(dst)
         if not self._schema_ids(src_path):
-            raise TableNotExistError(f"table '{src}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{src}' does not exist in {self.warehouse}", src)
         if not self.database_exists(dst.database):
             raise DatabaseNotExistError(
-                f"cannot rename table '{src}' to '{dst}': database '{dst.database}' does not exist")
+                f"cannot rename table '{src}' to '{dst}': database '{dst.database}' does not exist",
+                dst.database)
         if self.file_io.exists(dst_path):
             raise TableAlreadyExistError(
-                f"cannot rename table '{src}' to '{dst}': '{dst}' already exists")
+                f"cannot rename table '{src}' to '{dst}': '{dst}' already exists", dst)
         if not getattr(self.file_io, "is_local", False):
             raise UnsupportedError(
                 f"cannot rename table '{src}': {self.warehouse} is object storage, where a "
@@ -324,7 +245,7 @@ class Catalog:
         """Delete tag `tag_name`; TagNotExistError when there is none (as pypaimon's catalog)."""
         table = self.get_table(identifier)
         if not table.delete_tag(tag_name):
-            raise TagNotExistError(f"tag {tag_name!r} of table {table.name} does not exist")
+            raise TagNotExistError(f"tag {tag_name!r} of table {table.name} doesn't exist", tag_name)
 
     def replace_tag(self, identifier: str | Identifier, tag_name: str, snapshot_id: int | None = None,
                     time_retained: str | None = None) -> None:
