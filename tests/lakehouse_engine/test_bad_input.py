@@ -152,7 +152,7 @@ def test_unknown_table_and_database(catalog: Catalog) -> None:
 def test_projection_and_filter_on_unknown_fields(table) -> None:
     with pytest.raises(SchemaError, match="unknown fields \\['nope'\\]"):
         table.new_read_builder().with_projection(["nope"])
-    with pytest.raises(SchemaError, match="unknown field 'nope'"):
+    with pytest.raises(SchemaError, match="The field nope is not in field list"):
         table.new_read_builder().new_predicate_builder().equal("nope", 1)
 
 
