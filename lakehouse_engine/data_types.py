@@ -18,6 +18,10 @@ class _TypeConstructor(type):
 
     roots: frozenset[str] | None = None  # None: every root that is not nested
 
+    def from_dict(cls, data: Any) -> DataType:
+        """A type from its `schema-N` JSON form (pypaimon's `X.from_dict`)."""
+        return DataType.from_json(data)
+
     def __instancecheck__(cls, obj: Any) -> bool:
         if not isinstance(obj, DataType):
             return False
@@ -49,7 +53,7 @@ class MapType(metaclass=_TypeConstructor):
     roots = frozenset({MAP})
 
     def __new__(cls, nullable: bool, key_type: DataType, value_type: DataType) -> DataType:  # type: ignore[misc]
-        return DataType(MAP, nullable, key=key_type.copy(False), value=value_type)
+        return DataType(MAP, nullable, key=key_type, value=value_type)
 
 
 class RowType(metaclass=_TypeConstructor):

@@ -40,7 +40,11 @@ MODULES: dict[str, dict[str, str]] = {
         "DatabaseNoPermissionException": "lakehouse_engine.errors:DatabaseNoPermissionException",
         "TableNoPermissionException": "lakehouse_engine.errors:TableNoPermissionException",
     },
-    "pypaimon.common.identifier": {"Identifier": "lakehouse_engine.catalog:Identifier"},
+    "pypaimon.common.identifier": {
+        "Identifier": "lakehouse_engine.identifier:Identifier",
+        "DEFAULT_MAIN_BRANCH": "lakehouse_engine.identifier:DEFAULT_MAIN_BRANCH",
+        "UNKNOWN_DATABASE": "lakehouse_engine.identifier:UNKNOWN_DATABASE",
+    },
     "pypaimon.common.options": {
         "CoreOptions": "lakehouse_engine.options:CoreOptions",
         "Options": "lakehouse_engine.options:Options",
@@ -56,13 +60,11 @@ MODULES: dict[str, dict[str, str]] = {
     "pypaimon.schema.table_schema": {"TableSchema": "lakehouse_engine.schema:TableSchema"},
     "pypaimon.schema.data_types": {
         "DataField": "lakehouse_engine.schema:DataField",
-        "AtomicType": "lakehouse_engine.types:AtomicType",
-        "ArrayType": "lakehouse_engine.types:ArrayType",
-        "MapType": "lakehouse_engine.types:MapType",
-        "RowType": "lakehouse_engine.types:RowType",
+        "AtomicType": "lakehouse_engine.data_types:AtomicType",
+        "ArrayType": "lakehouse_engine.data_types:ArrayType",
+        "MapType": "lakehouse_engine.data_types:MapType",
+        "RowType": "lakehouse_engine.data_types:RowType",
         "DataType": "lakehouse_engine.types:DataType",
-        "Keyword": "lakehouse_engine.types:Keyword",
-        "PyarrowFieldParser": "lakehouse_engine.types:PyarrowFieldParser",
     },
     "pypaimon.schema.schema_change": {
         "SchemaChange": "lakehouse_engine.schema_change:SchemaChange",

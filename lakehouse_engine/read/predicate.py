@@ -291,9 +291,11 @@ def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool
 class PredicateBuilder:
     """Builds predicates over a table's fields (pypaimon's `PredicateBuilder` names)."""
 
-    def __init__(self, field_names: Sequence[str], arrow_types: Mapping[str, pa.DataType] | None = None):
-        self.field_names = list(field_names)
-        self.arrow_types = dict(arrow_types or {})
+    def __init__(self, field_names: Sequence[Any], arrow_types: Mapping[str, pa.DataType] | None = None):
+        # pypaimon builds it from the table's DataFields (`PredicateBuilder(table.fields)`).
+        fields = [f for f in field_names if not isinstance(f, str)]
+        self.field_names = [f if isinstance(f, str) else f.name for f in field_names]
+        self.arrow_types = {f.name: f.type.to_arrow() for f in fields} | dict(arrow_types or {})
 
     def _leaf(self, method: str, name: str, *literals: Any) -> Predicate:
         if name not in self.field_names:

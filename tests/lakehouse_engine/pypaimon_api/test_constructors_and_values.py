@@ -57,11 +57,13 @@ def test_data_field_from_dict_and_schema_of_fields(catalog) -> None:
 
 def test_nested_type_constructors_build_our_types() -> None:
     array = ArrayType(True, AtomicType("INT"))
-    mapping = MapType(False, AtomicType("STRING"), AtomicType("BIGINT"))
+    mapping = MapType(False, AtomicType("STRING NOT NULL"), AtomicType("BIGINT"))
     row = RowType(True, [DataField(5, "x", AtomicType("INT"))])
     assert (str(array), str(mapping), str(row)) == \
         ("ARRAY<INT>", "MAP<STRING NOT NULL, BIGINT> NOT NULL", "ROW<`x` INT>")
     assert isinstance(array, ArrayType) and isinstance(row, RowType) and not isinstance(row, AtomicType)
+    assert ArrayType.from_dict({"type": "ARRAY", "element": "INT"}) == array
+    assert AtomicType.from_dict("BIGINT NOT NULL") == AtomicType("BIGINT", nullable=False)
 
 
 def test_predicate_built_as_pypaimon_builds_it() -> None:
