@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lakehouse_engine.errors import InvalidDataError
 from lakehouse_engine.types import DataType
@@ -68,13 +69,19 @@ def partition_path_component(key: str, value: str) -> str:
 
 
 class PathFactory:
-    """Paths of one table's files; unique names come from a per-writer uuid and a counter."""
+    """Paths of one table's files; unique names come from a per-writer uuid and a counter.
+
+    Data files are named as Paimon names them, `<data-file.prefix><uuid>-<n>.<format>` with `n`
+    counting this writer's data files from 0 (pypaimon's first file ends in `-0`); postpone-bucket
+    files as Paimon's postpone writer does, `<prefix>-u-<commit user>-s-<n>-w-<uuid>-<n>`.
+    """
 
     def __init__(self, table_path: str, data_file_prefix: str = "data-"):
         self.table_path = table_path.rstrip("/")
         self.data_file_prefix = data_file_prefix
         self._uuid = str(uuid.uuid4())
         self._counter = itertools.count()
+        self._data_counter = itertools.count()
 
     # ---- metadata dirs ---------------------------------------------------------
     @property
@@ -129,4 +136,11 @@ class PathFactory:
         return f"{self.table_path}/{part}/{name}" if part else f"{self.table_path}/{name}"
 
     def new_data_file_name(self, extension: str = "parquet") -> str:
-        return f"{self.data_file_prefix}{self._uuid}-{next(self._counter)}.{extension}"
+        return f"{self.data_file_prefix}{self._uuid}-{next(self._data_counter)}.{extension}"
+
+    def postpone_data_file_namer(self, commit_user: str) -> Callable[[str], str]:
+        """Names of one writer's postpone-bucket files: Paimon's prefix with the commit user and a
+        random writer number, then a uuid and a counter from 0."""
+        prefix = f"{self.data_file_prefix}-u-{commit_user}-s-{random.randrange(2**31 - 1)}-w-{uuid.uuid4()}"
+        counter = itertools.count()
+        return lambda extension="parquet": f"{prefix}-{next(counter)}.{extension}"

@@ -29,6 +29,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -264,9 +265,11 @@ class TableWrite:
         if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
+        paths = self.table.path_factory
+        namer = (paths.postpone_data_file_namer(self.commit_user) if buf.bucket == POSTPONE_BUCKET
+                 else paths.new_data_file_name)
         writer = DataFileWriter(self.table.file_io, self.schema,
-                                self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
-                                self.table.path_factory.new_data_file_name, self.target_file_size)
+                                paths.bucket_dir(buf.partition.spec, buf.bucket), namer, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         buf.new_files.extend(written)
