@@ -295,10 +295,14 @@ class TableSchema:
                 raise InvalidOptionError(
                     f"option 'bucket-key' ({', '.join(opts.bucket_keys)}) must be a subset of the "
                     f"primary key minus partition fields ({', '.join(self.trimmed_primary_keys)})")
-            if bucket > 0 and self.cross_partition_update:
+            # A fixed-bucket table whose key lacks a partition field keeps each key once per
+            # partition (Paimon and pypaimon accept it; bucket = -1 makes keys global). As in
+            # Paimon, it cannot order records by `sequence.field`.
+            if bucket > 0 and self.cross_partition_update and opts.sequence_fields:
                 raise InvalidOptionError(
-                    f"a fixed-bucket table ('bucket' = {bucket}) needs every partition field in its "
-                    f"primary key; use 'bucket' = -1 for cross-partition upsert")
+                    f"option 'sequence.field' cannot be used when the primary key "
+                    f"({', '.join(self.primary_keys)}) lacks a partition field "
+                    f"({', '.join(self.partition_keys)}), as in Paimon")
             rk = opts.get(ROWKIND_FIELD)
             if rk is not None and not self.field(rk).type.is_string:
                 raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")

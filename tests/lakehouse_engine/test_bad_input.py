@@ -116,7 +116,8 @@ def test_invalid_options_fail_at_create_time_naming_the_option(catalog: Catalog,
 
 @pytest.mark.parametrize("schema_kwargs, message", [
     ({"primary_keys": ["nope"]}, "primary key 'nope' is not a field"),
-    ({"primary_keys": ["id"], "partition_keys": ["dt"], "options": {"bucket": "2"}}, "needs every partition field"),
+    ({"primary_keys": ["id"], "partition_keys": ["dt"], "options": {"bucket": "2", "sequence.field": "v"}},
+     "'sequence.field' cannot be used when the primary key"),
     ({"partition_keys": ["nope"]}, "partition key 'nope'"),
     ({"options": {"bucket": "2"}}, "needs option 'bucket-key'"),
 ])
