@@ -67,7 +67,7 @@ class Schema:
     `DataField`s (`Schema(fields=[...])`, or the list first): their Paimon types and ids are kept.
     """
 
-    pa_schema: pa.Schema = None  # type: ignore[assignment]  # filled from `fields` when not given
+    pa_schema: pa.Schema = None  # filled from `fields` when not given
     partition_keys: list[str] = field(default_factory=list)
     primary_keys: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)

@@ -123,7 +123,7 @@ class _Missing:
 
     __call__ = _fail
     __iter__ = _fail
-    __eq__ = _fail  # type: ignore[assignment]
+    __eq__ = _fail
     __hash__ = object.__hash__
 
     def __getattr__(self, name: str) -> Any:

@@ -39,7 +39,7 @@ def specialise(predicate: Predicate, values: Mapping[str, Any]) -> Specialised:
         if not kept:
             return is_and
         return kept[0] if len(kept) == 1 else Predicate(predicate.method, children=tuple(kept))
-    if predicate.field in values:
+    if predicate.field is not None and predicate.field in values:
         value = values[predicate.field]
         return predicate.may_match({predicate.field: (value, value)})
     return predicate

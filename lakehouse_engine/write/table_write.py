@@ -266,10 +266,10 @@ class TableWrite:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
         paths = self.table.path_factory
+        bucket_dir = paths.bucket_dir(buf.partition.spec, buf.bucket)
         namer = (paths.postpone_data_file_namer(self.commit_user) if buf.bucket == POSTPONE_BUCKET
-                 else paths.new_data_file_name)
-        writer = DataFileWriter(self.table.file_io, self.schema,
-                                paths.bucket_dir(buf.partition.spec, buf.bucket), namer, self.target_file_size)
+                 else paths.data_file_namer(bucket_dir))
+        writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir, namer, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         buf.new_files.extend(written)

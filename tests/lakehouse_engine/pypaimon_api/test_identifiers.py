@@ -6,7 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lakehouse_engine import CatalogFactory, Identifier, InvalidIdentifierError, Schema, UnsupportedError
+from lakehouse_engine import (
+    CatalogFactory,
+    Identifier,
+    InvalidIdentifierError,
+    Schema,
+    UnsupportedError,
+)
 
 
 def test_backtick_quoted_parts_may_hold_periods() -> None:
