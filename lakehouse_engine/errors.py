@@ -77,6 +77,10 @@ class TableAlreadyExistError(_NamedError, ValueError):
     pypaimon_message = "Table {} already exists"
 
 
+class InvalidArgumentError(LakehouseError, ValueError):
+    """A call's argument is invalid (an empty list of partitions to drop, ...); nothing changed."""
+
+
 class InvalidOptionError(LakehouseError, ValueError):
     """A table option has an invalid value, or options contradict each other."""
 

@@ -90,3 +90,12 @@ def test_errors_built_as_pypaimon_builds_them() -> None:
 def test_named_errors_pickle_with_their_name() -> None:
     err = pickle.loads(pickle.dumps(TagNotExistError("tag 'x' of table db.t doesn't exist", "x")))
     assert (type(err), err.tag, str(err)) == (TagNotExistError, "x", "tag 'x' of table db.t doesn't exist")
+
+
+def test_dropping_no_partitions_is_a_value_error(tmp_path: Path) -> None:
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
+    catalog.create_database("db", False)
+    catalog.create_table("db.p", Schema.from_pyarrow_schema(
+        pa.schema([("id", pa.int64()), ("dt", pa.string())]), partition_keys=["dt"]), False)
+    with pytest.raises(ValueError, match="at least one non-empty partition spec"):
+        catalog.drop_partitions("db.p", [])

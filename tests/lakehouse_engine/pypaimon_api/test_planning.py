@@ -90,3 +90,11 @@ def test_merge_tree_splits_follow_source_split_options(catalog) -> None:
     small_splits = [s for s in small.new_read_builder().new_scan().plan().splits() if s.partition.to_dict()["part"] == "a"]
     big_splits = [s for s in big.new_read_builder().new_scan().plan().splits() if s.partition.to_dict()["part"] == "a"]
     assert (len(big_splits), len(small_splits)) == (1, 4)  # four non-overlapping sorted runs
+
+
+def test_split_partition_values_are_a_list_as_pypaimons_row(catalog) -> None:
+    table = _table(catalog, "values", {"bucket": "1"})
+    pb = table.new_read_builder().new_predicate_builder()
+    splits = table.new_read_builder().with_filter(pb.equal("part", "b")).new_scan().plan().splits()
+    assert [s.partition.values for s in splits] == [["b"]]
+    assert [s.partition_values for s in splits] == [("b",)]
