@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError
@@ -13,7 +14,27 @@ CURRENT_VERSION = 3
 BATCH_COMMIT_IDENTIFIER = 0x7FFF_FFFF_FFFF_FFFF
 #: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
 TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
-COMMIT_KINDS = frozenset({"APPEND", "COMPACT", "OVERWRITE", "ANALYZE"})
+
+
+class CommitKind(str, Enum):
+    """What a snapshot's commit did (Paimon's `Snapshot.CommitKind`, the `commitKind` JSON value).
+
+    A `str` enum: a member equals its JSON text, so snapshots read from files compare with it.
+    """
+
+    APPEND = "APPEND"
+    COMPACT = "COMPACT"
+    OVERWRITE = "OVERWRITE"
+    ANALYZE = "ANALYZE"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+COMMIT_KINDS = frozenset(k.value for k in CommitKind)
 
 # The keys of a snapshot file in the order pypaimon 2.1.0 writes them; `logOffsets` (Java only)
 # is placed where Java puts it. Optional keys are left out when None.
