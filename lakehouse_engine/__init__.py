@@ -12,6 +12,7 @@ from lakehouse_engine.errors import (
     CommitConflictError,
     CorruptFileError,
     DatabaseNotExistError,
+    InvalidArgumentError,
     InvalidDataError,
     InvalidIdentifierError,
     InvalidOptionError,
@@ -38,7 +39,7 @@ ROW_KINDS: tuple[str, ...] = tuple(ROW_KIND_CODES)
 __all__ = [
     "POSTPONE_BUCKET", "ROW_KINDS", "BucketMode", "PostCommitError", "Snapshot",
     "Catalog", "CatalogFactory", "ColumnAlreadyExistError", "ColumnNotExistError", "CommitConflictError",
-    "CorruptFileError", "DatabaseNotExistError", "FileStoreTable", "Identifier", "InvalidDataError",
+    "CorruptFileError", "DatabaseNotExistError", "FileStoreTable", "Identifier", "InvalidArgumentError", "InvalidDataError",
     "InvalidIdentifierError", "InvalidOptionError", "LakehouseError", "Move", "Schema", "SchemaChange",
     "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError", "TableNotExistError",
     "UnsupportedError",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,12 +14,13 @@ from lakehouse_engine.errors import (
     TableNotExistError,
     UnsupportedError,
 )
-from lakehouse_engine.invisible_chars import invisible_character, printable
+from lakehouse_engine.identifier import Identifier, validate_name
 from lakehouse_engine.io import storage_errors
 from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.maintenance.branches import validate_branch_name
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
+from lakehouse_engine.options import BRANCH
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
 from lakehouse_engine.schema_change import SchemaChange
@@ -29,128 +29,26 @@ from lakehouse_engine.store.schema_manager import SchemaManager, check_new_schem
 from lakehouse_engine.table import FileStoreTable
 
 DB_SUFFIX = ".db"
-_BAD_NAME_RE = re.compile(r"[/\\.$\x00-\x1f\x7f]")
-
-
-def validate_name(name: str, what: str) -> str:
-    """Check a database or table name: no path separators, dots, `$`, control, format (bidirectional,
-    zero-width) characters or blanks."""
-    bad = invisible_character(name) if isinstance(name, str) else None
-    if bad is not None:
-        raise InvalidIdentifierError(
-            f"{what} name {printable(name)} contains the invisible character {bad}; "
-            f"use printable characters only")
-    if not isinstance(name, str) or not name or name != name.strip():
-        raise InvalidIdentifierError(f"{what} name {name!r} is empty or has surrounding blanks")
-    if len(name) > 255 or _BAD_NAME_RE.search(name):
-        raise InvalidIdentifierError(
-            f"{what} name {name!r} is invalid: names may not contain '/', '\\', '.', '$' or control "
-            f"characters, and are at most 255 characters")
-    return name
-
-
-@dataclass(frozen=True)
-class Identifier:
-    """A validated `database.table` name, optionally of one branch (`database.table$branch_b`)."""
-
-    database: str
-    table: str
-    #: The branch (None: main), as pypaimon's `Identifier(database, table, branch=...)`.
-    branch: str | None = None
-
-    @staticmethod
-    def parse(identifier: str | Identifier) -> Identifier:
-        """An Identifier from `database.table` or `database.table$branch_<name>` (each part may be
-        quoted in backticks) or itself."""
-        if isinstance(identifier, Identifier):
-            return Identifier.create(identifier.database, identifier.table, identifier.branch)
-        if not isinstance(identifier, str) or identifier.count(".") != 1:
-            raise InvalidIdentifierError(
-                f"table identifier {identifier!r} must look like 'database.table'")
-        db, table = (_unquote(part) for part in identifier.split("."))
-        table, branch = _split_branch(table)
-        return Identifier.create(db, table, branch)
-
-    # ---- pypaimon's names ----------------------------------------------------------------
-    @staticmethod
-    def create(database: str, table: str, branch: str | None = None) -> Identifier:
-        """pypaimon's `Identifier.create(database, table, branch=None)`: a checked identifier;
-        branch `main` (any case) is the default branch, as None."""
-        if branch is not None and branch.lower() == "main":
-            branch = None
-        elif branch is not None:
-            validate_branch_name(branch)
-        return Identifier(validate_name(database, "database"), validate_name(table, "table"), branch)
-
-    @staticmethod
-    def from_string(full_name: str) -> Identifier:
-        """pypaimon's `Identifier.from_string("db.table")` (InvalidIdentifierError, a ValueError)."""
-        return Identifier.parse(full_name)
-
-    @property
-    def object(self) -> str:
-        """pypaimon's name for the table part (with `$branch_<name>` for a branch)."""
-        return self.table if self.branch is None else f"{self.table}$branch_{self.branch}"
-
-    def get_database_name(self) -> str:
-        return self.database
-
-    def get_table_name(self) -> str:
-        return self.table
-
-    def get_object_name(self) -> str:
-        return self.object
-
-    def get_branch_name(self) -> str | None:
-        return self.branch
-
-    def get_branch_name_or_default(self) -> str:
-        return self.branch or "main"
-
-    def is_system_table(self) -> bool:
-        return False
-
-    def full_name(self) -> str:
-        return f"{self.database}.{self.object}"
-
-    def main_identifier(self) -> Identifier:
-        """The identifier of the table's main branch."""
-        return Identifier(self.database, self.table)
-
-    def get_full_name(self) -> str:
-        return self.full_name()
-
-    def __str__(self) -> str:
-        return self.full_name()
-
-
-def _unquote(part: str) -> str:
-    """`name` from a backtick-quoted "`name`" (pypaimon accepts both forms)."""
-    return part[1:-1] if len(part) >= 2 and part[0] == part[-1] == "`" else part
-
-
-def _split_branch(table: str) -> tuple[str, str | None]:
-    """`t$branch_b` -> (`t`, `b`); a name without `$` -> (name, None)."""
-    if "$" not in table:
-        return table, None
-    base, _, suffix = table.partition("$")
-    if not suffix.startswith("branch_") or len(suffix) == len("branch_"):
-        raise InvalidIdentifierError(
-            f"table name {table!r}: only branches (`{base}$branch_<name>`) follow a '$'; system "
-            f"tables are not supported")
-    return base, suffix[len("branch_"):]
 
 
 def _main_only(identifier: str | Identifier, what: str) -> Identifier:
     """The identifier, which must name a table's main branch for `what`."""
-    ident = Identifier.parse(identifier)
+    ident = _identifier(identifier)
     if ident.branch is not None:
         raise InvalidIdentifierError(f"{what}: {ident} names branch {ident.branch!r}, not a table")
     return ident
 
 
 def _identifier(identifier: str | Identifier) -> Identifier:
-    return Identifier.parse(identifier)
+    """The identifier of a table or branch this catalog serves: refuses system tables."""
+    ident = Identifier.parse(identifier)
+    if ident.branch is not None:
+        validate_branch_name(ident.branch)
+    if ident.is_system_table():
+        raise UnsupportedError(
+            f"table {ident.get_full_name()!r} names a system table, which this engine's catalog "
+            f"does not serve yet; name the table itself ({ident.database}.{ident.table})")
+    return ident
 
 
 @dataclass(frozen=True)
@@ -184,7 +82,7 @@ class Catalog:
     def get_database(self, name: str) -> Database:
         """The database `name`; DatabaseNotExistError (a ValueError) when there is none."""
         if not self.database_exists(name):
-            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}", name)
         return Database(name)
 
     def database_exists(self, name: str) -> bool:
@@ -197,7 +95,7 @@ class Catalog:
         if self.file_io.is_dir(path):
             if ignore_if_exists:
                 return
-            raise DatabaseAlreadyExistError(f"database '{name}' already exists in {self.warehouse}")
+            raise DatabaseAlreadyExistError(f"database '{name}' already exists in {self.warehouse}", name)
         self.file_io.mkdirs(path)
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
@@ -205,7 +103,7 @@ class Catalog:
         if not self.file_io.is_dir(path):
             if ignore_if_not_exists:
                 return
-            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{name}' does not exist in {self.warehouse}", name)
         if self.list_tables(name) and not cascade:
             raise DatabaseNotExistError(
                 f"database '{name}' is not empty; drop its tables first or pass cascade=True")
@@ -213,13 +111,13 @@ class Catalog:
 
     # ---- tables --------------------------------------------------------------
     def table_path(self, identifier: str | Identifier) -> str:
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         return f"{self.database_path(ident.database)}/{ident.table}"
 
     def list_tables(self, database: str) -> list[str]:
         path = self.database_path(database)
         if not self.file_io.is_dir(path):
-            raise DatabaseNotExistError(f"database '{database}' does not exist in {self.warehouse}")
+            raise DatabaseNotExistError(f"database '{database}' does not exist in {self.warehouse}", database)
         names = []
         for s in self.file_io.list_status(path):
             if s.is_dir and self.file_io.is_dir(f"{s.path}/schema"):
@@ -238,36 +136,38 @@ class Catalog:
         ident = _main_only(identifier, "create_table (use create_branch for a branch)")
         if not self.database_exists(ident.database):
             raise DatabaseNotExistError(
-                f"database '{ident.database}' does not exist in {self.warehouse}; create it first")
+                f"database '{ident.database}' does not exist in {self.warehouse}; create it first",
+                ident.database)
         table_schema = TableSchema.from_schema(schema)
         check_new_schema(table_schema)  # merge-engine options and file formats (from_schema checked the rest)
         path = self.table_path(ident)
         if self._schema_ids(path):
             if ignore_if_exists:
                 return
-            raise TableAlreadyExistError(f"table '{ident}' already exists")
+            raise TableAlreadyExistError(f"table '{ident}' already exists", ident)
         paths = PathFactory(path)
         if not self.file_io.try_put_if_absent(paths.schema_path(0), table_schema.to_json().encode()):
             if ignore_if_exists:
                 return
-            raise TableAlreadyExistError(f"table '{ident}' already exists")
+            raise TableAlreadyExistError(f"table '{ident}' already exists", ident)
 
     def get_table(self, identifier: str | Identifier) -> FileStoreTable:
         """Load a table at its latest schema; TableNotExistError when there is none."""
-        ident = Identifier.parse(identifier)
+        ident = _identifier(identifier)
         path = self.table_path(ident)
         main = ident.main_identifier()
         schemas = SchemaManager(self.file_io, PathFactory(path), main.full_name())
         ids = schemas.schema_ids()  # one listing: it tells both whether the table exists and its latest schema
         if not ids:
-            raise TableNotExistError(f"table '{main}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{main}' does not exist in {self.warehouse}", main)
         table = FileStoreTable(self.file_io, main.full_name(), path, schemas.schema(ids[-1]))
-        branch = ident.branch or table.schema.options.get("branch")
+        branch = ident.branch or table.options.get(BRANCH)
         if branch and branch != "main":
             try:
                 table = table.branch_table(branch)
             except BranchNotExistError as exc:
-                raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}: {exc}") from exc
+                raise TableNotExistError(
+                    f"table '{ident}' does not exist in {self.warehouse}: {exc}", ident) from exc
         table.identifier = ident
         return table
 
@@ -293,7 +193,7 @@ class Catalog:
         if not self._schema_ids(path):
             if ignore_if_not_exists:
                 return
-            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}", ident)
         self.file_io.delete_dir(path)
 
     def rename_table(self, source: str | Identifier, target: str | Identifier) -> None:
@@ -312,13 +212,14 @@ class Catalog:
         src, dst = _identifier(source), _identifier(target)
         src_path, dst_path = self.table_path(src), self.table_path(dst)
         if not self._schema_ids(src_path):
-            raise TableNotExistError(f"table '{src}' does not exist in {self.warehouse}")
+            raise TableNotExistError(f"table '{src}' does not exist in {self.warehouse}", src)
         if not self.database_exists(dst.database):
             raise DatabaseNotExistError(
-                f"cannot rename table '{src}' to '{dst}': database '{dst.database}' does not exist")
+                f"cannot rename table '{src}' to '{dst}': database '{dst.database}' does not exist",
+                dst.database)
         if self.file_io.exists(dst_path):
             raise TableAlreadyExistError(
-                f"cannot rename table '{src}' to '{dst}': '{dst}' already exists")
+                f"cannot rename table '{src}' to '{dst}': '{dst}' already exists", dst)
         if not getattr(self.file_io, "is_local", False):
             raise UnsupportedError(
                 f"cannot rename table '{src}': {self.warehouse} is object storage, where a "
@@ -386,7 +287,7 @@ class Catalog:
         """Delete tag `tag_name`; TagNotExistError when there is none (as pypaimon's catalog)."""
         table = self.get_table(identifier)
         if not table.delete_tag(tag_name):
-            raise TagNotExistError(f"tag {tag_name!r} of table {table.name} does not exist")
+            raise TagNotExistError(f"tag {tag_name!r} of table {table.name} doesn't exist", tag_name)
 
     def replace_tag(self, identifier: str | Identifier, tag_name: str, snapshot_id: int | None = None,
                     time_retained: str | None = None) -> None:

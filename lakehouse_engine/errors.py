@@ -2,35 +2,83 @@
 
 Where pypaimon 2.1.0 raises `ValueError` (a missing snapshot or tag, a duplicate tag, a bad name),
 ours derive from `ValueError` too, so pypaimon code's `except ValueError` catches them; the
-not-found and already-exists errors of databases and tables do as well. pypaimon's catalog
-exception names (`TableNotExistException`, ...) are aliases of ours, at the end of this module.
+not-found and already-exists errors of databases, tables, tags and columns do as well, and carry
+the name in pypaimon's attribute (`.database`, `.identifier`, `.tag`, `.column`). pypaimon's
+catalog exception names (`TableNotExistException`, ...) are aliases of ours, at the end of this
+module, so one class satisfies both `except` clauses.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class LakehouseError(Exception):
     """Base class of every error the engine raises on purpose."""
 
 
+class _NamedError(LakehouseError):
+    """An error about one named thing, kept in the attribute pypaimon's exception has for it
+    (`DatabaseNotExistException.database`, `TableNotExistException.identifier`,
+    `TagAlreadyExistException.tag`, ...). Built as ours (`Error(message, name=...)`) or as
+    pypaimon's (`Error(name)`, the message then made the way pypaimon makes it)."""
+
+    #: The attribute that holds the name, and pypaimon's message for `Error(name)`.
+    attribute = "name"
+    pypaimon_message = "{} is invalid"
+
+    def __init__(self, message: Any, name: Any = None):
+        if name is None and not (isinstance(message, str) and " " in message.strip()):
+            # pypaimon's form: the only argument is the name itself.
+            name = message
+            message = self.pypaimon_message.format(_full_name(name))
+        super().__init__(message)
+        setattr(self, self.attribute, name)
+
+    def __reduce__(self) -> tuple[type, tuple[str, Any]]:
+        # Picklable with its name (exceptions pickle their args only).
+        return (type(self), (str(self), getattr(self, self.attribute)))
+
+
+def _full_name(name: Any) -> str:
+    full = getattr(name, "get_full_name", None)
+    return str(full()) if callable(full) else str(name)
+
+
 class InvalidIdentifierError(LakehouseError, ValueError):
     """A database or table name is malformed (empty, a path, a reserved character)."""
 
 
-class DatabaseNotExistError(LakehouseError, ValueError):
-    """The named database does not exist in the warehouse."""
+class DatabaseNotExistError(_NamedError, ValueError):
+    """The named database (`.database`) does not exist in the warehouse."""
+
+    attribute = "database"
+    pypaimon_message = "Database {} does not exist"
 
 
-class DatabaseAlreadyExistError(LakehouseError, ValueError):
-    """A database of that name already exists."""
+class DatabaseAlreadyExistError(_NamedError, ValueError):
+    """A database of that name (`.database`) already exists."""
+
+    attribute = "database"
+    pypaimon_message = "Database {} already exists"
 
 
-class TableNotExistError(LakehouseError, ValueError):
-    """The named table does not exist in the warehouse."""
+class TableNotExistError(_NamedError, ValueError):
+    """The named table (`.identifier`) does not exist in the warehouse."""
+
+    attribute = "identifier"
+    pypaimon_message = "Table {} does not exist"
 
 
-class TableAlreadyExistError(LakehouseError, ValueError):
-    """A table of that name already exists."""
+class TableAlreadyExistError(_NamedError, ValueError):
+    """A table of that name (`.identifier`) already exists."""
+
+    attribute = "identifier"
+    pypaimon_message = "Table {} already exists"
+
+
+class InvalidArgumentError(LakehouseError, ValueError):
+    """A call's argument is invalid (an empty list of partitions to drop, ...); nothing changed."""
 
 
 class InvalidOptionError(LakehouseError, ValueError):
@@ -71,7 +119,22 @@ class StorageError(LakehouseError, OSError):
 
 
 class SnapshotNotExistError(LakehouseError, ValueError):
-    """A snapshot id or tag asked for does not exist (never written, or expired)."""
+    """A snapshot id or tag asked for does not exist (never written, or expired); the message
+    says "doesn't exist", Paimon's words, which pypaimon code matches."""
+
+
+class TagNotExistError(_NamedError, SnapshotNotExistError):
+    """The named tag (`.tag`) does not exist (a ValueError, as pypaimon raises)."""
+
+    attribute = "tag"
+    pypaimon_message = "Tag {} does not exist"
+
+
+class TagAlreadyExistError(_NamedError, ValueError):
+    """A tag of that name (`.tag`) already exists (a ValueError, as pypaimon raises)."""
+
+    attribute = "tag"
+    pypaimon_message = "Tag {} already exists"
 
 
 class CorruptFileError(LakehouseError):
@@ -92,12 +155,18 @@ class UnsupportedFeatureError(UnsupportedError):
     rather than read past it, and refuses to write into such a table."""
 
 
-class ColumnNotExistError(SchemaError):
-    """A schema change names a column the table does not have."""
+class ColumnNotExistError(_NamedError, SchemaError):
+    """A schema change names a column (`.column`) the table does not have."""
+
+    attribute = "column"
+    pypaimon_message = "Column {} does not exist"
 
 
-class ColumnAlreadyExistError(SchemaError):
-    """A schema change adds or renames to a column name the table already has."""
+class ColumnAlreadyExistError(_NamedError, SchemaError):
+    """A schema change adds or renames to a column name (`.column`) the table already has."""
+
+    attribute = "column"
+    pypaimon_message = "Column {} already exists"
 
 
 # ---- pypaimon's names (pypaimon.catalog.catalog_exception), so its `except` clauses work ----
@@ -108,3 +177,5 @@ TableNotExistException = TableNotExistError
 TableAlreadyExistException = TableAlreadyExistError
 ColumnNotExistException = ColumnNotExistError
 ColumnAlreadyExistException = ColumnAlreadyExistError
+TagNotExistException = TagNotExistError
+TagAlreadyExistException = TagAlreadyExistError

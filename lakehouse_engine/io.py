@@ -89,6 +89,10 @@ class FileIO:
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
 
+    def read_file_utf8(self, path: str) -> str:
+        """pypaimon's name for `read_text`."""
+        return self.read_text(path)
+
     def file_size(self, path: str) -> int:
         with storage_errors("look up", path):
             info = self.fs.get_file_info(path)

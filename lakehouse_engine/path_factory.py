@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lakehouse_engine.errors import InvalidDataError
 from lakehouse_engine.types import DataType
@@ -85,6 +86,11 @@ class PathFactory:
 
     Snapshots, schemas and tags live under the metadata root (the branch's directory); manifests,
     index files and data files under the table directory, which every branch shares.
+
+    Data files are named as Paimon names them, `<data-file.prefix><uuid>-<n>.<format>` with `n`
+    counting a writer's data files from 0, per bucket for writes (pypaimon's first file of a
+    bucket ends in `-0`); postpone-bucket files as Paimon's postpone writer does,
+    `<prefix>-u-<commit user>-s-<n>-w-<uuid>-<n>`.
     """
 
     def __init__(self, table_path: str, data_file_prefix: str = "data-", branch: str = MAIN_BRANCH):
@@ -94,6 +100,8 @@ class PathFactory:
         self.data_file_prefix = data_file_prefix
         self._uuid = str(uuid.uuid4())
         self._counter = itertools.count()
+        self._data_counter = itertools.count()
+        self._bucket_namers: dict[str, Callable[[str], str]] = {}
 
     # ---- metadata dirs (the branch's) ----------------------------------------------
     @property
@@ -149,4 +157,26 @@ class PathFactory:
         return f"{self.table_path}/{part}/{name}" if part else f"{self.table_path}/{name}"
 
     def new_data_file_name(self, extension: str = "parquet") -> str:
-        return f"{self.data_file_prefix}{self._uuid}-{next(self._counter)}.{extension}"
+        return f"{self.data_file_prefix}{self._uuid}-{next(self._data_counter)}.{extension}"
+
+    def data_file_namer(self, bucket_dir: str) -> Callable[[str], str]:
+        """Names of this writer's data files in one bucket, as Paimon's per-bucket writer names
+        them: a uuid of the bucket's own and a counter from 0."""
+        namer = self._bucket_namers.get(bucket_dir)
+        if namer is None:
+            namer = self._bucket_namers.setdefault(bucket_dir, _namer(f"{self.data_file_prefix}{uuid.uuid4()}"))
+        return namer
+
+    def postpone_data_file_namer(self, commit_user: str) -> Callable[[str], str]:
+        """Names of one writer's postpone-bucket files: Paimon's prefix with the commit user and a
+        random writer number, then a uuid and a counter from 0."""
+        return _namer(f"{self.data_file_prefix}-u-{commit_user}-s-{random.randrange(2**31 - 1)}-w-{uuid.uuid4()}")
+
+
+def _namer(prefix: str) -> Callable[[str], str]:
+    """File names `<prefix>-<n>.<extension>`, `n` counting from 0."""
+    counter = itertools.count()
+
+    def name(extension: str = "parquet") -> str:
+        return f"{prefix}-{next(counter)}.{extension}"
+    return name

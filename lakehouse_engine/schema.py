@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from typing import Any
@@ -40,16 +40,50 @@ class DataField:
     def to_arrow(self) -> pa.Field:
         return pa.field(self.name, self.type.to_arrow(), nullable=self.type.nullable)
 
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> DataField:
+        """A field from its `schema-N` JSON form (pypaimon's `DataField.from_dict`):
+        `{"id": 0, "name": "f0", "type": "INT", "description": ...}`."""
+        if not (isinstance(data, Mapping) and isinstance(data.get("id"), int)
+                and isinstance(data.get("name"), str) and "type" in data):
+            raise SchemaError(f"a field needs an integer 'id', a 'name' and a 'type': {data!r}")
+        description = data.get("description")
+        return DataField(data["id"], data["name"], DataType.from_json(data["type"]),
+                         description if isinstance(description, str) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The field's `schema-N` JSON form (pypaimon's `DataField.to_dict`)."""
+        doc: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type.to_json()}
+        if self.description is not None:
+            doc["description"] = self.description
+        return doc
+
 
 @dataclass
 class Schema:
-    """What a user asks for when creating a table (pypaimon's `Schema`): fields, keys, options."""
+    """What a user asks for when creating a table (pypaimon's `Schema`): fields, keys, options.
 
-    pa_schema: pa.Schema
+    Built from an Arrow schema (`Schema.from_pyarrow_schema`), or as pypaimon builds it from
+    `DataField`s (`Schema(fields=[...])`, or the list first): their Paimon types and ids are kept.
+    """
+
+    pa_schema: pa.Schema = None  # filled from `fields` when not given
     partition_keys: list[str] = field(default_factory=list)
     primary_keys: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
     comment: str | None = None
+    fields: list[DataField] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pa_schema, (list, tuple)):  # pypaimon's positional Schema(fields, ...)
+            self.fields, self.pa_schema = list(self.pa_schema), None
+        if self.pa_schema is None:
+            if self.fields is None:
+                raise SchemaError("a Schema needs an Arrow schema or a list of DataFields")
+            self.pa_schema = pa.schema([f.to_arrow() for f in self.fields])
+        self.partition_keys = list(self.partition_keys or [])
+        self.primary_keys = list(self.primary_keys or [])
+        self.options = {str(k): str(v) for k, v in (self.options or {}).items()}
 
     @staticmethod
     def from_pyarrow_schema(
@@ -207,17 +241,25 @@ class TableSchema:
             if len(set(keys)) != len(keys):
                 raise SchemaError(f"{kind} lists a field twice: {keys}")
         fields = []
-        # As Paimon numbers them: each column takes the next id, then the fields nested in its type.
-        ids = itertools.count()
-        for f in schema.pa_schema:
-            nullable = f.nullable and f.name not in schema.primary_keys
-            field_id = next(ids)
-            fields.append(DataField(field_id, f.name,
-                                    DataType.from_arrow(f.type, nullable).with_field_ids(ids)))
+        if schema.fields is not None:
+            # pypaimon's DataFields: their types and ids as given (primary keys made NOT NULL).
+            fields = [replace(f, type=f.type.copy(False)) if f.name in schema.primary_keys else f
+                      for f in schema.fields]
+            check_unique_field_ids(fields)
+            highest = max(i for f in fields for i in (f.id, *f.type.field_ids()))
+        else:
+            # As Paimon numbers them: each column takes the next id, then the fields nested in its type.
+            ids = itertools.count()
+            for f in schema.pa_schema:
+                nullable = f.nullable and f.name not in schema.primary_keys
+                field_id = next(ids)
+                fields.append(DataField(field_id, f.name,
+                                        DataType.from_arrow(f.type, nullable).with_field_ids(ids)))
+            highest = next(ids) - 1
         ts = TableSchema(
             id=schema_id,
             fields=tuple(fields),
-            highest_field_id=next(ids) - 1,
+            highest_field_id=highest,
             partition_keys=tuple(schema.partition_keys),
             primary_keys=tuple(schema.primary_keys),
             options=dict(schema.options),
@@ -253,10 +295,14 @@ class TableSchema:
                 raise InvalidOptionError(
                     f"option 'bucket-key' ({', '.join(opts.bucket_keys)}) must be a subset of the "
                     f"primary key minus partition fields ({', '.join(self.trimmed_primary_keys)})")
-            if bucket > 0 and self.cross_partition_update:
+            # A fixed-bucket table whose key lacks a partition field keeps each key once per
+            # partition (Paimon and pypaimon accept it; bucket = -1 makes keys global). As in
+            # Paimon, it cannot order records by `sequence.field`.
+            if bucket > 0 and self.cross_partition_update and opts.sequence_fields:
                 raise InvalidOptionError(
-                    f"a fixed-bucket table ('bucket' = {bucket}) needs every partition field in its "
-                    f"primary key; use 'bucket' = -1 for cross-partition upsert")
+                    f"option 'sequence.field' cannot be used when the primary key "
+                    f"({', '.join(self.primary_keys)}) lacks a partition field "
+                    f"({', '.join(self.partition_keys)}), as in Paimon")
             rk = opts.get(ROWKIND_FIELD)
             if rk is not None and not self.field(rk).type.is_string:
                 raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")

@@ -155,7 +155,8 @@ class _Evolving:
             if f.name == name:
                 return i
         raise ColumnNotExistError(
-            f"{what}: column '{name}' does not exist (columns: {', '.join(f.name for f in self.fields)})")
+            f"{what}: column '{name}' does not exist (columns: {', '.join(f.name for f in self.fields)})",
+            name)
 
     def check_new_name(self, name: str, what: str) -> None:
         if not isinstance(name, str) or not name.strip() or name != name.strip():
@@ -163,7 +164,7 @@ class _Evolving:
         if name in SYSTEM_FIELD_NAMES or name.startswith(KEY_FIELD_PREFIX):
             raise SchemaError(f"{what}: column name '{name}' is reserved for Paimon's system columns")
         if any(f.name == name for f in self.fields):
-            raise ColumnAlreadyExistError(f"{what}: column '{name}' already exists")
+            raise ColumnAlreadyExistError(f"{what}: column '{name}' already exists", name)
 
     def not_a_key(self, name: str, what: str) -> None:
         if name in self.base.partition_keys:

@@ -176,6 +176,15 @@ class DataType:
     def __str__(self) -> str:
         return self.to_string()
 
+    @property
+    def type(self) -> str:
+        """pypaimon's `AtomicType.type`: the type's name, without NOT NULL."""
+        return self.copy(True).to_string()
+
+    def to_dict(self) -> str | dict[str, Any]:
+        """pypaimon's name for `to_json`."""
+        return self.to_json()
+
     def to_json(self) -> str | dict[str, Any]:
         """The type as a `schema-N` file holds it: a string, or for nested types a JSON object
         as Paimon's `DataTypeJsonParser` reads it (nested ROW fields carry their ids)."""

@@ -51,7 +51,7 @@ def _integer(text: str) -> int:
 def table_identifier(text: str) -> str:
     """A `database.table` name, validated the way the catalog validates it."""
     try:
-        return Identifier.parse(text).full_name()
+        return Identifier.parse(text).quoted_full_name()
     except InvalidIdentifierError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

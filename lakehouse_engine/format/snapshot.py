@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -12,6 +12,8 @@ from lakehouse_engine.format.json_spec import JsonKey, JsonObject, dumps
 CURRENT_VERSION = 3
 #: The commit identifier of a batch (non-streaming) commit: Java's Long.MAX_VALUE.
 BATCH_COMMIT_IDENTIFIER = 0x7FFF_FFFF_FFFF_FFFF
+#: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
+TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
 
 
 class CommitKind(str, Enum):
@@ -99,6 +101,13 @@ class Snapshot:
     #: The file this snapshot was read from (a snapshot or a tag file), named in errors about what
     #: it references; not part of the JSON.
     file: str | None = field(default=None, compare=False, repr=False)
+
+    def trim_to_snapshot(self) -> Snapshot:
+        """The snapshot a tag keeps, without the tag-only fields (pypaimon's `Tag.trim_to_snapshot`;
+        what a restored snapshot file holds). A snapshot that is no tag returns itself."""
+        if not any(k in self.extra for k in TAG_ONLY_FIELDS):
+            return self
+        return replace(self, extra={k: v for k, v in self.extra.items() if k not in TAG_ONLY_FIELDS})
 
     def to_json(self) -> str:
         """Serialize as Paimon does: camelCase keys, None optionals omitted, indent 2, UTF-8 text."""

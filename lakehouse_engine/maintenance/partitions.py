@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.errors import InvalidArgumentError, LakehouseError
 from lakehouse_engine.maintenance.expire import expire_after_commit
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
@@ -90,12 +90,12 @@ def page_partitions(partitions: list[PartitionStatistics], max_results: int | No
 def drop_partitions(table: FileStore, partitions: Sequence[Mapping[str, object]]) -> int:
     """Delete every row of `partitions` (full or partial specs) in one OVERWRITE snapshot; its id.
 
-    Raises LakehouseError, changing nothing, for an empty list or a key that is not a partition
-    key, and for a table without partition keys.
+    Raises InvalidArgumentError (a ValueError), changing nothing, for an empty list; LakehouseError
+    for a key that is not a partition key, and for a table without partition keys.
     """
     specs = [dict(p) for p in partitions]
     if not specs or any(not s for s in specs):
-        raise LakehouseError(
+        raise InvalidArgumentError(
             f"drop_partitions of table {table.name} needs at least one non-empty partition spec "
             f"(use truncate_table to remove every row)")
     if not table.schema.partition_keys:

@@ -132,7 +132,7 @@ def _target(table: FileStore, snapshot_or_tag: int | str) -> Snapshot:
     earliest, latest = snapshots.earliest_snapshot_id(), snapshots.latest_snapshot_id()
     span = f"snapshots {earliest}..{latest} exist" if latest else "the table has no snapshots"
     raise SnapshotNotExistError(
-        f"cannot roll back table {table.name} to snapshot {sid}: it does not exist ({span}) "
+        f"cannot roll back table {table.name} to snapshot {sid}: it doesn't exist ({span}) "
         f"and no tag holds it")
 
 

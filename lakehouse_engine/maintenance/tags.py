@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -78,7 +79,7 @@ def create_tag(table: FileStore, name: str, snapshot_id: int | None = None, *,
         held = f" (it keeps snapshot {existing.id})" if existing is not None else ""
         raise TagAlreadyExistError(
             f"tag {name!r} of table {table.name} already exists{held}; delete it first or "
-            f"choose another name")
+            f"choose another name", name)
     _check_still_there(table, name, snapshot, path)
 
 
@@ -116,9 +117,29 @@ def tag_json(snapshot: Snapshot, time_retained: str | None) -> bytes:
     return replace(snapshot, extra=extra).to_json().encode("utf-8")
 
 
+# Java's TimeUtils units finer than a millisecond, in nanoseconds (the option parser stops at ms).
+_SUB_MILLI_UNITS_NS = {
+    "ns": 1, "nano": 1, "nanosecond": 1, "nanoseconds": 1,
+    "µs": 1_000, "micro": 1_000, "microsecond": 1_000, "microseconds": 1_000,
+}
+_SUB_MILLI_RE = re.compile(r"^\s*(\d+)\s*(\S+?)\s*$")
+
+
 def _retained_seconds(time_retained: str) -> float:
+    """A tag's retention in seconds. Microseconds are kept (pypaimon writes `500micro` as 0.0005);
+    a retention finer than a microsecond is refused, as pypaimon refuses it, rather than written
+    as a tag that expires at once."""
+    text = str(time_retained)
+    m = _SUB_MILLI_RE.match(text)
+    if m and m.group(2).lower() in _SUB_MILLI_UNITS_NS:
+        nanos = int(m.group(1)) * _SUB_MILLI_UNITS_NS[m.group(2).lower()]
+        if nanos % 1_000:
+            raise InvalidOptionError(
+                f"time_retained {time_retained!r} of a tag is finer than a microsecond; give whole "
+                f"microseconds or a coarser unit")
+        return nanos / 1_000_000_000
     try:
-        return parse_duration_ms(str(time_retained)) / 1000
+        return parse_duration_ms(text) / 1000
     except ValueError as e:
         raise InvalidOptionError(f"time_retained {time_retained!r} of a tag: {e}") from None
 
@@ -172,7 +193,7 @@ def rename_tag(table: FileStore, old_name: str, new_name: str) -> None:
     if not table.file_io.try_put_if_absent(new_path, tag.to_json().encode("utf-8")):
         raise TagAlreadyExistError(
             f"cannot rename tag {old_name!r} of table {table.name} to {new_name!r}: a tag of "
-            f"that name already exists")
+            f"that name already exists", new_name)
     table.file_io.delete_file(old_path, quiet=False)
 
 

@@ -31,6 +31,17 @@ FORMATS = (PARQUET, ORC, AVRO)
 
 _AVRO_NAMESPACE = "org.apache.paimon.avro.generated"
 _AVRO_CODECS = {"zstd": "zstandard", "gzip": "deflate", "none": "null", "uncompressed": "null"}
+# Snappy in Avro (as Paimon and pypaimon write it) needs fastavro's snappy codec: the `cramjam`
+# package (the `snappy` extra), which the engine does not install by default.
+_AVRO_SNAPPY = "snappy"
+
+
+def _avro_codecs() -> dict[str, str]:
+    try:
+        import cramjam  # noqa: F401
+    except ImportError:
+        return _AVRO_CODECS
+    return {**_AVRO_CODECS, _AVRO_SNAPPY: "snappy"}
 _ORC_CODECS = {"zstd": "zstd", "snappy": "snappy", "lz4": "lz4", "gzip": "zlib",
                "none": "uncompressed", "uncompressed": "uncompressed"}
 
@@ -66,7 +77,7 @@ def file_format_of(options: CoreOptions, level: int, postpone_avro: bool = False
 def postpone_files_in_avro(options: CoreOptions, types: dict[str, DataType]) -> bool:
     """pypaimon writes postpone-bucket files as Avro unless `file.format` is set; so do we, when
     Avro can hold the columns and the compression (else they take the table's format)."""
-    if FILE_FORMAT.key in options.raw or str(options.require(FILE_COMPRESSION)) not in _AVRO_CODECS:
+    if FILE_FORMAT.key in options.raw or str(options.require(FILE_COMPRESSION)) not in _avro_codecs():
         return False
     return not any(_avro_problem(t) for t in types.values())
 
@@ -77,10 +88,12 @@ def check_format_fits(options: CoreOptions, types: dict[str, DataType]) -> None:
     formats = {str(options.require(FILE_FORMAT)), *format_per_level(options).values()}
     compression = str(options.require(FILE_COMPRESSION))
     if AVRO in formats:
-        if compression not in _AVRO_CODECS:
+        if compression not in _avro_codecs():
+            hint = ("; snappy needs the cramjam package: pip install 'lakehouse-engine[snappy]'"
+                    if compression == _AVRO_SNAPPY else "")
             raise InvalidOptionError(
                 f"option 'file.compression' = {compression!r} cannot compress avro data files "
-                f"(use one of {', '.join(_AVRO_CODECS)})")
+                f"(use one of {', '.join(_avro_codecs())}){hint}")
         for name, t in types.items():
             problem = _avro_problem(t)
             if problem:
@@ -235,7 +248,7 @@ def write_avro(sink: BinaryIO, table: pa.Table, compression: str, zstd_level: in
         columns.append(values)
     names = table.column_names
     records = (dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True))
-    codec = _AVRO_CODECS[compression]
+    codec = _avro_codecs()[compression]
     kwargs: dict[str, Any] = {}
     if codec == "zstandard" and zstd_level is not None:
         kwargs["codec_compression_level"] = zstd_level

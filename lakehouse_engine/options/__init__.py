@@ -290,6 +290,10 @@ _reading = OptionGroup("Reading")
 SOURCE_SPLIT_TARGET_SIZE = _reading.memory("source.split.target-size", 128 << 20, "Target size of a read split.", _positive)
 SOURCE_SPLIT_OPEN_FILE_COST = _reading.memory("source.split.open-file-cost", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
+_branches = OptionGroup("Branches")
+BRANCH = _branches.string("branch", None, "The branch a table handle reads and writes (docs/branches.md); unset or 'main' is the main branch.")
+SCAN_FALLBACK_BRANCH = _branches.string("scan.fallback-branch", None, "A batch read takes the partitions this table's branch lacks from this branch (Paimon's fallback read).")
+
 _changes = OptionGroup("Changelog and deletion vectors")
 CHANGELOG_PRODUCER = _changes.enum(
     "changelog-producer", "none", "Which changelog files a write or compaction produces for streaming readers.",

@@ -82,7 +82,8 @@ _DATA_EVOLUTION = "applies only with 'data-evolution.enabled', which is refused"
 _ROW_TRACKING = "applies only with 'row-tracking.enabled', which is refused"
 _EXTERNAL = "applies only with 'data-file.external-paths', which is refused"
 _INCREMENTAL = "applies only with 'incremental-between', which is refused"
-_FALLBACK = "applies only with 'scan.fallback-branch', which is refused"
+_FALLBACK = ("whether a Java read of a fallback branch stops at the first failing partition; this "
+             "engine's fallback read raises on any error")
 
 _stored(_RUNTIME, "async-file-write", "cache-page-size", "page-size", "delete-file.thread-num",
         "file-operation.thread-num", "file-reader-async-threshold", "local-merge-buffer-size",
@@ -254,7 +255,6 @@ _TIME_TRAVEL = "time travel by snapshot id or tag: set 'scan.snapshot-id' or 'sc
 _refused("primary-key", (), "give the primary key as Schema(..., primary_keys=[...])")
 _refused("partition", (), "give the partition fields as Schema(..., partition_keys=[...])")
 _refused("type", ("table",), "this engine reads and writes normal Paimon tables ('table') only")
-_refused("branch", ("main",), "this engine reads and writes the main branch only")
 _refused("bucket-function.type", ("default",),
          "this engine assigns buckets with Paimon's default hash; leave it 'default'")
 _refused("partition.legacy-name", ("true",),
@@ -280,9 +280,8 @@ for _key in ("scan.timestamp-millis", "scan.timestamp", "scan.watermark", "scan.
              "scan.file-creation-time-millis", "scan.creation-time-millis"):
     _refused(_key, ("",), _TIME_TRAVEL)
 _refused("scan.bucket", ("",), "read every bucket and filter the rows")
-for _key in ("scan.fallback-branch", "scan.fallback-delta-branch", "scan.fallback-snapshot-branch",
-             "scan.primary-branch"):
-    _refused(_key, ("",), "this engine reads the main branch only")
+for _key in ("scan.fallback-delta-branch", "scan.fallback-snapshot-branch", "scan.primary-branch"):
+    _refused(_key, ("",), "this engine's fallback read is 'scan.fallback-branch'; set that instead")
 _refused("scan.ignore-corrupt-files", ("false",),
          "this engine raises on a corrupt data file rather than return fewer rows")
 _refused("scan.ignore-lost-files", ("false",),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import math
 from collections.abc import Mapping, Sequence
@@ -20,13 +21,37 @@ _COMPARISONS = ("equal", "notEqual", "lessThan", "lessOrEqual", "greaterThan", "
 
 @dataclass(frozen=True)
 class Predicate:
-    """A leaf (`method` on `field` with `literals`) or a compound (`and`/`or` of `children`)."""
+    """A leaf (`method` on `field` with `literals`) or a compound (`and`/`or` of `children`).
+
+    Also built as pypaimon builds it, `Predicate(method, index, field, literals)` (positional or by
+    keyword), where an `and`/`or` holds its children in `literals`; `index` is the field's position,
+    kept for pypaimon code that reads it.
+    """
 
     method: str
     field: str | None = None
     literals: tuple[Any, ...] = ()
     children: tuple[Predicate, ...] = ()
     arrow_type: pa.DataType | None = None
+    index: int | None = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # pypaimon's positional form: (method, index, field, literals) lands as
+        # field=index, literals=field, children=literals.
+        if isinstance(self.field, int) and not isinstance(self.field, bool) and (
+                self.literals is None or isinstance(self.literals, str)):
+            index, name, literals = self.field, self.literals, self.children
+            object.__setattr__(self, "index", index)
+            object.__setattr__(self, "field", name)
+            object.__setattr__(self, "literals", literals)
+            object.__setattr__(self, "children", ())
+        if self.literals is None:
+            object.__setattr__(self, "literals", ())
+        elif not isinstance(self.literals, tuple):
+            object.__setattr__(self, "literals", tuple(self.literals))
+        if self.method in ("and", "or") and not self.children and self.literals:
+            object.__setattr__(self, "children", self.literals)  # pypaimon keeps children in literals
+            object.__setattr__(self, "literals", ())
 
     def _coerce(self, value: Any) -> Any:
         """A Python literal Arrow can hold as the field's type (numbers for a DECIMAL field as Decimal)."""
@@ -119,6 +144,8 @@ class Predicate:
             # is_in would match null rows to a null in the set).
             return f.isin(self._value_set()) & f.is_valid()
         if m == "notIn":
+            if any(v is None for v in self.literals):
+                return pc.scalar(False)  # SQL: `x NOT IN (.., NULL)` is never true
             return ~f.isin(self._value_set()) & f.is_valid()
         if m == "between":
             return (f >= self._literal(self.literals[0])) & (f <= self._literal(self.literals[1]))
@@ -152,6 +179,8 @@ class Predicate:
             return pc.field(self.field).is_null() if m == "isNull" else (
                 pc.field(self.field).is_valid() if m == "isNotNull" else pc.scalar(False))
         if m in ("in", "notIn"):
+            if m == "notIn" and any(v is None for v in lits):
+                return pc.scalar(False)  # SQL: `x NOT IN (.., NULL)` is never true
             values = pa.array([v for v in lits if v is not None], type=pa.int64())
             return f.isin(values) if m == "in" else ~f.isin(values) & f.is_valid()
         if m == "between":
@@ -227,6 +256,8 @@ def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool
         return lo is None or hi is None
     if m == "isNotNull":
         return not (lo is None and hi is None)
+    if m == "notIn" and any(v is None for v in literals):
+        return False  # SQL: `x NOT IN (.., NULL)` is never true
     if lo is None or hi is None:
         return m in ("notEqual", "notIn")
     if m == "in":
@@ -260,18 +291,22 @@ def _leaf_may_match(m: str, lo: Any, hi: Any, literals: tuple[Any, ...]) -> bool
 class PredicateBuilder:
     """Builds predicates over a table's fields (pypaimon's `PredicateBuilder` names)."""
 
-    def __init__(self, field_names: Sequence[str], arrow_types: Mapping[str, pa.DataType] | None = None):
-        self.field_names = list(field_names)
-        self.arrow_types = dict(arrow_types or {})
+    def __init__(self, field_names: Sequence[Any], arrow_types: Mapping[str, pa.DataType] | None = None):
+        # pypaimon builds it from the table's DataFields (`PredicateBuilder(table.fields)`).
+        fields = [f for f in field_names if not isinstance(f, str)]
+        self.field_names = [f if isinstance(f, str) else f.name for f in field_names]
+        self.arrow_types = {f.name: f.type.to_arrow() for f in fields} | dict(arrow_types or {})
 
     def _leaf(self, method: str, name: str, *literals: Any) -> Predicate:
         if name not in self.field_names:
-            raise SchemaError(f"predicate on unknown field '{name}' (fields: {', '.join(self.field_names)})")
+            # pypaimon's words, which its users' code matches.
+            raise SchemaError(f"The field {name} is not in field list {self.field_names}.")
         arrow_type = self.arrow_types.get(name)
         if arrow_type is not None and pa.types.is_nested(arrow_type) and method not in ("isNull", "isNotNull"):
             raise SchemaError(f"predicate {method} on field '{name}' of nested type {arrow_type}: "
                               f"ARRAY, MAP and ROW columns take is_null / is_not_null only")
-        return Predicate(method, name, tuple(literals), arrow_type=arrow_type)
+        return Predicate(method, name, tuple(literals), arrow_type=arrow_type,
+                         index=self.field_names.index(name))
 
     def equal(self, name: str, value: Any) -> Predicate:
         return self._leaf("equal", name, value)

@@ -43,11 +43,21 @@ class ReadBuilder:
         return self
 
     def _check_projection(self, table: FileStore) -> None:
+        # An unknown dotted name is skipped, as pypaimon skips it (a path into a ROW column that
+        # this schema does not have); an unknown plain name is an error, as in Paimon (Java).
         names = table.schema.field_names
-        unknown = [p for p in self._projection or () if projection_path(table.schema, p) is None]
+        unknown = [p for p in self._projection or ()
+                   if "." not in p and projection_path(table.schema, p) is None]
         if unknown:
             raise SchemaError(f"projection names unknown fields {unknown} of table {table.name} "
                               f"(schema {table.schema.id}: {', '.join(names)})")
+
+    def _resolved_projection(self, table: FileStore) -> list[str] | None:
+        """The projection without the dotted names `table`'s schema does not have."""
+        self._check_projection(table)
+        if self._projection is None:
+            return None
+        return [p for p in self._projection if projection_path(table.schema, p) is not None]
 
     def read_table(self) -> FileStore:
         """The table as the snapshot read saw it: time travel (`with_snapshot`, `with_tag`, the
@@ -97,12 +107,13 @@ class ReadBuilder:
 
     def new_read(self) -> TableRead:
         table = self.read_table()
-        self._check_projection(table)
-        if self._projection and is_nested_projection(table.schema, self._projection):
-            return NestedProjectionRead(table, self._projection, self._predicate, self._limit)
-        return TableRead(table, self._projection, self._predicate, self._limit)
+        projection = self._resolved_projection(table)
+        if projection and is_nested_projection(table.schema, projection):
+            return NestedProjectionRead(table, projection, self._predicate, self._limit)
+        return TableRead(table, projection, self._predicate, self._limit)
 
     def read_type(self) -> list[DataField]:
         """The fields a read returns, in order (pypaimon's `read_type`; `.name` of each for names)."""
-        schema = self.read_table().schema
-        return [schema.field(n) for n in (self._projection or schema.field_names)]
+        table = self.read_table()
+        projection = self._resolved_projection(table)
+        return [table.schema.field(n) for n in (projection or table.schema.field_names)]

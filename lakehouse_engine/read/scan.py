@@ -22,19 +22,19 @@ from lakehouse_engine.mergetree.data_file_check import check_entry
 from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.options import (
     MERGE_ENGINE,
+    SCAN_FALLBACK_BRANCH,
     SOURCE_SPLIT_OPEN_FILE_COST,
     SOURCE_SPLIT_TARGET_SIZE,
 )
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.bucket_select import select_buckets, specialise
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
-from lakehouse_engine.schema import TableSchema
+from lakehouse_engine.schema import BucketMode, TableSchema
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
-#: Paimon's `scan.fallback-branch`: a batch read takes partitions the branch lacks from this one.
-FALLBACK_BRANCH = "scan.fallback-branch"
 
 
 class Plan:
@@ -75,12 +75,15 @@ class TableScan:
         # de-duplicates a lone array, ...): never read its files as they are.
         self.merge_free_single_rows = opts.get(MERGE_ENGINE) != "aggregation"
         self._as_is: dict[int, bool] = {schema.id: True}
+        # Bucket pruning needs the bucket a key hashes to: fixed-bucket tables only.
+        self.bucket_keys = schema.bucket_keys if schema.bucket_mode is BucketMode.HASH_FIXED else []
+        self._buckets: dict[tuple[Any, ...], set[int] | None] = {}
 
     def plan(self) -> Plan:
         """The splits of the snapshot this scan reads; with `scan.fallback-branch`, partitions
         the table's branch does not have come from the fallback branch (as Paimon's batch read)."""
         plan = self._plan()
-        fallback = self.table.schema.options.get(FALLBACK_BRANCH)
+        fallback = self.table.options.get(SCAN_FALLBACK_BRANCH)
         if (fallback and fallback != self.table.branch and self.partition_keys
                 and self.snapshot_id is None and self.tag is None):
             plan = self._with_fallback(plan, fallback)
@@ -124,6 +127,9 @@ class TableScan:
                                                     f"two encodings of partition {part.spec}"),
                                    "partition", [e.file for e in group + seen[values]])
             seen[values] = group
+            if not self._bucket_may_match(dict(zip(self.partition_keys, part.values, strict=True)),
+                                          bucket, group[0].total_buckets):
+                continue
             row = PartitionRow(part.binary, part.values, self.partition_fields)
             splits.extend(self._bucket_splits(snapshot.id, row, part.values, bucket,
                                               group[0].total_buckets, bucket_path,
@@ -131,6 +137,18 @@ class TableScan:
         return Plan(splits, snapshot)
 
     # ---- pruning ---------------------------------------------------------------------
+    def _bucket_may_match(self, partition: dict[str, Any], bucket: int, total_buckets: int) -> bool:
+        """Whether rows the predicate keeps can be in `bucket` of this partition."""
+        if self.predicate is None or not self.bucket_keys:
+            return True
+        cache_key = (tuple(partition.items()), total_buckets)
+        if cache_key not in self._buckets:
+            self._buckets[cache_key] = select_buckets(
+                specialise(self.predicate, partition), self.bucket_keys,
+                self.table.schema.types_of(self.bucket_keys), total_buckets)
+        selected = self._buckets[cache_key]
+        return selected is None or bucket in selected
+
     def live_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         """Live data files of `snapshot` that survive partition and key-range pruning."""
         mio = self.table.manifest_io()

@@ -16,12 +16,12 @@ class PartitionRow(bytes):
     """A split's partition: the BinaryRow bytes manifests store, which also reads as pypaimon's
     partition row (`values`, `fields`, `get_field(i)`, `to_dict()`)."""
 
-    values: tuple[Any, ...]
+    values: list[Any]  # a list, as pypaimon's GenericRow holds them (`split.partition_values` is a tuple)
     fields: list[Any]
 
-    def __new__(cls, binary: bytes, values: tuple[Any, ...], fields: Sequence[Any]) -> PartitionRow:
+    def __new__(cls, binary: bytes, values: Sequence[Any], fields: Sequence[Any]) -> PartitionRow:
         row = super().__new__(cls, binary)
-        row.values = tuple(values)
+        row.values = list(values)
         row.fields = list(fields)
         return row
 

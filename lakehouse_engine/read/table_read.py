@@ -27,8 +27,18 @@ if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
 
+#: pypaimon's row-kind column, first in a read with `include_row_kind` set.
+ROW_KIND_COLUMN = "_row_kind"
+
+
 class TableRead:
-    """Reads splits of one table with an optional projection, predicate and row limit."""
+    """Reads splits of one table with an optional projection, predicate and row limit.
+
+    `include_row_kind = True` (pypaimon's attribute) adds `_row_kind` as the first column, after
+    any projection. A batch read returns merged rows, each the current value of its key: `+I`.
+    """
+
+    include_row_kind: bool = False
 
     def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, limit: int | None = None, for_rewrite: bool = False):
@@ -80,8 +90,14 @@ class TableRead:
         else:
             tables = list(self._read_splits(splits))
         if not tables:
-            return self.output_schema.empty_table()
-        return pa.concat_tables(tables)
+            return self._with_row_kind(self.output_schema.empty_table())
+        return self._with_row_kind(pa.concat_tables(tables))
+
+    def _with_row_kind(self, table: pa.Table) -> pa.Table:
+        if not self.include_row_kind:
+            return table
+        kinds = pa.repeat(pa.scalar("+I", pa.string()), table.num_rows)
+        return table.add_column(0, pa.field(ROW_KIND_COLUMN, pa.string()), kinds)
 
     def _threads(self, n_splits: int, parallelism: int | None) -> int:
         if parallelism is None:
@@ -95,8 +111,9 @@ class TableRead:
         """A lazy reader that reads one split at a time."""
         def batches() -> Iterator[pa.RecordBatch]:
             for t in self._read_splits(splits):
-                yield from t.to_batches()
-        return pa.RecordBatchReader.from_batches(self.output_schema, batches())
+                yield from self._with_row_kind(t).to_batches()
+        schema = self._with_row_kind(self.output_schema.empty_table()).schema
+        return pa.RecordBatchReader.from_batches(schema, batches())
 
     def to_pandas(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> Any:
         return self.to_arrow(splits, parallelism=parallelism).to_pandas()

@@ -68,7 +68,7 @@ class TableRef:
         ident = Identifier.parse(table_or_identifier)
         if warehouse is None:
             raise LakehouseError(f"table {ident} is given by name: pass warehouse= (a path or URI)")
-        return TableRef(warehouse, ident.full_name())
+        return TableRef(warehouse, ident.quoted_full_name())
 
 
 def _warehouse_of(table: FileStoreTable) -> str:

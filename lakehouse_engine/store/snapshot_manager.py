@@ -88,7 +88,7 @@ class SnapshotManager:
             earliest = self.earliest_snapshot_id()
             why = f" (earliest retained is {earliest})" if earliest else ""
             raise SnapshotNotExistError(
-                f"snapshot {snapshot_id} of table {self.table_name} does not exist{why}") from None
+                f"snapshot {snapshot_id} of table {self.table_name} doesn't exist{why}") from None
         except UnicodeDecodeError:
             raise CorruptFileError(f"snapshot file {path} is not UTF-8 JSON") from None
         return Snapshot.from_json(text, path)

@@ -7,21 +7,25 @@ deleting tags (which must protect and free data files) is in `maintenance.tags`.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from lakehouse_engine.errors import (
     CorruptFileError,
     InvalidIdentifierError,
-    LakehouseError,
-    SnapshotNotExistError,
+    TagAlreadyExistError,
+    TagAlreadyExistException,
+    TagNotExistError,
+    TagNotExistException,
 )
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.format.snapshot import TAG_ONLY_FIELDS, Snapshot
 from lakehouse_engine.invisible_chars import invisible_character, printable
 
 if TYPE_CHECKING:
     from lakehouse_engine.io import FileIO
     from lakehouse_engine.path_factory import PathFactory
+
+
+__all__ = ["TAG_ONLY_FIELDS", "TagAlreadyExistError", "TagAlreadyExistException", "TagNotExistError", "TagNotExistException"]
 
 
 class TagFiles(Protocol):
@@ -32,23 +36,8 @@ class TagFiles(Protocol):
     name: str
 
 TAG_PREFIX = "tag-"
-#: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
-TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
 _MAX_FILE_NAME_BYTES = 255
 _BAD_TAG_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
-
-
-class TagNotExistError(SnapshotNotExistError):
-    """The named tag does not exist (a ValueError, as pypaimon raises)."""
-
-
-class TagAlreadyExistError(LakehouseError, ValueError):
-    """A tag of that name already exists (a ValueError, as pypaimon raises)."""
-
-
-#: pypaimon's catalog exception names for the same errors.
-TagNotExistException = TagNotExistError
-TagAlreadyExistException = TagAlreadyExistError
 
 
 class InvalidTagNameError(InvalidIdentifierError):
@@ -82,9 +71,7 @@ def tag_path(store: TagFiles, name: str) -> str:
 
 def as_snapshot(tag: Snapshot) -> Snapshot:
     """The snapshot a tag keeps, without the tag-only fields (what a restored snapshot file holds)."""
-    if not any(k in tag.extra for k in TAG_ONLY_FIELDS):
-        return tag
-    return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
+    return tag.trim_to_snapshot()
 
 
 def read_tag(store: TagFiles, path: str) -> Snapshot | None:
@@ -103,7 +90,7 @@ def tag_snapshot(store: TagFiles, name: str) -> Snapshot:
     if tag is None:
         known = sorted(list_tags(store))
         listing = f"known tags: {', '.join(known)}" if known else "the table has no tags"
-        raise TagNotExistError(f"tag {name!r} of table {store.name} does not exist ({listing})")
+        raise TagNotExistError(f"tag {name!r} of table {store.name} doesn't exist ({listing})", name)
     return as_snapshot(tag)
 
 

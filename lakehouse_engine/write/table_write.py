@@ -30,6 +30,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -299,9 +300,11 @@ class TableWrite:
         if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
-        writer = DataFileWriter(self.table.file_io, self.schema,
-                                self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
-                                self.table.path_factory.new_data_file_name, self.target_file_size)
+        paths = self.table.path_factory
+        bucket_dir = paths.bucket_dir(buf.partition.spec, buf.bucket)
+        namer = (paths.postpone_data_file_namer(self.commit_user) if buf.bucket == POSTPONE_BUCKET
+                 else paths.data_file_namer(bucket_dir))
+        writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir, namer, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:

@@ -89,16 +89,117 @@ out["rolled_back"] = read(renamed)
 emit(out)
 """
 
+# Issue 31's calls: pypaimon's exception attributes and words, identifiers, DataField.from_dict and
+# Schema(fields=...), Predicate(method, index, field, literals), NOT IN with None, _row_kind under a
+# projection, unknown dotted projections, per-partition bucket pruning, tag retention in
+# microseconds, replace_tag on the latest snapshot, data file names.
+SCENARIO_31 = """
+import os, re
+out = {}
+catalog = CatalogFactory.create({"warehouse": ARGS["warehouse"]})
+catalog.create_database("my.db", True)
+ident = Identifier.from_string("`my.db`.`t.1`")
+out["ident"] = [ident.get_database_name(), ident.get_table_name(),
+                Identifier.from_string("mydb.my.table").get_table_name(),
+                Identifier.create("unknown", "x").get_full_name(),
+                Identifier("db", "t", branch="dev").get_object_name(),
+                Identifier.create("db", "t$snapshots").get_system_table_name()]
+fields = [DataField.from_dict({"id": 0, "name": "part", "type": "STRING NOT NULL"}),
+          DataField.from_dict({"id": 1, "name": "id", "type": "BIGINT NOT NULL"}),
+          DataField(2, "v", AtomicType("STRING"))]
+catalog.create_table(ident, Schema(fields=fields, partition_keys=["part"], primary_keys=["part", "id"],
+                                   options={"bucket": "4"}), False)
+table = catalog.get_table("`my.db`.`t.1`")
+out["fields"] = [[f.id, f.name, str(f.type)] for f in table.fields]
+pa_schema = pa.schema([pa.field("part", pa.string(), nullable=False), pa.field("id", pa.int64(), nullable=False),
+                       ("v", pa.string())])
+wb = table.new_batch_write_builder()
+w = wb.new_write()
+w.write_arrow(pa.Table.from_pylist([{"part": p, "id": i, "v": f"{p}{i}"} for p in "ab" for i in (1, 2, 3)],
+                                   schema=pa_schema))
+wb.new_commit().commit(w.prepare_commit())
+w.close()
+out["file_names"] = sorted(bool(re.fullmatch(r"data-[0-9a-f-]{36}-0[.]parquet", n))
+                           for _, _, names in os.walk(ARGS["warehouse"]) for n in names if n.endswith(".parquet"))
+
+
+def read(rb, row_kind=False):
+    read = rb.new_read()
+    if row_kind:
+        read.include_row_kind = True
+    t = read.to_arrow(rb.new_scan().plan().splits())
+    return [t.column_names, sorted(map(str, t.to_pylist()))]
+
+
+pb = table.new_read_builder().new_predicate_builder()
+mixed = pb.or_predicates([pb.and_predicates([pb.equal("part", "a"), pb.equal("id", 1)]),
+                          pb.and_predicates([pb.equal("part", "b"), pb.equal("id", 2)])])
+rb = table.new_read_builder().with_filter(mixed)
+out["mixed_or"] = [len(rb.new_scan().plan().splits()) <= 2, read(rb)]
+out["row_kind"] = read(table.new_read_builder().with_projection(["id", "part"]).with_filter(pb.equal("id", 3)), True)
+out["not_in_none"] = [read(table.new_read_builder().with_filter(pb.is_not_in("v", ["a1", None]))),
+                      read(table.new_read_builder().with_filter(
+                          Predicate(method="notIn", index=1, field="id", literals=[1, 2])))]
+out["dotted_projection"] = read(table.new_read_builder().with_projection(["id", "nonexistent.foo"]))
+
+table.create_tag("t1", 1)
+try:
+    catalog.create_tag(ident, "t1")
+except TagAlreadyExistException as e:
+    out["duplicate_tag"] = e.tag
+try:
+    catalog.get_tag(ident, "absent")
+except TagNotExistException as e:
+    out["missing_tag"] = e.tag
+try:
+    table.replace_tag("absent", 1)
+except ValueError as e:
+    out["replace_missing"] = "doesn't exist" in str(e)
+w = wb.new_write()
+w.write_arrow(pa.Table.from_pylist([{"part": "a", "id": 9, "v": "x"}], schema=pa_schema))
+wb.new_commit().commit(w.prepare_commit())
+table.replace_tag("t1")
+out["replaced_to_latest"] = table.tag_manager().get("t1").trim_to_snapshot().id
+catalog.create_tag(ident, "micro", time_retained="500micro")
+out["micro"] = catalog.get_tag(ident, "micro").tag_time_retained
+try:
+    catalog.create_tag(ident, "nano", time_retained="1ns")
+except ValueError:
+    out["nano"] = "ValueError"
+try:
+    catalog.get_table("`my.db`.missing")
+except TableNotExistException as e:
+    out["missing_table"] = e.identifier.get_full_name()
+emit(out)
+"""
+
+OURS_PREAMBLE_31 = """
+import pyarrow as pa
+from lakehouse_engine import CatalogFactory, Identifier, Schema
+from lakehouse_engine.data_types import AtomicType
+from lakehouse_engine.errors import TableNotExistException, TagAlreadyExistException, TagNotExistException
+from lakehouse_engine.read.predicate import Predicate
+from lakehouse_engine.schema import DataField
+"""
+
+THEIR_IMPORTS_31 = """
+from pypaimon.catalog.catalog_exception import (TableNotExistException, TagAlreadyExistException,
+                                                TagNotExistException)
+from pypaimon.common.identifier import Identifier
+from pypaimon.common.predicate import Predicate
+from pypaimon.schema.data_types import AtomicType, DataField
+"""
+
 OURS_PREAMBLE = """
 import pyarrow as pa
 from lakehouse_engine import CatalogFactory, Identifier, Schema
 """
 
 
-def _ours(warehouse: str) -> Any:
+def _ours(warehouse: str, preamble: str = OURS_PREAMBLE, scenario: str = SCENARIO) -> Any:
     result: dict[str, Any] = {}
     namespace: dict[str, Any] = {"ARGS": {"warehouse": warehouse}, "emit": result.update}
-    exec(compile(textwrap.dedent(OURS_PREAMBLE) + SCENARIO, "<pypaimon scenario on ours>", "exec"), namespace)
+    exec(compile(textwrap.dedent(preamble) + scenario, "<pypaimon scenario on ours>", "exec"), namespace)
     return result
 
 
@@ -112,6 +213,21 @@ def test_the_same_pypaimon_script_gives_the_same_results(tmp_path: Path, pypaimo
     assert ours["dynamic_overwrite"] == [["a", 5, "date"], ["b", 2, "banana"], ["c", 3, None]]
     assert ours["predicates"]["is_in_none"] == []
     assert ours["rolled_back"] == [["a", 1, "apple"], ["b", 2, "banana"], ["c", 3, None]]
+
+
+@pytest.mark.interop
+def test_the_same_script_of_issue_31s_calls_gives_the_same_results(tmp_path: Path, pypaimon: Any) -> None:
+    theirs = pypaimon(THEIR_IMPORTS_31 + SCENARIO_31, warehouse=str(tmp_path / "theirs"))
+    ours = _ours(str(tmp_path / "ours"), OURS_PREAMBLE_31, SCENARIO_31)
+    assert ours == theirs
+    # and what both give is right:
+    assert ours["ident"] == ["my.db", "t.1", "my.table", "x", "t$branch_dev", "snapshots"]
+    assert ours["mixed_or"] == [True, [["part", "id", "v"], ["{'part': 'a', 'id': 1, 'v': 'a1'}",
+                                                             "{'part': 'b', 'id': 2, 'v': 'b2'}"]]]
+    assert ours["row_kind"][0] == ["_row_kind", "id", "part"]
+    assert ours["not_in_none"][0] == [["part", "id", "v"], []]
+    assert (ours["duplicate_tag"], ours["missing_tag"], ours["replaced_to_latest"]) == ("t1", "absent", 2)
+    assert (ours["micro"], ours["nano"], ours["missing_table"]) == ("PT0.0005S", "ValueError", "my.db.missing")
 
 
 @pytest.mark.interop

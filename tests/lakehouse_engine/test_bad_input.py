@@ -18,6 +18,7 @@ from lakehouse_engine import (
     Schema,
     SchemaError,
     TableNotExistError,
+    UnsupportedError,
 )
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from tests.lakehouse_engine.conftest import create_table, read, snapshot_files, write
@@ -115,7 +116,8 @@ def test_invalid_options_fail_at_create_time_naming_the_option(catalog: Catalog,
 
 @pytest.mark.parametrize("schema_kwargs, message", [
     ({"primary_keys": ["nope"]}, "primary key 'nope' is not a field"),
-    ({"primary_keys": ["id"], "partition_keys": ["dt"], "options": {"bucket": "2"}}, "needs every partition field"),
+    ({"primary_keys": ["id"], "partition_keys": ["dt"], "options": {"bucket": "2", "sequence.field": "v"}},
+     "'sequence.field' cannot be used when the primary key"),
     ({"partition_keys": ["nope"]}, "partition key 'nope'"),
     ({"options": {"bucket": "2"}}, "needs option 'bucket-key'"),
 ])
@@ -125,13 +127,20 @@ def test_invalid_keys_fail_at_create_time(catalog: Catalog, schema_kwargs: dict,
     assert not catalog.table_exists("db.bad")
 
 
-@pytest.mark.parametrize("name", ["../x", "db/../x", "db.a/b", "db.a.b", "db.", ".t", "db.t$snapshots",
-                                  "db. t", "db.t\x00", "", "db.t\\x"])
+@pytest.mark.parametrize("name", ["../x", "db/../x", "db.a/b", "db...", "db..", "db.", ".t",
+                                  "db.t$a$b", "db. t", "db.t\x00", "", "db.t\\x"])
 def test_table_names_with_paths_are_rejected(catalog: Catalog, name: str, tmp_path) -> None:
     with pytest.raises(InvalidIdentifierError):
         catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA))
     with pytest.raises(InvalidIdentifierError):
         catalog.get_table(name)
+
+
+def test_branch_and_system_table_names_are_refused_not_created(catalog: Catalog) -> None:
+    for name in ("db.t$snapshots", "db.t$branch_b"):
+        with pytest.raises(UnsupportedError):
+            catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA))
+    assert catalog.list_tables("db") == []
 
 
 def test_unknown_table_and_database(catalog: Catalog) -> None:
@@ -144,7 +153,7 @@ def test_unknown_table_and_database(catalog: Catalog) -> None:
 def test_projection_and_filter_on_unknown_fields(table) -> None:
     with pytest.raises(SchemaError, match="unknown fields \\['nope'\\]"):
         table.new_read_builder().with_projection(["nope"])
-    with pytest.raises(SchemaError, match="unknown field 'nope'"):
+    with pytest.raises(SchemaError, match="The field nope is not in field list"):
         table.new_read_builder().new_predicate_builder().equal("nope", 1)
 
 

@@ -253,7 +253,7 @@ def test_unknown_table_fails_with_code_1_and_says_how_to_list_tables(shared: str
 
 def test_unknown_snapshot_fails_with_code_1_and_says_how_to_list_snapshots(shared: str) -> None:
     run = lakehouse("read", shared, "db.orders", "--snapshot", "99")
-    assert_one_line_error(run, 1, "snapshot 99", "does not exist",
+    assert_one_line_error(run, 1, "snapshot 99", "doesn't exist",
                           f"lakehouse snapshots {shared} db.orders")
 
 
@@ -365,7 +365,7 @@ def test_rollback_to_a_snapshot_makes_it_the_latest(fresh: tuple[str, FileStoreT
     rows = lakehouse("read", warehouse, "db.orders", "--json").json()["rows"]
     assert sorted(r["order_id"] for r in rows) == [1, 2, 3]
     run = lakehouse("rollback", warehouse, "db.orders", "--snapshot", "3")
-    assert_one_line_error(run, 1, "snapshot 3", "does not exist")
+    assert_one_line_error(run, 1, "snapshot 3", "doesn't exist")
 
 
 def test_tags_create_read_rollback_and_delete(fresh: tuple[str, FileStoreTable]) -> None:

@@ -62,7 +62,7 @@ def test_rename_and_replace_tag(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert table.list_tags() == ["first"]
     before = snapshot_files(table)
     assert_one_line_error(run(capsys, "rename-tag", root, "db.orders", "--tag", "nope", "--target-tag", "x"),
-                          1, "'nope'", "does not exist")
+                          1, "'nope'", "doesn't exist")
     assert_one_line_error(run(capsys, "replace-tag", root, "db.orders", "--tag", "first", "--snapshot", "9"),
                           1, "snapshot 9")
     assert snapshot_files(table) == before

@@ -69,7 +69,7 @@ def test_reading_an_expired_snapshot_raises_snapshot_not_exist(catalog: Catalog)
     table = keyed_table(catalog, options=WRITE_ONLY)
     commits(table, 4)
     table.expire_snapshots(retain_max=1)
-    with pytest.raises(SnapshotNotExistError, match="snapshot 2 of table db.t does not exist .earliest retained is 4"):
+    with pytest.raises(SnapshotNotExistError, match="snapshot 2 of table db.t doesn't exist .earliest retained is 4"):
         read(table, 2)
 
 

@@ -114,9 +114,9 @@ def test_rollback_to_the_latest_snapshot_changes_nothing(catalog: Catalog) -> No
 
 
 @pytest.mark.parametrize("target, error, message", [
-    (9, SnapshotNotExistError, "cannot roll back table db.t to snapshot 9: it does not exist .snapshots 2..3 exist"),
-    (1, SnapshotNotExistError, "snapshot 1: it does not exist .* and no tag holds it"),
-    ("nope", TagNotExistError, "tag 'nope' of table db.t does not exist"),
+    (9, SnapshotNotExistError, "cannot roll back table db.t to snapshot 9: it doesn't exist .snapshots 2..3 exist"),
+    (1, SnapshotNotExistError, "snapshot 1: it doesn't exist .* and no tag holds it"),
+    ("nope", TagNotExistError, "tag 'nope' of table db.t doesn't exist"),
     (2.0, LakehouseError, "a snapshot id .int. or a tag name .str."),
 ])
 def test_rollback_to_something_unknown_changes_nothing(catalog: Catalog, target, error, message) -> None:

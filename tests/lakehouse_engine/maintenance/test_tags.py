@@ -77,7 +77,7 @@ def test_creating_an_existing_tag_fails_and_keeps_the_old_one(table) -> None:
 
 
 def test_tagging_an_unknown_snapshot_fails(table) -> None:
-    with pytest.raises(SnapshotNotExistError, match="snapshot 9 of table db.t does not exist"):
+    with pytest.raises(SnapshotNotExistError, match="snapshot 9 of table db.t doesn't exist"):
         table.create_tag("v9", 9)
     assert table.tags() == {}
 
@@ -90,7 +90,7 @@ def test_tagging_an_empty_table_fails(catalog: Catalog) -> None:
 
 def test_unknown_tags_raise_naming_the_known_ones(table) -> None:
     table.create_tag("v1", 1)
-    with pytest.raises(TagNotExistError, match="tag 'v2' of table db.t does not exist .known tags: v1"):
+    with pytest.raises(TagNotExistError, match="tag 'v2' of table db.t doesn't exist .known tags: v1"):
         state(table, tag="v2")
     assert table.delete_tag("v2") is False  # pypaimon's contract: False, nothing deleted
     assert table.list_tags() == ["v1"]

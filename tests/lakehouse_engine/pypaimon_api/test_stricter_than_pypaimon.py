@@ -1,0 +1,82 @@
+"""Where pypaimon 2.1.0 accepts what we refused: we accept it where Paimon (Java) does too or where
+it is harmless, and keep refusing, with a clear error, what makes a table Paimon cannot read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import CatalogFactory, InvalidOptionError, Schema
+
+PA_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.int64())])
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
+    catalog.create_database("default", False)
+    return catalog
+
+
+def _write(table, rows) -> None:
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(pa.Table.from_pylist(rows, schema=PA_SCHEMA))
+    wb.new_commit().commit(w.prepare_commit())
+
+
+def _rows(table):
+    rb = table.new_read_builder()
+    return sorted(rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist(),
+                  key=lambda r: (r["dt"], r["id"]))
+
+
+def test_fixed_bucket_key_without_the_partition_field_keeps_each_key_per_partition(catalog) -> None:
+    catalog.create_table("default.t", Schema.from_pyarrow_schema(
+        PA_SCHEMA, partition_keys=["dt"], primary_keys=["id"], options={"bucket": "2"}), False)
+    table = catalog.get_table("default.t")
+    _write(table, [{"id": 1, "dt": "a", "v": 1}, {"id": 1, "dt": "b", "v": 2}])
+    _write(table, [{"id": 1, "dt": "a", "v": 3}])
+    assert _rows(table) == [{"id": 1, "dt": "a", "v": 3}, {"id": 1, "dt": "b", "v": 2}]
+
+
+def test_fixed_bucket_key_without_the_partition_field_refuses_sequence_field_as_paimon(catalog) -> None:
+    with pytest.raises(InvalidOptionError, match="'sequence.field' cannot be used"):
+        catalog.create_table("default.s", Schema.from_pyarrow_schema(
+            PA_SCHEMA, partition_keys=["dt"], primary_keys=["id"],
+            options={"bucket": "2", "sequence.field": "v"}), False)
+
+
+def test_snappy_avro_data_files_are_written_and_read(catalog, tmp_path: Path) -> None:
+    catalog.create_table("default.av", Schema.from_pyarrow_schema(
+        PA_SCHEMA, primary_keys=["id"], options={"bucket": "1", "file.format": "avro",
+                                                 "file.compression": "snappy"}), False)
+    table = catalog.get_table("default.av")
+    _write(table, [{"id": 1, "dt": "a", "v": 1}])
+    assert _rows(table) == [{"id": 1, "dt": "a", "v": 1}]
+    data = next(Path(tmp_path, "default.db", "av").rglob("*.avro")).read_bytes()
+    assert b"avro.codec\x0csnappy" in data
+
+
+def test_snappy_avro_without_cramjam_is_refused_naming_the_extra(catalog, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "cramjam", None)  # as if not installed
+    with pytest.raises(InvalidOptionError, match="lakehouse-engine\\[snappy\\]"):
+        catalog.create_table("default.av", Schema.from_pyarrow_schema(
+            PA_SCHEMA, options={"file.format": "avro", "file.compression": "snappy"}), False)
+
+
+@pytest.mark.parametrize(("schema_kwargs", "message"), [
+    # Paimon 0.9 has no nullable primary keys: a null key would make a table it cannot read.
+    ({"primary_keys": ["id"], "options": {"primary-key.nullable": "true"}}, "primary-key.nullable"),
+    # Paimon refuses a bucketed append table without a bucket key too.
+    ({"options": {"bucket": "2"}}, "needs option 'bucket-key'"),
+    # pypaimon fails every read of such a table; we refuse it before anything is stored.
+    ({"options": {"read.parallelism": "0"}}, "read.parallelism"),
+])
+def test_still_refused_at_create_time(catalog, schema_kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidOptionError, match=message):
+        catalog.create_table("default.bad", Schema.from_pyarrow_schema(PA_SCHEMA, **schema_kwargs), False)
+    assert not catalog.table_exists("default.bad")
