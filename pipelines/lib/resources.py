@@ -98,8 +98,8 @@ class LakehouseSparkResource(LazyPySparkResource):
         self._spark_session = None
 
 
-#: The name the assets ask for; kept so that code written against it reads on.
-SparkResource = LakehouseSparkResource
+
+
 
 
 class LakehouseResource(dg.ConfigurableResource):

@@ -13,7 +13,6 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
-from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from pipelines.lib import keys
 from pipelines.lib.bucket_report import BucketRow, bucket_rows, buckets_markdown, skew
 from pipelines.lib.events import PRIMARY_KEY

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from dagster import DagsterRunStatus
 
-from pipelines.screenshot import DagsterDev, quiet_instance
+from pipelines.scripts.screenshot import DagsterDev, quiet_instance
 from tests.pipelines.test_definitions import ASSETS, CHECKS
 
 DAY = "2026-11-05"

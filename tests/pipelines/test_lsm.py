@@ -9,11 +9,6 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
-from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.spark.tables import TableRef
-from pipelines.ingest import EVENT_SPARK_SCHEMA
 from pipelines.lsm import (
     BucketRow,
     assign_buckets,
@@ -24,7 +19,12 @@ from pipelines.lsm import (
     dynamic_bucket_counts,
     skew,
 )
-from pipelines.resources import LakehouseResource, SparkResource
+
+from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.spark.tables import TableRef
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.staging import EVENT_SPARK_SCHEMA
 from tests.pipelines.conftest import events
 
 
@@ -75,7 +75,7 @@ def test_dynamic_preview_fills_buckets_up_to_the_target(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("bucket", [3, -1, -2])
-def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: SparkResource, bucket: int) -> None:
+def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: LakehouseSparkResource, bucket: int) -> None:
     lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=bucket,
                                   table_options={"dynamic-bucket.target-row-num": "40"})
     table = lakehouse.get_or_create_table()

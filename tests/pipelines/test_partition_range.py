@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 
-from pipelines.instance import prepare_home
+from pipelines.scripts.instance import prepare_home
 
 REPO = Path(__file__).resolve().parents[2]
 

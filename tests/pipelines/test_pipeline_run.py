@@ -19,10 +19,8 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.json as pa_json
 import pytest
-
 from pipelines.automation import sorted_runs_sensor
 from pipelines.checks import ASSET_CHECKS
-from pipelines.ingest import ingested_events
 from pipelines.lsm import (
     bucket_assignment,
     bucket_rows,
@@ -37,10 +35,12 @@ from pipelines.maintenance import (
     rescale,
     snapshot_expiry,
 )
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.run_main import write_landing
-from pipelines.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
-from pipelines.validation import MALFORMED, REASON, SOURCE_FILE
+
+from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.lib.contract import MALFORMED, REASON, SOURCE_FILE
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
+from pipelines.scripts.run_main import write_landing
 from tests.pipelines.conftest import check_results, metadata_by_partition, metadata_of
 
 pytestmark = pytest.mark.spark
@@ -73,7 +73,7 @@ class Pipeline:
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory, spark_resource: SparkResource) -> Pipeline:
+def pipeline(tmp_path_factory: pytest.TempPathFactory, spark_resource: LakehouseSparkResource) -> Pipeline:
     warehouse = tmp_path_factory.mktemp("pipeline") / "warehouse"
     lakehouse = LakehouseResource(warehouse=str(warehouse), bucket=2,
                                   table_options={"num-sorted-run.compaction-trigger": "2"})

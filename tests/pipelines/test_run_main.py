@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from lakehouse_engine import Catalog
-from pipelines.resources import SparkResource
-from pipelines.run_main import COUPONS_FROM_DAY, SAMPLE_FILE, run, sample_settings
+from pipelines.lib.resources import LakehouseSparkResource
+from pipelines.scripts.run_main import COUPONS_FROM_DAY, SAMPLE_FILE, run, sample_settings
 from tests.pipelines.conftest import SPARK_MASTER
 
 pytestmark = pytest.mark.spark
@@ -26,7 +26,7 @@ def main_run(warehouse: Path, days: int, instance: dg.DagsterInstance) -> int:
 
 
 def test_a_second_run_continues_the_table_and_keeps_its_tags(
-        tmp_path: Path, spark_resource: SparkResource, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource, capsys: pytest.CaptureFixture[str]) -> None:
     warehouse = tmp_path / "warehouse"
     instance = dg.DagsterInstance.ephemeral()
     assert main_run(warehouse, 1, instance) == 0
@@ -53,7 +53,7 @@ def test_a_second_run_continues_the_table_and_keeps_its_tags(
 
 
 def test_a_sample_with_other_settings_is_refused_before_anything_changes(
-        tmp_path: Path, spark_resource: SparkResource) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource) -> None:
     warehouse = tmp_path / "warehouse"
     instance = dg.DagsterInstance.ephemeral()
     assert main_run(warehouse, 1, instance) == 0

@@ -18,18 +18,18 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
-from pipelines.ingest import ingested_events
 from pipelines.lsm import lsm_write
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.run_main import write_landing
-from pipelines.sample_data import (
+
+from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import (
     COUPON_CODE,
     EVENT_SCHEMA,
     PRIMARY_KEY,
     apply_to_model,
     generate_order_events,
 )
+from pipelines.scripts.run_main import write_landing
 from tests.pipelines.conftest import metadata_of
 
 pytestmark = pytest.mark.spark
@@ -45,7 +45,7 @@ def _land(lakehouse: LakehouseResource) -> list[pa.Table]:
     return batches
 
 
-def _run(lakehouse: LakehouseResource, spark: SparkResource, first: str, last: str,
+def _run(lakehouse: LakehouseResource, spark: LakehouseSparkResource, first: str, last: str,
          raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
     return dg.materialize(WRITE, resources={"spark": spark, "lakehouse": lakehouse},
                           instance=dg.DagsterInstance.ephemeral(), tags={
@@ -59,7 +59,7 @@ def _merged(lakehouse: LakehouseResource) -> pa.Table:
 
 
 def test_a_later_day_with_a_new_column_evolves_the_table_unless_evolution_is_off(
-        tmp_path: Path, spark_resource: SparkResource) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource) -> None:
     fixed = LakehouseResource(warehouse=str(tmp_path / "warehouse"), bucket=2, evolve_schema=False)
     batches = _land(fixed)
 

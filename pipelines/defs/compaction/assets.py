@@ -2,8 +2,8 @@
 
 `sorted_run_compaction` compacts the buckets the sorted-run sensor names in its run config (or,
 launched by hand without targets, every bucket over `num-sorted-run.compaction-trigger`);
-`full_compaction` rewrites every bucket into one sorted run, nightly, by a declarative
-`AutomationCondition.on_cron`. Both hold the table's pool, like every asset that commits to it.
+`full_compaction` rewrites every bucket into one sorted run once a day, by a declarative
+`AutomationCondition.on_cron` (after the 02:00 UTC tick, at the first LSM write). Both hold the table's pool, like every asset that commits to it.
 """
 
 from typing import Any
@@ -24,7 +24,12 @@ from pipelines.lib.bucket_report import (
     changes_markdown,
 )
 from pipelines.lib.partitions import SINGLE_RUN, partition_values
-from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, LakehouseSparkResource, table_pool
+from pipelines.lib.resources import (
+    DEFAULT_TABLE,
+    LakehouseResource,
+    LakehouseSparkResource,
+    table_pool,
+)
 
 TABLE_POOL = table_pool(DEFAULT_TABLE)
 NIGHTLY_FULL_COMPACTION_CRON = "0 2 * * *"
@@ -117,11 +122,11 @@ def sorted_run_compaction(context: dg.AssetExecutionContext, config: CompactionC
     pool=TABLE_POOL,
     group_name="lsm",
     kinds={"spark", "paimon"},
-    # Every night at 02:00 UTC, once the LSM write has committed since the previous tick: a night
-    # without new rows has nothing to merge.
+    # Once a day: after the 02:00 UTC tick, as soon as the LSM write has committed again (with the
+    # hourly schedule, the first ingestion past 02:00). A day without new rows has nothing to merge.
     automation_condition=dg.AutomationCondition.on_cron(NIGHTLY_FULL_COMPACTION_CRON, "UTC"),
     description="Full compaction: every bucket rewritten into one sorted run, on Spark executors, one "
-                "COMPACT commit. Nightly at 02:00 UTC after new writes (AutomationCondition.on_cron).",
+                "COMPACT commit. Once a day, at the first LSM write after 02:00 UTC (AutomationCondition.on_cron).",
 )
 def full_compaction(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
                     lakehouse: LakehouseResource) -> dg.MaterializeResult:

@@ -19,7 +19,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakehouse_engine import POSTPONE_BUCKET, BucketMode, FileStoreTable, PostCommitError, SchemaError
+from lakehouse_engine import (
+    POSTPONE_BUCKET,
+    BucketMode,
+    FileStoreTable,
+    PostCommitError,
+    SchemaError,
+)
 from lakehouse_engine.spark import TableRef, bucket_column
 from lakehouse_engine.spark.routing import assigner_count
 from pipelines.lib import keys
@@ -34,7 +40,12 @@ from pipelines.lib.bucket_report import (
 from pipelines.lib.events import EVOLUTION_COLUMNS, PARTITION_KEY
 from pipelines.lib.ledger import Ledger
 from pipelines.lib.partitions import DAILY_PARTITIONS, SINGLE_RUN, partition_name, per_day_metadata
-from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, LakehouseSparkResource, table_pool
+from pipelines.lib.resources import (
+    DEFAULT_TABLE,
+    LakehouseResource,
+    LakehouseSparkResource,
+    table_pool,
+)
 from pipelines.lib.staging import read_staged
 
 BUCKET = "bucket"

@@ -2,7 +2,7 @@
 
 These run on the driver with the engine: each is a metadata-heavy, single-commit procedure that
 never starts Spark. Each holds the table's pool; expiry runs nightly by a declarative
-`AutomationCondition.on_cron`, after the nightly full compaction.
+`AutomationCondition.on_cron`, right after the nightly full compaction.
 """
 
 import math
@@ -15,12 +15,19 @@ import dagster as dg
 
 from lakehouse_engine import POSTPONE_BUCKET, BucketMode
 from pipelines.lib import keys
-from pipelines.lib.bucket_report import BucketRow, bucket_metadata, bucket_rows, by_bucket, changes_markdown
+from pipelines.lib.bucket_report import (
+    BucketRow,
+    bucket_metadata,
+    bucket_rows,
+    by_bucket,
+    changes_markdown,
+)
 from pipelines.lib.partitions import SINGLE_RUN, partition_name, partition_values
 from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, table_pool
 
 TABLE_POOL = table_pool(DEFAULT_TABLE)
-SNAPSHOT_EXPIRY_CRON = "30 3 * * *"
+# The nightly full compaction's tick: expiry follows it the same night (see snapshot_expiry).
+SNAPSHOT_EXPIRY_CRON = "0 2 * * *"
 
 GIB = 1 << 30
 _HOUR_MS = 3_600_000
@@ -196,15 +203,15 @@ class ExpiryConfig(dg.Config):
     backfill_policy=SINGLE_RUN,
     deps=[keys.RESCALE, keys.SORTED_RUN_COMPACTION, keys.FULL_COMPACTION],
     pool=TABLE_POOL,
-    # Every day at 03:30 UTC, once the nightly full compaction (02:00) has run since the previous
-    # tick: the snapshots it replaced expire the same night. Rescale and the sensor's compactions
-    # (run when needed) do not hold it back.
+    # The full compaction's daily tick (02:00 UTC): once full_compaction has run after it (or is
+    # requested in the same evaluation: one run does both), expiry runs, and the snapshots the
+    # compaction replaced expire with it. Rescale and the sensor's compactions do not hold it back.
     automation_condition=dg.AutomationCondition.on_cron(SNAPSHOT_EXPIRY_CRON, "UTC").allow(
         dg.AssetSelection.assets(keys.FULL_COMPACTION)),
     group_name="maintenance",
     kinds={"paimon"},
     description="Snapshots expired by the table's retention (and the files only they used), then "
-                "orphan files removed. Nightly at 03:30 UTC after the full compaction (on_cron).",
+                "orphan files removed. Once a day, right after the full compaction (on_cron, 02:00 UTC tick).",
 )
 def snapshot_expiry(context: dg.AssetExecutionContext, config: ExpiryConfig,
                     lakehouse: LakehouseResource) -> dg.MaterializeResult:

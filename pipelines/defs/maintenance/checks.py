@@ -6,7 +6,12 @@ import dagster as dg
 from pipelines.lib import keys
 from pipelines.lib.bucket_report import bucket_rows
 from pipelines.lib.resources import LakehouseResource
-from pipelines.lib.table_checks import latest_snapshot_of, passed_empty, postpone_empty_result, row_counts_check
+from pipelines.lib.table_checks import (
+    latest_snapshot_of,
+    passed_empty,
+    postpone_empty_result,
+    row_counts_check,
+)
 
 rescale_row_counts = row_counts_check(keys.RESCALE)
 
