@@ -26,8 +26,8 @@ from lakehouse_engine import (
     PostCommitError,
     SchemaError,
 )
+from lakehouse_engine.options import DYNAMIC_BUCKET_ASSIGNER_PARALLELISM
 from lakehouse_engine.spark import TableRef, bucket_column
-from lakehouse_engine.spark.routing import assigner_count
 from pipelines.lib import keys
 from pipelines.lib.bucket_report import (
     bar_chart_markdown,
@@ -78,25 +78,33 @@ PLAN_SCHEMA = StructType([StructField(PARTITION_KEY, StringType()), StructField(
                           StructField(ROWS, LongType())])
 
 
-def assignment_kind(mode: BucketMode, assigners: int) -> str:
-    """How far the plan can be trusted: `exact`, or why the write decides."""
-    if mode.assigns_dynamically and assigners > 1:
-        return f"decided by the write's {assigners} dynamic bucket assigners (lsm_write reports the buckets written)"
-    return "exact"
+DECIDED_BY_WRITE = ("decided by the write's dynamic bucket assigners (one per Spark task; "
+                    "lsm_write reports the buckets written)")
 
 
-def assign_buckets(rows: DataFrame, table: FileStoreTable, assigners: int) -> list[tuple[str, int, int]]:
+def plan_is_exact(table: FileStoreTable) -> bool:
+    """Whether a plan made before the write names the buckets the Spark write uses: always for fixed
+    and postpone buckets; for dynamic buckets only with one assigner
+    (`dynamic-bucket.assigner-parallelism` = 1), since n assigners each place their share of the
+    keys against the HASH index on their own."""
+    if not table.bucket_mode().assigns_dynamically:
+        return True
+    configured = table.options.get(DYNAMIC_BUCKET_ASSIGNER_PARALLELISM)
+    return configured is not None and int(configured) == 1
+
+
+def assign_buckets(rows: DataFrame, table: FileStoreTable, exact: bool = True) -> list[tuple[str, int, int]]:
     """(dt, bucket, rows) for rows about to be written, computed on Spark for the table's mode.
 
-    A dynamic-bucket table whose write runs `assigners` > 1 assigners gets one row per day with
-    bucket `UNDECIDED`: which assigner opens which bucket depends on the routing of that write,
-    so a single-assigner preview would name buckets the write does not use."""
+    A dynamic-bucket table whose write runs several assigners (`exact` False) gets one row per
+    day with bucket `UNDECIDED`: which assigner opens which bucket depends on the routing of that
+    write, so a single-assigner preview would name buckets the write does not use."""
     mode = table.bucket_mode()
     ref = TableRef.of(table)
     if mode is BucketMode.FIXED:
         counted = (rows.groupBy(PARTITION_KEY, bucket_column(rows, table, ref).alias(BUCKET))
                    .agg(F.count(F.lit(1)).alias(ROWS)))
-    elif mode.assigns_dynamically and assigners == 1:
+    elif mode.assigns_dynamically and exact:
         def per_partition(group: pa.Table) -> pa.Table:  # Spark reads these type hints
             return dynamic_bucket_counts(ref, group)
 
@@ -132,18 +140,17 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: LakehouseSparkRe
     if not pending:
         return dg.MaterializeResult(metadata={**base, "rows": 0, "new_buckets": 0,
                                               "dagster/row_count": 0})
-    session = spark.spark_session
-    assigners = assigner_count(session, table) if mode.assigns_dynamically else 1
-    plan = assign_buckets(read_staged(session, lakehouse.staging_path, pending), table, assigners)
+    exact = plan_is_exact(table)
+    plan = assign_buckets(read_staged(spark.spark_session, lakehouse.staging_path, pending), table, exact)
     existing = {(r.partition, r.bucket) for r in bucket_rows(table, context.partition_keys)}
     new = [(dt, b) for dt, b, _ in plan
            if (partition_name(dt), b) not in existing and b not in (POSTPONE_BUCKET, UNDECIDED)]
-    kind = assignment_kind(mode, assigners)
+    kind = "exact" if exact else DECIDED_BY_WRITE
     # One file per run's days, replaced by the next plan of those days: the folder stays bounded.
     days = sorted(context.partition_keys)
     path = lakehouse.staging_path / "bucket_plans" / f"{days[0]}_{days[-1]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"bucket_mode": mode.value, "assignment": kind, "assigners": assigners,
+    path.write_text(json.dumps({"bucket_mode": mode.value, "assignment": kind,
                                 "buckets": [{"dt": dt, "bucket": None if b == UNDECIDED else b, "rows": n,
                                              "new": (dt, b) in new} for dt, b, n in plan]}, indent=1))
 
@@ -168,7 +175,7 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: LakehouseSparkRe
 
     per_day_metadata(context, {dt: figures([p for p in plan if p[0] == dt]) for dt in {p[0] for p in plan}})
     context.log.info(f"{sum(n for _, _, n in plan):,} rows ({mode.value}, {kind}), {len(new)} new buckets")
-    return dg.MaterializeResult(metadata={**base, **figures(plan), "assignment": kind, "assigners": assigners,
+    return dg.MaterializeResult(metadata={**base, **figures(plan), "assignment": kind,
                                           "plan": dg.MetadataValue.path(str(path))})
 
 
