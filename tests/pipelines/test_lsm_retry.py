@@ -17,11 +17,10 @@ from pipelines.lib.ledger import Ledger, LedgerState
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
 from pipelines.lib.sample_data import generate_order_events
 from pipelines.scripts.run_main import write_landing
-from tests.pipelines.conftest import metadata_of
+from tests.pipelines.conftest import DAY, metadata_of
 
 pytestmark = pytest.mark.spark
 
-DAY = "2026-11-01"
 
 
 def _run(lakehouse: LakehouseResource, spark: LakehouseSparkResource, *assets: Any) -> Any:

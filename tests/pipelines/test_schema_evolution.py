@@ -18,9 +18,9 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pipelines.lsm import lsm_write
 
 from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.defs.lsm.assets import lsm_write
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
 from pipelines.lib.sample_data import (
     COUPON_CODE,
@@ -30,16 +30,17 @@ from pipelines.lib.sample_data import (
     generate_order_events,
 )
 from pipelines.scripts.run_main import write_landing
-from tests.pipelines.conftest import metadata_of
+from tests.pipelines.conftest import DAY, metadata_of
 
 pytestmark = pytest.mark.spark
 
-DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
+START = datetime.date.fromisoformat(DAY)
+DAYS = tuple((START + datetime.timedelta(days=d)).isoformat() for d in range(3))
 WRITE = [ingested_events, lsm_write]  # bucket_assignment only plans: not needed to write
 
 
 def _land(lakehouse: LakehouseResource) -> list[pa.Table]:
-    batches = generate_order_events(days=3, rows_per_day=120, seed=11, start=datetime.date(2026, 11, 1),
+    batches = generate_order_events(days=3, rows_per_day=120, seed=11, start=START,
                                     coupons_from=datetime.date.fromisoformat(DAYS[2]))
     write_landing(lakehouse.landing_path, batches)
     return batches

@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from pipelines.lib.partitions import DAILY_PARTITIONS
 from pipelines.lib.resources import LakehouseSparkResource
 from pipelines.scripts.run_main import run
 from pipelines.scripts.screenshot import DagsterDev, capture_ui, chromium, quiet_instance, ui_pages
@@ -19,7 +20,7 @@ from tests.pipelines.conftest import SPARK_MASTER
 
 pytestmark = [pytest.mark.spark, pytest.mark.browser]
 
-DAY = "2026-11-01"
+DAY = DAILY_PARTITIONS.get_last_partition_key() or ""  # run(days=1) lands today only
 
 
 def test_the_ui_shows_the_asset_graph_a_rows_per_bucket_table_and_the_checks(
