@@ -269,7 +269,7 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
 
 # ---- main ------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipelines.run_main`: parse the arguments and `run`."""
+    """`python -m pipelines.scripts.run_main`: parse the arguments and `run`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warehouse", default=os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
     parser.add_argument("--table", default=os.environ.get("LAKEHOUSE_TABLE", TABLE),
