@@ -135,11 +135,13 @@ def by_bucket(rows: Iterable[BucketRow]) -> dict[BucketKey, BucketRow]:
 
 
 def changed_buckets(before: Mapping[BucketKey, BucketRow], after: Mapping[BucketKey, BucketRow]) -> list[BucketKey]:
-    """The (partition, bucket)s whose files or sorted runs differ between two reports (new, changed
-    or gone), sorted."""
+    """The (partition, bucket)s whose files, sorted runs, records or bytes differ between two
+    reports (new, changed or gone), sorted. A file rewritten to the same shape shows in none of
+    these: `table.files_added` of the commit names every bucket a compaction rewrote."""
     keys = set(before) | set(after)
     return sorted(k for k in keys if k not in before or k not in after
-                  or after[k].files != before[k].files or after[k].sorted_runs != before[k].sorted_runs)
+                  or (after[k].files, after[k].sorted_runs, after[k].records, after[k].size_bytes)
+                  != (before[k].files, before[k].sorted_runs, before[k].records, before[k].size_bytes))
 
 
 def changes_markdown(before: Mapping[BucketKey, BucketRow], after: Mapping[BucketKey, BucketRow],

@@ -213,6 +213,7 @@ def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeli
 def test_the_full_compaction_leaves_one_sorted_run_per_bucket(pipeline: Pipeline) -> None:
     meta = metadata_of(pipeline.first, "full_compaction")
     assert (meta["compaction"], meta["max_sorted_runs"]) == ("full", 1)
+    assert meta["buckets_compacted"] == meta["buckets_requested"] == 4  # every bucket rewritten, 2 days x 2
     assert check_results(pipeline.first)["full_compaction:bucket_row_counts_match_snapshot"].passed
     assert {r.sorted_runs for r in bucket_rows(pipeline.lakehouse.get_table())} == {1}
 

@@ -70,15 +70,18 @@ def _compaction_result(context: dg.AssetExecutionContext, lakehouse: LakehouseRe
     """The metadata of a compaction: the buckets it changed (before -> after) and the bucket tables."""
     table = lakehouse.get_table()
     after = by_bucket(bucket_rows(table))
-    changed = changed_buckets(before, after)
+    # The buckets the commit rewrote: a file rewritten to the same shape changes no count.
+    added = table.files_added(ids)
+    rewritten = set(zip(added.column("partition").to_pylist(), added.column("bucket").to_pylist(), strict=True))
     snapshot = table.latest_snapshot()
-    context.log.info(f"{kind}: compacted {len(changed)} buckets (trigger {trigger}); snapshots {ids}")
+    context.log.info(f"{kind}: compacted {len(rewritten)} buckets (trigger {trigger}); snapshots {ids}")
     return dg.MaterializeResult(metadata={
         "snapshot_id": snapshot.id if snapshot else 0,
         "compaction": kind,
         "compaction_trigger": trigger,
         "buckets_requested": requested,
-        "buckets_compacted": len(changed),
+        "buckets_compacted": len(rewritten),
+        "buckets_changed": len(changed_buckets(before, after)),
         "compacted": dg.MetadataValue.md(changes_markdown(before, after, empty="Nothing to compact.")),
         "snapshots_committed": ", ".join(map(str, ids)) or "none",
         **bucket_metadata(list(after.values())),
