@@ -136,7 +136,7 @@ soak: $(VENV) $(INTEROP_VENV)
 
 # ---------------------------------------------------------------- running
 run: $(VENV)
-	$(VENV)/bin/python -m pipelines.run_main --warehouse $(WAREHOUSE) $(RUN_ARGS)
+	$(VENV)/bin/python -m pipelines.scripts.run_main --warehouse $(WAREHOUSE) $(RUN_ARGS)
 
 bench: $(VENV) $(INTEROP_VENV) $(RUST_STAMP)
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
@@ -145,7 +145,7 @@ reliability: $(VENV) $(INTEROP_VENV)
 	$(VENV)/bin/python -m bench.reliability $(RELIABILITY_ARGS)
 
 dev: $(VENV)
-	$(VENV)/bin/python -m pipelines.instance >/dev/null
+	$(VENV)/bin/python -m pipelines.scripts.instance >/dev/null
 	LAKEHOUSE_WAREHOUSE=$(WAREHOUSE) exec $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # ---------------------------------------------------------------- cleaning

@@ -1,25 +1,19 @@
-"""The Dagster code location (`workspace.yaml`): assembles what the other modules define.
+"""The Dagster code location (`workspace.yaml`): assembles `pipelines/defs/`, defines nothing itself.
 
-    ingested_events -> bucket_assignment -> lsm_write -> postpone_compaction -> rescale -> snapshot_expiry
-                                                      -> sorted_run_compaction ----------------^
+    ingested_events -> bucket_assignment -> lsm_write -> postpone_compaction -> rescale ----------> snapshot_expiry
+                                                      -> sorted_run_compaction (sensor) ---------------^
+                                                      -> full_compaction (on_cron 02:00) --------------^
+
+`dg.load_from_defs_folder` finds every asset, check, job, sensor, schedule and resource under
+`pipelines/defs/` (the `[tool.dg.project]` of pyproject.toml names the folder); the executor is
+the one setting of the whole location: one process and at most one Spark session per run.
 """
+
+from pathlib import Path
 
 import dagster as dg
 
-from pipelines.automation import JOBS, SCHEDULES, SENSORS
-from pipelines.checks import ASSET_CHECKS
-from pipelines.ingest import ingested_events
-from pipelines.lsm import bucket_assignment, lsm_write, sorted_run_compaction
-from pipelines.maintenance import postpone_compaction, rescale, snapshot_expiry
-from pipelines.resources import resources_from_env
-
-defs = dg.Definitions(
-    assets=[ingested_events, bucket_assignment, lsm_write, sorted_run_compaction,
-            postpone_compaction, rescale, snapshot_expiry],
-    asset_checks=ASSET_CHECKS,
-    jobs=JOBS,
-    sensors=SENSORS,
-    schedules=SCHEDULES,
-    resources=resources_from_env(),
-    executor=dg.in_process_executor,
+defs = dg.Definitions.merge(
+    dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
+    dg.Definitions(executor=dg.in_process_executor),
 )

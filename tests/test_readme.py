@@ -31,7 +31,7 @@ def test_the_readme_snippet_runs_as_written_twice(tmp_path: Path) -> None:
 
 def test_getting_started_first_table_runs_after_make_run_without_touching_its_table(tmp_path: Path) -> None:
     from lakehouse_engine import Catalog
-    from pipelines.resources import LakehouseResource
+    from pipelines.lib.resources import LakehouseResource
 
     # What `make run` leaves behind: shop.orders in ./warehouse (created, no data needed here).
     made = LakehouseResource(warehouse=str(tmp_path / "warehouse")).get_or_create_table()

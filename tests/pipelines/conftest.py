@@ -3,6 +3,7 @@ the first test that asks for it), fresh warehouses, and tables written with the 
 
 from __future__ import annotations
 
+import datetime
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -12,14 +13,23 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.sample_data import EVENT_SCHEMA, generate_order_events
+from pipelines.lib.events import EVENT_SCHEMA
+from pipelines.lib.partitions import DAILY_PARTITIONS
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import generate_order_events
 from tests.lakehouse_engine.conftest import write
 
 with warnings.catch_warnings():
     # The daily assets' single-run backfill policy is a beta API: say so once, not per module.
     warnings.simplefilter("ignore", dg.BetaWarning)
-    import pipelines.definitions  # noqa: F401
+    from pipelines.definitions import defs as DEFS
+
+#: Every asset and every check of the code location (materialize needs the checks' assets).
+ASSETS = list(DEFS.assets or [])
+ASSET_CHECKS = list(DEFS.asset_checks or [])
+#: The first two days of the daily partitions' window (it ends today).
+DAY = DAILY_PARTITIONS.get_first_partition_key() or ""
+DAYS = (DAY, (datetime.date.fromisoformat(DAY) + datetime.timedelta(days=1)).isoformat())
 
 # The same master as tests/lakehouse_engine/spark: whichever suite starts the shared session first,
 # tasks get two threads and one retry.
@@ -27,13 +37,13 @@ SPARK_MASTER = "local[2,2]"
 
 
 @pytest.fixture(scope="session")
-def spark_resource() -> Iterator[SparkResource]:
+def spark_resource() -> Iterator[LakehouseSparkResource]:
     """The Spark resource every test run shares: it joins the session started here and leaves it
     running between runs; the session stops when the pytest session ends."""
     from lakehouse_engine.spark.session import create_session
 
     session = create_session(SPARK_MASTER, app_name="pipelines-tests", shuffle_partitions=2)
-    yield SparkResource(master=SPARK_MASTER, shuffle_partitions=2, stop_on_teardown=False)
+    yield LakehouseSparkResource(master=SPARK_MASTER, shuffle_partitions=2, stop_on_teardown=False)
     session.stop()
 
 
@@ -44,8 +54,9 @@ def lakehouse(tmp_path: Path) -> LakehouseResource:
 
 
 def events(rows_per_day: int = 200, days: int = 1, seed: int = 5) -> pa.Table:
-    """Sample order events as one table."""
-    return pa.concat_tables(generate_order_events(days=days, rows_per_day=rows_per_day, seed=seed))
+    """Sample order events as one table, from the window's first day."""
+    return pa.concat_tables(generate_order_events(days=days, rows_per_day=rows_per_day, seed=seed,
+                                                  start=datetime.date.fromisoformat(DAY)))
 
 
 def engine_write(lakehouse: LakehouseResource, rows: pa.Table) -> int:
@@ -84,3 +95,16 @@ def check_results(result: Any) -> dict[str, Any]:
     """`asset:check` -> its evaluation, for every check evaluated in a run."""
     return {f"{e.asset_check_key.asset_key.to_user_string()}:{e.asset_check_key.name}": e
             for e in result.get_asset_check_evaluations()}
+
+
+#: What the project's `.env` gives the code location's dg.EnvVar settings.
+LAKEHOUSE_ENV = {"LAKEHOUSE_WAREHOUSE": "./warehouse", "LAKEHOUSE_TABLE": "shop.orders", "LAKEHOUSE_BUCKET": "4",
+                 "LAKEHOUSE_CATALOG_OPTIONS": "", "LAKEHOUSE_PIPELINE_DIR": "", "LAKEHOUSE_SPARK_MASTER": "local[*]"}
+
+
+@pytest.fixture
+def lakehouse_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The code location's environment variables set as `.env` sets them (for validating run config)."""
+    for name, value in LAKEHOUSE_ENV.items():
+        monkeypatch.setenv(name, value)
+    return dict(LAKEHOUSE_ENV)

@@ -1,4 +1,5 @@
-"""The sorted-run sensor and the schedules, evaluated against tables written by the engine (no Spark)."""
+"""The sorted-run sensor, the hourly schedule and the declarative automation conditions, evaluated
+against tables written by the engine and an ephemeral instance (no Spark)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,27 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from pipelines.automation import (
-    compaction_job,
-    daily_snapshot_expiry,
-    hourly_ingestion,
-    ingest_job,
-    nightly_full_compaction,
-    snapshot_expiry_job,
-    sorted_runs_sensor,
-)
 from pipelines.definitions import defs
-from pipelines.ingest import Ledger, list_landing_files
-from pipelines.lsm import bucket_rows, partition_name
-from pipelines.resources import LakehouseResource
-from tests.pipelines.conftest import engine_write, events, only_keys
+from pipelines.defs.compaction.sensors import sorted_runs_sensor
+from pipelines.defs.ingestion.schedules import hourly_ingestion
+from pipelines.defs.jobs import compaction_job, ingest_job
+from pipelines.lib import keys
+from pipelines.lib.bucket_report import bucket_rows
+from pipelines.lib.landing import list_landing_files
+from pipelines.lib.ledger import Ledger
+from pipelines.lib.partitions import partition_name
+from pipelines.lib.resources import LakehouseResource
+from tests.pipelines.conftest import DAY, engine_write, events, only_keys
 
-DAY = "2026-11-01"
-NOON = datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.timezone.utc)
+UTC = datetime.timezone.utc
+START = datetime.date.fromisoformat(DAY)  # the window's first day
+
+
+def _day(offset: int) -> str:
+    return (START + datetime.timedelta(days=offset)).isoformat()
+
+
+NOON = datetime.datetime.combine(START + datetime.timedelta(days=4), datetime.time(12), UTC)
 
 
 @pytest.fixture
@@ -69,7 +74,7 @@ def test_the_sensor_skips_at_the_trigger(tmp_path: Path, instance: dg.DagsterIns
 
 
 def test_the_sensor_requests_compaction_of_exactly_the_buckets_over_the_trigger(
-        tmp_path: Path, instance: dg.DagsterInstance) -> None:
+        tmp_path: Path, instance: dg.DagsterInstance, lakehouse_env: dict[str, str]) -> None:
     lakehouse, hot_bucket = _table_with_hot_bucket(tmp_path, trigger=2, commits_on_hot_key=2)
     verdict = _evaluate(instance, lakehouse)
     assert isinstance(verdict, dg.SensorResult)
@@ -100,7 +105,8 @@ def test_the_sensor_never_requests_the_same_state_twice(tmp_path: Path, instance
     assert later.run_requests[0].run_key not in (None, first.run_requests[0].run_key)
 
 
-def test_the_sensor_waits_for_a_compaction_run_in_flight(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+def test_the_sensor_waits_for_a_compaction_run_in_flight(tmp_path: Path, instance: dg.DagsterInstance,
+                                                        lakehouse_env: dict[str, str]) -> None:
     lakehouse, _ = _table_with_hot_bucket(tmp_path, trigger=2, commits_on_hot_key=2)
     instance.create_run_for_job(defs.resolve_job_def(compaction_job.name), status=dg.DagsterRunStatus.STARTED)
     verdict = _evaluate(instance, lakehouse)
@@ -131,25 +137,25 @@ def _schedule_context(instance: dg.DagsterInstance, lakehouse: LakehouseResource
 def test_hourly_ingestion_requests_one_run_over_the_days_with_new_files(
         tmp_path: Path, instance: dg.DagsterInstance) -> None:
     lakehouse = LakehouseResource(warehouse=str(tmp_path))
-    _land(lakehouse, "2026-11-03")
-    _land(lakehouse, "2026-11-05")
-    _land(lakehouse, "2027-01-01")  # not a partition yet at NOON: waits
+    _land(lakehouse, _day(1))
+    _land(lakehouse, _day(3))
+    _land(lakehouse, _day(40))  # not a partition yet at NOON: waits
     request = hourly_ingestion(_schedule_context(instance, lakehouse))
     assert isinstance(request, dg.RunRequest)
     assert request.partition_key is None
-    assert request.tags["dagster/asset_partition_range_start"] == "2026-11-03"
-    assert request.tags["dagster/asset_partition_range_end"] == "2026-11-05"
+    assert request.tags["dagster/asset_partition_range_start"] == _day(1)
+    assert request.tags["dagster/asset_partition_range_end"] == _day(3)
     # Dagster reads our tags as the range (the tag names are not imported from dagster._core)
-    assert request.partition_key_range == dg.PartitionKeyRange("2026-11-03", "2026-11-05")
+    assert request.partition_key_range == dg.PartitionKeyRange(_day(1), _day(3))
 
 
 def test_hourly_ingestion_requests_a_single_day_by_its_partition(
         tmp_path: Path, instance: dg.DagsterInstance) -> None:
     lakehouse = LakehouseResource(warehouse=str(tmp_path))
-    _land(lakehouse, "2026-11-21")  # today's partition exists (end offset 1)
+    _land(lakehouse, _day(4))  # NOON's own day is a partition (end offset 1)
     request = hourly_ingestion(_schedule_context(instance, lakehouse))
     assert isinstance(request, dg.RunRequest)
-    assert request.partition_key == "2026-11-21"
+    assert request.partition_key == _day(4)
 
 
 def test_hourly_ingestion_skips_when_every_file_was_ingested(tmp_path: Path, instance: dg.DagsterInstance) -> None:
@@ -164,18 +170,78 @@ def test_hourly_ingestion_skips_when_every_file_was_ingested(tmp_path: Path, ins
     assert "no new landing files" in (verdict.skip_message or "")
 
 
-def test_schedules_target_their_jobs_at_their_times(instance: dg.DagsterInstance) -> None:
+def test_the_hourly_schedule_targets_the_ingest_job() -> None:
     assert (hourly_ingestion.cron_schedule, hourly_ingestion.job_name) == ("0 * * * *", ingest_job.name)
-    assert (daily_snapshot_expiry.cron_schedule, daily_snapshot_expiry.job_name) == (
-        "30 3 * * *", snapshot_expiry_job.name)
-    assert (nightly_full_compaction.cron_schedule, nightly_full_compaction.job_name) == (
-        "0 2 * * *", compaction_job.name)
+    assert {s.name for s in defs.schedules or []} == {"hourly_ingestion"}
 
-    [expiry] = daily_snapshot_expiry.evaluate_tick(dg.build_schedule_context(
-        instance=instance, scheduled_execution_time=NOON)).run_requests or []
-    assert isinstance(expiry, dg.RunRequest)
-    [nightly] = nightly_full_compaction.evaluate_tick(dg.build_schedule_context(
-        instance=instance, scheduled_execution_time=NOON)).run_requests or []
-    config = _config_dict(nightly)
-    assert config["ops"]["sorted_run_compaction"]["config"]["full"] is True
-    assert dg.validate_run_config(defs.resolve_job_def(compaction_job.name), config)
+
+# ---- declarative automation ------------------------------------------------------------------------
+class Nights:
+    """Evaluates the automation conditions of full_compaction and snapshot_expiry at chosen times,
+    carrying the cursor from one evaluation to the next as the automation sensor does."""
+
+    SELECTION = dg.AssetSelection.assets(keys.FULL_COMPACTION, keys.SNAPSHOT_EXPIRY)
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self.instance = instance
+        self.cursor: Any = None
+
+    def at(self, day: int, hour: int, minute: int = 0) -> dict[str, int]:
+        when = datetime.datetime.combine(START + datetime.timedelta(days=day), datetime.time(hour, minute), UTC)
+        result = dg.evaluate_automation_conditions(defs=defs, instance=self.instance, cursor=self.cursor,
+                                                   asset_selection=self.SELECTION, evaluation_time=when)
+        self.cursor = result.cursor
+        return {key.to_user_string(): result.get_num_requested(key)
+                for key in (keys.FULL_COMPACTION, keys.SNAPSHOT_EXPIRY)}
+
+    def materialized(self, key: dg.AssetKey, partition: str | None = None) -> None:
+        self.instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=partition))
+
+
+NOTHING = {"full_compaction": 0, "snapshot_expiry": 0}
+BOTH = {"full_compaction": 1, "snapshot_expiry": 1}
+
+
+def test_the_first_write_after_the_nightly_tick_requests_full_compaction_then_expiry_once(
+        instance: dg.DagsterInstance) -> None:
+    nights = Nights(instance)
+    assert nights.at(1, 1) == NOTHING
+    nights.materialized(keys.LSM_WRITE, partition=DAY)
+    assert nights.at(1, 1, 30) == NOTHING  # written, but the 02:00 tick has not come
+    assert nights.at(1, 2, 1) == NOTHING   # the tick: on_cron waits for a write after it
+    nights.materialized(keys.LSM_WRITE, partition=_day(1))  # the 03:00 hourly ingestion
+    # Full compaction, and expiry with it (on_cron counts a dependency requested in the same
+    # evaluation): one run compacts, then expires the snapshots the compaction replaced.
+    assert nights.at(1, 3, 5) == BOTH
+    nights.materialized(keys.FULL_COMPACTION)
+    nights.materialized(keys.SNAPSHOT_EXPIRY)
+    nights.materialized(keys.LSM_WRITE, partition=_day(1))  # 04:00
+    assert nights.at(1, 4, 5) == NOTHING  # once per tick
+    nights.materialized(keys.LSM_WRITE, partition=_day(2))  # the next night's first write
+    assert nights.at(2, 3, 5) == BOTH
+
+
+def test_a_day_without_writes_requests_nothing(instance: dg.DagsterInstance) -> None:
+    nights = Nights(instance)
+    assert nights.at(1, 1) == NOTHING
+    assert nights.at(1, 2, 1) == NOTHING
+    assert nights.at(1, 12) == NOTHING  # nothing written: nothing to merge
+    assert nights.at(2, 2, 1) == NOTHING
+
+
+def test_rescale_and_sensor_compactions_do_not_hold_expiry_back(instance: dg.DagsterInstance) -> None:
+    """Expiry waits for the full compaction only: its other parents run when needed, not nightly."""
+    nights = Nights(instance)
+    assert nights.at(1, 1) == NOTHING
+    assert nights.at(1, 2, 1) == NOTHING
+    nights.materialized(keys.FULL_COMPACTION)  # e.g. launched by hand after the tick
+    assert nights.at(1, 2, 30) == {"full_compaction": 0, "snapshot_expiry": 1}
+
+
+def test_the_automation_sensor_starts_stopped_and_covers_every_asset() -> None:
+    [sensor] = [s for s in defs.sensors or [] if s.name == "lakehouse_automation"]
+    assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    conditions = {k.to_user_string(): a.automation_conditions_by_key.get(k)
+                  for a in defs.assets or [] for k in a.keys}
+    assert {name for name, c in conditions.items() if c is not None} == {"full_compaction", "snapshot_expiry"}

@@ -18,24 +18,31 @@ import pytest
 
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from pipelines.checks import (
-    ASSET_CHECKS,
+from pipelines.defs.compaction.assets import sorted_run_compaction
+from pipelines.defs.lsm.assets import lsm_write
+from pipelines.defs.lsm.checks import (
     bucket_skew,
-    duplicates_result,
     dynamic_buckets_within_target,
     no_duplicate_primary_key,
-    postpone_bucket_empty,
-    row_counts_result,
-    skew_result,
 )
-from pipelines.lsm import BucketRow, bucket_rows, lsm_write, sorted_run_compaction
-from pipelines.maintenance import postpone_compaction, rescale
-from pipelines.resources import LakehouseResource, SparkResource
-from tests.pipelines.conftest import check_results, engine_write, events, metadata_of
+from pipelines.defs.maintenance.assets import postpone_compaction, rescale
+from pipelines.defs.maintenance.checks import postpone_bucket_empty
+from pipelines.lib.bucket_report import BucketRow, bucket_rows
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.table_checks import duplicates_result, row_counts_result, skew_result
+from tests.pipelines.conftest import (
+    ASSET_CHECKS,
+    ASSETS,
+    DAY,
+    check_results,
+    engine_write,
+    events,
+    metadata_of,
+)
 
-ALL = [lsm_write, sorted_run_compaction, postpone_compaction, rescale, *ASSET_CHECKS]
+ALL = [*ASSETS, *ASSET_CHECKS]
 # Never started: the checks below must not need Spark.
-NO_SPARK = SparkResource(master="spark://no-such-host:1")
+NO_SPARK = LakehouseSparkResource(master="spark://no-such-host:1")
 
 
 def _run(lakehouse: LakehouseResource, selection: Any) -> Any:
@@ -146,17 +153,17 @@ def test_an_even_table_passes_row_count_skew_and_target_checks(lakehouse: Lakeho
 def test_checks_of_a_table_without_snapshots_pass_without_starting_spark(lakehouse: LakehouseResource) -> None:
     result = _run(lakehouse, dg.AssetSelection.checks(*ASSET_CHECKS))
     assert result.success
-    assert len(check_results(result)) == 7
+    assert len(check_results(result)) == len(ASSET_CHECKS) == 8
     assert all(e.passed for e in check_results(result).values())
 
 
 def test_a_run_that_wrote_nothing_checks_keys_without_starting_spark(lakehouse: LakehouseResource) -> None:
-    from pipelines.ingest import ingested_events
-    from pipelines.lsm import bucket_assignment
+    from pipelines.defs.ingestion.assets import ingested_events
+    from pipelines.defs.lsm.assets import bucket_assignment
 
     engine_write(lakehouse, events(rows_per_day=100))  # a table with a snapshot, and no landing files
     assets = [ingested_events, bucket_assignment, lsm_write, no_duplicate_primary_key]
-    result = dg.materialize(assets, partition_key="2026-11-01", raise_on_error=False,
+    result = dg.materialize(assets, partition_key=DAY, raise_on_error=False,
                             resources={"lakehouse": lakehouse, "spark": NO_SPARK})
     assert result.success  # NO_SPARK fails if anything starts a session
     assert metadata_of(result, "lsm_write")["rows_written"] == 0

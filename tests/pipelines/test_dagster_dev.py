@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from dagster import DagsterRunStatus
 
-from pipelines.screenshot import DagsterDev, quiet_instance
+from pipelines.scripts.screenshot import DagsterDev, quiet_instance
+from tests.pipelines.conftest import DAYS
 from tests.pipelines.test_definitions import ASSETS, CHECKS
 
-DAY = "2026-11-05"
+DAY = DAYS[1]
 
 DEFINITIONS = """
 {
@@ -61,10 +62,8 @@ def test_graphql_lists_assets_checks_sensor_and_schedules(server: DagsterDev) ->
     assert checks == CHECKS
     [repository] = data["repositoriesOrError"]["nodes"]
     assert repository["location"]["name"] == "lakehouse"
-    assert {s["name"] for s in repository["sensors"]} == {"sorted_runs_sensor"}
-    assert {(s["name"], s["cronSchedule"]) for s in repository["schedules"]} == {
-        ("hourly_ingestion", "0 * * * *"), ("daily_snapshot_expiry", "30 3 * * *"),
-        ("nightly_full_compaction", "0 2 * * *")}
+    assert {s["name"] for s in repository["sensors"]} == {"sorted_runs_sensor", "lakehouse_automation"}
+    assert {(s["name"], s["cronSchedule"]) for s in repository["schedules"]} == {("hourly_ingestion", "0 * * * *")}
     assert "ingest_job" in {j["name"] for j in repository["jobs"]}
 
 

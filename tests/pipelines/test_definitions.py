@@ -12,12 +12,16 @@ import dagster as dg
 from pipelines.definitions import defs
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = {"ingested_events", "bucket_assignment", "lsm_write", "sorted_run_compaction",
+ASSETS = {"ingested_events", "bucket_assignment", "lsm_write", "sorted_run_compaction", "full_compaction",
           "postpone_compaction", "rescale", "snapshot_expiry"}
 CHECKS = {"lsm_write:bucket_row_counts_match_snapshot", "lsm_write:dynamic_buckets_within_target",
           "lsm_write:no_duplicate_primary_key", "lsm_write:bucket_skew",
           "postpone_compaction:postpone_bucket_empty", "rescale:bucket_row_counts_match_snapshot",
-          "sorted_run_compaction:bucket_row_counts_match_snapshot"}
+          "sorted_run_compaction:bucket_row_counts_match_snapshot",
+          "full_compaction:bucket_row_counts_match_snapshot"}
+#: The assets that commit to shop.orders: each holds its pool.
+COMMITTING = {"lsm_write", "sorted_run_compaction", "full_compaction", "postpone_compaction", "rescale",
+              "snapshot_expiry"}
 
 
 def test_dagster_definitions_validate_passes(tmp_path: Path) -> None:
@@ -39,12 +43,12 @@ def test_the_definitions_hold_the_graph_checks_jobs_and_automation() -> None:
     assert upstream == {
         "ingested_events": set(), "bucket_assignment": {"ingested_events"}, "lsm_write": {"bucket_assignment"},
         "postpone_compaction": {"lsm_write"}, "sorted_run_compaction": {"lsm_write"},
-        "rescale": {"postpone_compaction"}, "snapshot_expiry": {"rescale", "sorted_run_compaction"}}
+        "full_compaction": {"lsm_write"}, "rescale": {"postpone_compaction"},
+        "snapshot_expiry": {"rescale", "sorted_run_compaction", "full_compaction"}}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {
         "main_job", "ingest_job", "compaction_job", "maintenance_job", "snapshot_expiry_job"}
-    assert {s.name for s in defs.sensors or []} == {"sorted_runs_sensor"}
-    assert {s.name for s in defs.schedules or []} == {
-        "hourly_ingestion", "daily_snapshot_expiry", "nightly_full_compaction"}
+    assert {s.name for s in defs.sensors or []} == {"sorted_runs_sensor", "lakehouse_automation"}
+    assert {s.name for s in defs.schedules or []} == {"hourly_ingestion"}
 
 
 def test_runs_use_the_in_process_executor() -> None:
@@ -55,3 +59,46 @@ def test_blocking_checks_are_the_error_checks() -> None:
     blocking = {f"{spec.asset_key.to_user_string()}:{spec.name}"
                 for check in defs.asset_checks or [] for spec in check.check_specs if spec.blocking}
     assert blocking == CHECKS - {"lsm_write:bucket_skew"}
+
+
+def test_every_asset_that_commits_to_the_table_holds_its_pool_and_the_instance_admits_one() -> None:
+    import yaml
+
+    graph = defs.resolve_asset_graph()
+    pools = {k.to_user_string(): graph.get(k).pools for k in graph.get_all_asset_keys()}
+    assert {name for name, p in pools.items() if p} == COMMITTING
+    assert {frozenset(p) for name, p in pools.items() if p} == {frozenset({"paimon-shop.orders"})}
+    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    assert settings["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
+
+
+def test_settings_are_env_vars_resolved_at_launch_not_at_import() -> None:
+    """The resources hold dg.EnvVar references (the UI shows the variable, a run resolves it); no
+    module of the code location reads os.environ."""
+    lakehouse, spark = defs.resources["lakehouse"], defs.resources["spark"]
+    assert lakehouse.warehouse == dg.EnvVar("LAKEHOUSE_WAREHOUSE")
+    assert lakehouse.table == dg.EnvVar("LAKEHOUSE_TABLE")
+    assert spark.master == dg.EnvVar("LAKEHOUSE_SPARK_MASTER")
+    sources = [p for p in (REPO / "pipelines").rglob("*.py") if "scripts" not in p.parts]
+    assert [p.name for p in sources if "os.environ" in p.read_text() or "getenv" in p.read_text()] == []
+
+
+def test_definitions_py_only_assembles_and_loads_no_script() -> None:
+    """pipelines/definitions.py defines no asset, check, sensor or schedule itself, and loading the
+    code location imports none of the scripts (run_main, summary, screenshot, instance)."""
+    source = (REPO / "pipelines" / "definitions.py").read_text()
+    assert "@dg." not in source and "load_from_defs_folder" in source
+    code = ("import sys, pipelines.definitions; "
+            "print(sorted(m for m in sys.modules if m.startswith('pipelines.scripts')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_spark_resource_is_dagster_pysparks_lazy_resource() -> None:
+    from dagster_pyspark import LazyPySparkResource
+
+    spark = defs.resources["spark"]
+    assert isinstance(spark, LazyPySparkResource)
+    conf = type(spark)(master="local[1]", spark_config={"spark": {"executor": {"memory": "1g"}}}).session_conf()
+    assert conf["spark.executor.memory"] == "1g"  # nested settings flattened as dagster-pyspark does

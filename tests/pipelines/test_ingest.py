@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest import Ledger, LedgerState, list_landing_files
-from pipelines.resources import LakehouseResource
+from pipelines.lib.landing import list_landing_files
+from pipelines.lib.ledger import Ledger, LedgerState
+from pipelines.lib.resources import LakehouseResource
 
 
 def _touch(path: Path, text: str = "x") -> None:

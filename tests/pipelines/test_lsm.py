@@ -13,19 +13,27 @@ import pytest
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.spark.tables import TableRef
-from pipelines.ingest import EVENT_SPARK_SCHEMA
-from pipelines.lsm import (
-    BucketRow,
+from pipelines.defs.lsm.assets import (
+    UNDECIDED,
     assign_buckets,
+    dynamic_bucket_counts,
+    plan_is_exact,
+    written_buckets,
+)
+from pipelines.lib.bucket_report import (
+    BucketRow,
     bar_chart_markdown,
     bucket_metadata,
     buckets_markdown,
     buckets_over_trigger,
-    dynamic_bucket_counts,
+    by_bucket,
+    changed_buckets,
+    changes_markdown,
     skew,
 )
-from pipelines.resources import LakehouseResource, SparkResource
-from tests.pipelines.conftest import events
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.staging import EVENT_SPARK_SCHEMA
+from tests.pipelines.conftest import DAYS, events
 
 
 def _row(bucket: int, records: int, runs: int = 1) -> BucketRow:
@@ -75,14 +83,14 @@ def test_dynamic_preview_fills_buckets_up_to_the_target(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("bucket", [3, -1, -2])
-def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: SparkResource, bucket: int) -> None:
+def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: LakehouseSparkResource, bucket: int) -> None:
     lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=bucket,
                                   table_options={"dynamic-bucket.target-row-num": "40"})
     table = lakehouse.get_or_create_table()
     rows = events(rows_per_day=150, days=2)
     plan = assign_buckets(spark_resource.spark_session.createDataFrame(rows, EVENT_SPARK_SCHEMA), table)
     per_day = pc.value_counts(rows.column("dt")).to_pylist()
-    assert {dt: sum(n for d, _, n in plan if d == dt) for dt in ("2026-11-01", "2026-11-02")} == {
+    assert {dt: sum(n for d, _, n in plan if d == dt) for dt in DAYS} == {
         c["values"]: c["counts"] for c in per_day}
     if bucket == 3:
         hashes = hash_rows([rows.column("order_id")], table.schema.types_of(["order_id"]))
@@ -94,3 +102,48 @@ def test_assign_buckets_on_spark_for_every_mode(tmp_path: Path, spark_resource: 
         assert max(b for _, b, _ in plan) >= 1
     else:
         assert {b for _, b, _ in plan} == {POSTPONE_BUCKET}
+
+
+@pytest.mark.spark
+def test_a_dynamic_write_with_several_assigners_gets_no_single_assigner_plan(
+        tmp_path: Path, spark_resource: LakehouseSparkResource) -> None:
+    """With n > 1 assigners each Spark task places its keys on its own: a one-assigner preview would
+    name buckets the write does not use, so the plan leaves the buckets to the write."""
+    lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=-1,
+                                  table_options={"dynamic-bucket.target-row-num": "40"})
+    table = lakehouse.get_or_create_table()
+    rows = events(rows_per_day=150, days=2)
+    assert not plan_is_exact(table)  # no assigner-parallelism: one assigner per Spark task
+    plan = assign_buckets(spark_resource.spark_session.createDataFrame(rows, EVENT_SPARK_SCHEMA), table,
+                          plan_is_exact(table))
+    per_day = {c["values"]: c["counts"] for c in pc.value_counts(rows.column("dt")).to_pylist()}
+    assert plan == [(dt, UNDECIDED, per_day[dt]) for dt in DAYS]
+
+
+@pytest.mark.parametrize(("bucket", "options", "exact"), [
+    (3, {}, True), (-2, {}, True), (-1, {}, False), (-1, {"dynamic-bucket.assigner-parallelism": "4"}, False),
+    (-1, {"dynamic-bucket.assigner-parallelism": "1"}, True)])
+def test_a_plan_is_exact_unless_several_dynamic_assigners_write(
+        tmp_path: Path, bucket: int, options: dict[str, str], exact: bool) -> None:
+    table = LakehouseResource(warehouse=str(tmp_path), bucket=bucket, table_options=options).get_or_create_table()
+    assert plan_is_exact(table) is exact
+
+
+def test_written_buckets_count_the_files_a_commit_added_and_mark_new_buckets() -> None:
+    files = pa.table({"partition": ["dt=a", "dt=a", "dt=a", "dt=b"], "bucket": [0, 0, 1, POSTPONE_BUCKET],
+                      "row_count": [10, 5, 7, 3]})
+    assert written_buckets(files, existed={("dt=a", 0)}) == [
+        {"partition": "dt=a", "bucket": "0", "files": 2, "records": 15, "new": False},
+        {"partition": "dt=a", "bucket": "1", "files": 1, "records": 7, "new": True},
+        {"partition": "dt=b", "bucket": "postpone", "files": 1, "records": 3, "new": False}]
+    assert written_buckets(files.slice(0, 0), existed=set()) == []
+
+
+def test_the_before_after_diff_lists_new_changed_and_gone_buckets() -> None:
+    before = by_bucket([_row(0, 300, runs=3), _row(1, 100), _row(2, 50)])
+    after = by_bucket([_row(0, 290, runs=1), _row(1, 100), BucketRow("dt=x", 0, 1, 5, 1, 1, 100)])
+    assert changed_buckets(before, after) == [(_row(0, 1).partition, 0), (_row(0, 1).partition, 2), ("dt=x", 0)]
+    lines = changes_markdown(before, after).splitlines()
+    assert lines[2].endswith("| 0 | 3 → 1 | 3 → 1 | 300 → 290 |")
+    assert lines[3].endswith("| 2 | 1 → 0 | 1 → 0 | 50 → 0 |")
+    assert changes_markdown(before, before, empty="none") == "none"

@@ -11,24 +11,24 @@ import dagster as dg
 import pytest
 
 from lakehouse_engine.errors import PostCommitError
-from pipelines.ingest import Ledger, LedgerState, ingested_events
-from pipelines.lsm import bucket_assignment, lsm_write
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.run_main import write_landing
-from pipelines.sample_data import generate_order_events
-from tests.pipelines.conftest import metadata_of
+from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
+from pipelines.lib.ledger import Ledger, LedgerState
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import generate_order_events
+from pipelines.scripts.run_main import write_landing
+from tests.pipelines.conftest import DAY, metadata_of
 
 pytestmark = pytest.mark.spark
 
-DAY = "2026-11-01"
 
 
-def _run(lakehouse: LakehouseResource, spark: SparkResource, *assets: Any) -> Any:
+def _run(lakehouse: LakehouseResource, spark: LakehouseSparkResource, *assets: Any) -> Any:
     return dg.materialize(list(assets), selection=list(assets), partition_key=DAY, raise_on_error=False,
                           resources={"spark": spark, "lakehouse": lakehouse})
 
 
-def _staged(tmp_path: Path, spark: SparkResource) -> LakehouseResource:
+def _staged(tmp_path: Path, spark: LakehouseSparkResource) -> LakehouseResource:
     lakehouse = LakehouseResource(warehouse=str(tmp_path / "warehouse"), bucket=2)
     write_landing(lakehouse.landing_path, generate_order_events(
         days=1, rows_per_day=300, seed=11, start=datetime.date.fromisoformat(DAY)))
@@ -37,7 +37,7 @@ def _staged(tmp_path: Path, spark: SparkResource) -> LakehouseResource:
 
 
 def test_a_run_that_died_after_its_commit_is_not_committed_again(
-        tmp_path: Path, spark_resource: SparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
     lakehouse = _staged(tmp_path, spark_resource)
     real = LedgerState.mark_written
 
@@ -59,7 +59,7 @@ def test_a_run_that_died_after_its_commit_is_not_committed_again(
 
 
 def test_a_post_commit_error_records_the_rows_as_committed(
-        tmp_path: Path, spark_resource: SparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource, monkeypatch: pytest.MonkeyPatch) -> None:
     lakehouse = _staged(tmp_path, spark_resource)
     import lakehouse_engine.spark as lakehouse_spark
 

@@ -3,6 +3,7 @@ single-run backfill policy, which `dagster asset materialize --partition-range` 
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -11,9 +12,11 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 
-from pipelines.instance import prepare_home
+from pipelines.scripts.instance import prepare_home
+from tests.pipelines.conftest import DAYS
 
 REPO = Path(__file__).resolve().parents[2]
+THIRD = (datetime.date.fromisoformat(DAYS[1]) + datetime.timedelta(days=1)).isoformat()
 
 
 def test_dagster_asset_materialize_partition_range_runs_every_asset_once(tmp_path: Path) -> None:
@@ -24,12 +27,12 @@ def test_dagster_asset_materialize_partition_range_runs_every_asset_once(tmp_pat
     dagster = Path(sys.executable).with_name("dagster")
     # No landing files: every asset runs (and the checks), none has rows, so Spark never starts.
     proc = subprocess.run([str(dagster), "asset", "materialize", "-m", "pipelines.definitions", "--select", "*",
-                           "--partition-range", "2026-11-01...2026-11-03"],
+                           "--partition-range", f"{DAYS[0]}...{THIRD}"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         [run] = instance.get_runs()
-        assert run.tags["dagster/asset_partition_range_start"] == "2026-11-01"
+        assert run.tags["dagster/asset_partition_range_start"] == DAYS[0]
         records = instance.fetch_materializations(dg.AssetKey("lsm_write"), limit=10).records
-        assert sorted(r.partition_key for r in records) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+        assert sorted(r.partition_key for r in records) == [*DAYS, THIRD]
         assert instance.fetch_materializations(dg.AssetKey("snapshot_expiry"), limit=10).records

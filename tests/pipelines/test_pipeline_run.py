@@ -20,34 +20,35 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pytest
 
-from pipelines.automation import sorted_runs_sensor
-from pipelines.checks import ASSET_CHECKS
-from pipelines.ingest import ingested_events
-from pipelines.lsm import (
-    bucket_assignment,
-    bucket_rows,
-    lsm_write,
-    partition_name,
-    sorted_run_compaction,
-)
-from pipelines.maintenance import (
+from pipelines.defs.compaction.assets import full_compaction, sorted_run_compaction
+from pipelines.defs.compaction.sensors import sorted_runs_sensor
+from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
+from pipelines.defs.maintenance.assets import (
     ExpiryConfig,
     RescaleConfig,
     postpone_compaction,
     rescale,
     snapshot_expiry,
 )
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.run_main import write_landing
-from pipelines.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
-from pipelines.validation import MALFORMED, REASON, SOURCE_FILE
-from tests.pipelines.conftest import check_results, metadata_by_partition, metadata_of
+from pipelines.lib.bucket_report import bucket_rows
+from pipelines.lib.contract import MALFORMED, REASON, SOURCE_FILE
+from pipelines.lib.partitions import partition_name
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
+from pipelines.scripts.run_main import write_landing
+from tests.pipelines.conftest import (
+    ASSET_CHECKS,
+    DAYS,
+    check_results,
+    metadata_by_partition,
+    metadata_of,
+)
 
 pytestmark = pytest.mark.spark
 
-DAYS = ("2026-11-01", "2026-11-02")
-ASSETS = [ingested_events, bucket_assignment, lsm_write, sorted_run_compaction, postpone_compaction,
-          rescale, snapshot_expiry]
+ASSETS = [ingested_events, bucket_assignment, lsm_write, sorted_run_compaction, full_compaction,
+          postpone_compaction, rescale, snapshot_expiry]
 RANGE = {"dagster/asset_partition_range_start": DAYS[0], "dagster/asset_partition_range_end": DAYS[-1]}
 
 
@@ -73,7 +74,7 @@ class Pipeline:
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory, spark_resource: SparkResource) -> Pipeline:
+def pipeline(tmp_path_factory: pytest.TempPathFactory, spark_resource: LakehouseSparkResource) -> Pipeline:
     warehouse = tmp_path_factory.mktemp("pipeline") / "warehouse"
     lakehouse = LakehouseResource(warehouse=str(warehouse), bucket=2,
                                   table_options={"num-sorted-run.compaction-trigger": "2"})
@@ -91,7 +92,8 @@ def test_one_run_materializes_every_asset_and_passes_every_check(pipeline: Pipel
     materialized = sorted((e.asset_key.to_user_string(), e.partition)
                           for e in pipeline.first.get_asset_materialization_events())
     per_day = [(a, d) for a in ("bucket_assignment", "ingested_events", "lsm_write") for d in DAYS]
-    once = [(a, None) for a in ("postpone_compaction", "rescale", "snapshot_expiry", "sorted_run_compaction")]
+    once = [(a, None) for a in ("full_compaction", "postpone_compaction", "rescale", "snapshot_expiry",
+                                "sorted_run_compaction")]
     assert materialized == sorted(per_day + once)
     checks = check_results(pipeline.first)
     assert len(checks) == len(ASSET_CHECKS)
@@ -145,7 +147,9 @@ def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipe
     per_day = metadata_by_partition(pipeline.first, "lsm_write")
     table = pipeline.lakehouse.get_table()
     snapshot = table.snapshot(1)
-    stats = {(r.partition, r.bucket): r.records for r in bucket_rows(table)}
+    # What the write's files hold (the run's full compaction rewrote them after it reported).
+    added = table.files_added([1]).group_by(["partition", "bucket"]).aggregate([("row_count", "sum")])
+    stats = {(r["partition"], r["bucket"]): r["row_count_sum"] for r in added.to_pylist()}
     for day, n in day_events(pipeline).items():
         meta = per_day[day]
         assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (1, "APPEND", 2)
@@ -158,6 +162,11 @@ def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipe
                 for r in meta["rows_per_bucket"].records] == [
             (f"dt={day}", "0", stats[(f"dt={day}", 0)], 1), (f"dt={day}", "1", stats[(f"dt={day}", 1)], 1)]
         assert "sorted runs per bucket" in meta["sorted_runs_per_bucket"]
+        # What was written, per bucket: one file each, every bucket new.
+        assert [r.data for r in meta["buckets_written"].records] == [
+            {"partition": f"dt={day}", "bucket": str(b), "files": 1, "records": stats[(f"dt={day}", b)], "new": True}
+            for b in (0, 1)]
+        assert meta["new_buckets_written"] == 2
     staged = metadata_by_partition(pipeline.first, "ingested_events")[DAYS[0]]["staged_batch"].split(" (")[0]
     assert not Path(staged).exists()  # committed: gone
     assert pipeline.table_equals_model()
@@ -199,6 +208,14 @@ def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeli
                                     cursor=verdict.cursor)
     assert isinstance(sorted_runs_sensor(after), dg.SkipReason)
     assert pipeline.table_equals_model()
+
+
+def test_the_full_compaction_leaves_one_sorted_run_per_bucket(pipeline: Pipeline) -> None:
+    meta = metadata_of(pipeline.first, "full_compaction")
+    assert (meta["compaction"], meta["max_sorted_runs"]) == ("full", 1)
+    assert meta["buckets_compacted"] == meta["buckets_requested"] == 4  # every bucket rewritten, 2 days x 2
+    assert check_results(pipeline.first)["full_compaction:bucket_row_counts_match_snapshot"].passed
+    assert {r.sorted_runs for r in bucket_rows(pipeline.lakehouse.get_table())} == {1}
 
 
 def test_rescale_applies_the_configured_bucket_count(pipeline: Pipeline) -> None:

@@ -28,10 +28,10 @@ def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
     return found
 
 
-SOURCES = sorted(PIPELINES.glob("*.py"))
+SOURCES = sorted(PIPELINES.rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PIPELINES)) for p in SOURCES])
 def test_pipelines_import_only_public_engine_modules_and_names(path: Path) -> None:
     wrong = []
     for line, module, names in _imports(path):
@@ -47,7 +47,7 @@ def test_pipelines_import_only_public_engine_modules_and_names(path: Path) -> No
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PIPELINES)) for p in SOURCES])
 def test_pipelines_import_no_private_dagster_module(path: Path) -> None:
     private = [f"{path.name}:{line}: {module}" for line, module, _ in _imports(path)
                if module.split(".")[0].startswith("dagster")

@@ -10,8 +10,8 @@ import dagster as dg
 import pytest
 
 from lakehouse_engine import Catalog
-from pipelines.resources import SparkResource
-from pipelines.run_main import default_pipeline_dir, run
+from pipelines.lib.resources import LakehouseSparkResource
+from pipelines.scripts.run_main import default_pipeline_dir, run
 from tests.lakehouse_engine.object_store.conftest import (  # noqa: F401
     ACCESS_KEY,
     REGION,
@@ -28,7 +28,7 @@ TABLE = "shop.orders"
 
 @pytest.mark.slow  # two whole main_job runs on Spark (about 40 s on a quiet machine, minutes under load)
 def test_main_run_on_an_s3_warehouse_keeps_the_table_in_the_bucket_and_continues_it(
-        tmp_path: Path, spark_resource: SparkResource, s3_warehouse: S3Warehouse,  # noqa: F811
+        tmp_path: Path, spark_resource: LakehouseSparkResource, s3_warehouse: S3Warehouse,  # noqa: F811
         capsys: pytest.CaptureFixture[str]) -> None:
     from pyspark.sql import SparkSession
 

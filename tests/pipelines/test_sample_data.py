@@ -5,14 +5,15 @@ import datetime
 import decimal
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipelines import sample_data
-from pipelines.sample_data import (
+from pipelines.lib import sample_data
+from pipelines.lib.sample_data import (
     CONTRACT_SCHEMA,
     COUPON_CODE,
     DELETE,
@@ -239,15 +240,23 @@ def test_model_of_nothing_is_empty() -> None:
     assert generate_order_events(days=2, rows_per_day=0, batches_per_day=3) != []
 
 
-def test_module_imports_only_numpy_and_pyarrow() -> None:
-    tree = ast.parse(Path(sample_data.__file__).read_text())
-    roots: set[str] = set()
-    for node in ast.walk(tree):
+def _imported(module: Any) -> set[str]:
+    """The modules a module imports (absolute imports, full dotted names)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    assert roots <= {"__future__", "datetime", "collections", "numpy", "pyarrow", "typing"}
+            found.add(node.module)
+    return found
+
+
+def test_module_imports_only_numpy_pyarrow_and_the_event_schema() -> None:
+    from pipelines.lib import events as event_schema
+
+    allowed = {"__future__", "datetime", "collections", "numpy", "pyarrow", "typing"}
+    assert {m.split(".")[0] for m in _imported(sample_data) - {"pipelines.lib.events"}} <= allowed
+    assert {m.split(".")[0] for m in _imported(event_schema)} <= allowed
 
 
 def test_coupons_appear_from_their_day_and_change_nothing_else() -> None:

@@ -19,33 +19,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipelines.ingest import ingested_events
-from pipelines.lsm import lsm_write
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.run_main import write_landing
-from pipelines.sample_data import (
+from pipelines.defs.ingestion.assets import ingested_events
+from pipelines.defs.lsm.assets import lsm_write
+from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
+from pipelines.lib.sample_data import (
     COUPON_CODE,
     EVENT_SCHEMA,
     PRIMARY_KEY,
     apply_to_model,
     generate_order_events,
 )
-from tests.pipelines.conftest import metadata_of
+from pipelines.scripts.run_main import write_landing
+from tests.pipelines.conftest import DAY, metadata_of
 
 pytestmark = pytest.mark.spark
 
-DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
+START = datetime.date.fromisoformat(DAY)
+DAYS = tuple((START + datetime.timedelta(days=d)).isoformat() for d in range(3))
 WRITE = [ingested_events, lsm_write]  # bucket_assignment only plans: not needed to write
 
 
 def _land(lakehouse: LakehouseResource) -> list[pa.Table]:
-    batches = generate_order_events(days=3, rows_per_day=120, seed=11, start=datetime.date(2026, 11, 1),
+    batches = generate_order_events(days=3, rows_per_day=120, seed=11, start=START,
                                     coupons_from=datetime.date.fromisoformat(DAYS[2]))
     write_landing(lakehouse.landing_path, batches)
     return batches
 
 
-def _run(lakehouse: LakehouseResource, spark: SparkResource, first: str, last: str,
+def _run(lakehouse: LakehouseResource, spark: LakehouseSparkResource, first: str, last: str,
          raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
     return dg.materialize(WRITE, resources={"spark": spark, "lakehouse": lakehouse},
                           instance=dg.DagsterInstance.ephemeral(), tags={
@@ -59,7 +60,7 @@ def _merged(lakehouse: LakehouseResource) -> pa.Table:
 
 
 def test_a_later_day_with_a_new_column_evolves_the_table_unless_evolution_is_off(
-        tmp_path: Path, spark_resource: SparkResource) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource) -> None:
     fixed = LakehouseResource(warehouse=str(tmp_path / "warehouse"), bucket=2, evolve_schema=False)
     batches = _land(fixed)
 

@@ -12,18 +12,19 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.resources import SparkResource
-from pipelines.run_main import run
-from pipelines.screenshot import DagsterDev, capture_ui, chromium, quiet_instance, ui_pages
+from pipelines.lib.partitions import DAILY_PARTITIONS
+from pipelines.lib.resources import LakehouseSparkResource
+from pipelines.scripts.run_main import run
+from pipelines.scripts.screenshot import DagsterDev, capture_ui, chromium, quiet_instance, ui_pages
 from tests.pipelines.conftest import SPARK_MASTER
 
 pytestmark = [pytest.mark.spark, pytest.mark.browser]
 
-DAY = "2026-11-01"
+DAY = DAILY_PARTITIONS.get_last_partition_key() or ""  # run(days=1) lands today only
 
 
 def test_the_ui_shows_the_asset_graph_a_rows_per_bucket_table_and_the_checks(
-        tmp_path: Path, spark_resource: SparkResource) -> None:
+        tmp_path: Path, spark_resource: LakehouseSparkResource) -> None:
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (.venv/bin/pip install playwright)")
     if chromium() is None:
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium; make test does it as root)")

@@ -7,8 +7,7 @@ import decimal
 
 import pyarrow as pa
 
-from pipelines.sample_data import COUPON_CODE, EVENT_SCHEMA
-from pipelines.validation import (
+from pipelines.lib.contract import (
     CORRUPT_RECORD,
     COUPON_PATTERN,
     LANDING_DT,
@@ -17,6 +16,7 @@ from pipelines.validation import (
     EventValidator,
     quarantine_reasons,
 )
+from pipelines.lib.sample_data import COUPON_CODE, EVENT_SCHEMA
 
 DT = "2026-11-02"
 

@@ -7,7 +7,7 @@ quarantine. Types are settled before pandera sees a row: the landing reader pars
 event schema, and a record that does not parse keeps its raw text in `_corrupt_record`.
 
 The contract evolves with the events: a column the source starts sending later is declared once,
-as a nullable evolution column (`EVOLUTION_FIELDS` in `pipelines.sample_data`, and its checks
+as a nullable evolution column (`EVOLUTION_FIELDS` in `pipelines.lib.events`, and its checks
 here with `required=False`). Events without it stay valid (it reads as null), events with it are
 checked, and the LSM write adds it to the table (docs/pipelines.md, "When the events gain a column").
 """
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from pandera.errors import SchemaErrors
 
 from lakehouse_engine import ROW_KINDS  # exactly what TableWrite accepts in `rowkind.field`
-from pipelines.sample_data import CONTRACT_SCHEMA, COUPON_CODE
+from pipelines.lib.events import CONTRACT_SCHEMA, COUPON_CODE
 
 CORRUPT_RECORD = "_corrupt_record"   # the raw text of a record the reader could not parse
 LANDING_DT = "_landing_dt"           # the dt of the landing folder a row came from

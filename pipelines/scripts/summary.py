@@ -9,18 +9,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipelines.sample_data import PARTITION_KEY
+from pipelines.lib.events import PARTITION_KEY
 
 # Figures a per-day materialization carries for its own day: the run's figure is their sum.
 SUMMED = frozenset({"new_files", "rows_staged", "rows_quarantined", "rows", "rows_written", "files_added",
-                    "records_in_files_added", "buckets_assigned", "new_buckets"})
+                    "records_in_files_added", "buckets_assigned", "new_buckets", "new_buckets_written"})
 
 SHOWN = {
     "ingested_events": ("new_files", "rows_staged", "rows_quarantined", "evolution_columns"),
-    "bucket_assignment": ("bucket_mode", "rows", "buckets_assigned", "new_buckets"),
-    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "max_sorted_runs", "bucket_skew",
-                  "schema_id", "columns_added"),
+    "bucket_assignment": ("bucket_mode", "assignment", "rows", "buckets_assigned", "new_buckets"),
+    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "new_buckets_written",
+                  "max_sorted_runs", "bucket_skew", "schema_id", "columns_added"),
     "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),
+    "full_compaction": ("buckets_compacted", "max_sorted_runs"),
     "postpone_compaction": ("bucket_mode", "rows_moved"),
     "rescale": ("partitions_rescaled", "buckets"),
     "snapshot_expiry": ("snapshots_expired", "snapshots_retained", "orphan_files_removed"),

@@ -1,8 +1,9 @@
-"""Asset checks on the table's row counts per bucket.
+"""The conditions the asset checks test, as pure functions over what the engine reports
+(`*_result`), and the check every committing asset carries (`row_counts_check`).
 
-Each check is a small pure function over what the engine reports (`*_result`), wrapped as a
-Dagster check. The ERROR checks are blocking: in a run that also materializes a downstream
-asset, that asset does not start when the check fails. Bucket skew only warns.
+The concerns' `checks.py` modules wrap them as Dagster checks on their assets. The ERROR checks
+are blocking: in a run that also materializes a downstream asset, that asset does not start when
+the check fails. Bucket skew only warns.
 """
 
 
@@ -12,31 +13,15 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
-from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
-from pipelines.lsm import (
-    BucketRow,
-    bucket_rows,
-    buckets_markdown,
-    lsm_write,
-    partition_name,
-    skew,
-    sorted_run_compaction,
-)
-from pipelines.maintenance import postpone_compaction, rescale
-from pipelines.resources import LakehouseResource, SparkResource
-from pipelines.sample_data import PRIMARY_KEY
+from pipelines.lib import keys
+from pipelines.lib.bucket_report import BucketRow, bucket_rows, buckets_markdown, skew
+from pipelines.lib.events import PRIMARY_KEY
+from pipelines.lib.resources import LakehouseResource
 
 MAX_BUCKET_SKEW = 2.0            # largest bucket over the mean bucket of a partition
 MIN_ROWS_FOR_SKEW = 1_000        # smaller partitions are too small for the ratio to mean much
 MAX_DUPLICATES_SHOWN = 10
-_EMPTY = "the table has no snapshot yet"
-
-
-def run_days(context: dg.AssetCheckExecutionContext) -> list[str] | None:
-    """The daily partitions the check's run targets (None for a run of no partition)."""
-    if context.has_partition_key or context.has_partition_key_range:
-        return list(context.partition_keys)
-    return None
+NO_SNAPSHOT = "the table has no snapshot yet"
 
 
 def rows_written_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
@@ -46,13 +31,13 @@ def rows_written_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
     written = None
     for event in events:
         mat = event.asset_materialization
-        if mat is not None and mat.asset_key == lsm_write.key:
+        if mat is not None and mat.asset_key == keys.LSM_WRITE:
             value = mat.metadata.get("rows_written")
             written = (written or 0) + int(getattr(value, "value", value) or 0)
     return written
 
 
-def _latest(lakehouse: LakehouseResource) -> tuple[FileStoreTable, Snapshot] | None:
+def latest_snapshot_of(lakehouse: LakehouseResource) -> tuple[FileStoreTable, Snapshot] | None:
     if not lakehouse.table_exists():
         return None
     table = lakehouse.get_table()
@@ -129,89 +114,21 @@ def duplicates_result(duplicates: Sequence[dict[str, Any]], checked_partitions: 
                   "examples": dg.MetadataValue.md("\n".join(lines) if duplicates else "none")})
 
 
-def _passed_empty(note: str = _EMPTY) -> dg.AssetCheckResult:
+def passed_empty(note: str = NO_SNAPSHOT) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=True, metadata={"note": note})
 
 
-# ---- the checks ----------------------------------------------------------------------------
-def row_counts_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+# ---- the check every committing asset carries ----------------------------------------------
+def row_counts_check(asset: dg.AssetKey) -> dg.AssetChecksDefinition:
     """`bucket_row_counts_match_snapshot` on one asset (blocking)."""
 
     @dg.asset_check(asset=asset, name="bucket_row_counts_match_snapshot", blocking=True,
                     description="Rows per bucket in the manifests add up to the snapshot's record count.")
     def _check(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-        latest = _latest(lakehouse)
+        latest = latest_snapshot_of(lakehouse)
         if latest is None:
-            return _passed_empty()
+            return passed_empty()
         table, snapshot = latest
         return row_counts_result(bucket_rows(table), snapshot)
 
     return _check
-
-
-@dg.asset_check(asset=lsm_write, blocking=True,
-                description="No dynamic bucket holds more keys than dynamic-bucket.target-row-num "
-                            "(its HASH index counts the keys).")
-def dynamic_buckets_within_target(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    latest = _latest(lakehouse)
-    if latest is None:
-        return _passed_empty()
-    table, snapshot = latest
-    if not table.bucket_mode().assigns_dynamically:
-        return _passed_empty(f"not a dynamic-bucket table ('bucket' = {table.options.bucket})")
-    keys = {(r["partition"], r["bucket"]): r["row_count"]
-            for r in table.index_stats(snapshot.id).to_pylist() if r["index_type"] == "HASH"}
-    return dynamic_target_result(keys, table.options.require(DYNAMIC_BUCKET_TARGET_ROW_NUM))
-
-
-@dg.asset_check(asset=lsm_write, blocking=True,
-                description="No (order_id, dt) appears twice when the run's partitions are read "
-                            "merged through the `lakehouse` Spark data source.")
-def no_duplicate_primary_key(context: dg.AssetCheckExecutionContext, spark: SparkResource,
-                             lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    from pyspark.sql import functions as F
-
-    if _latest(lakehouse) is None:
-        return _passed_empty()  # nothing to read: no reason to start Spark
-    if rows_written_in_run(context) == 0:
-        # The write of this run committed nothing: the table's keys are as the last check saw them.
-        return dg.AssetCheckResult(passed=True, description="lsm_write wrote no rows in this run; Spark not started",
-                                   metadata={"rows_written": 0})
-    days = run_days(context)
-    reader = (spark.spark_session.read.format("lakehouse").option("warehouse", lakehouse.warehouse)
-              .options(**lakehouse.catalog_options).option("columns", ",".join(PRIMARY_KEY)))
-    if days:
-        reader = reader.option("partitions", ";".join(partition_name(d) for d in days))
-    dups = reader.load(lakehouse.table).groupBy(*PRIMARY_KEY).count().where(F.col("count") > 1)
-    found = [row.asDict() for row in dups.limit(1_000).collect()]
-    return duplicates_result(found, ", ".join(days) if days else "all")
-
-
-@dg.asset_check(asset=lsm_write, blocking=False,
-                description=f"In each partition the largest bucket holds under {MAX_BUCKET_SKEW}x the "
-                            f"mean bucket's rows (WARN).")
-def bucket_skew(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    latest = _latest(lakehouse)
-    if latest is None:
-        return _passed_empty()
-    return skew_result(bucket_rows(latest[0]))
-
-
-@dg.asset_check(asset=postpone_compaction, blocking=True,
-                description="Nothing is left in bucket-postpone after postpone compaction.")
-def postpone_bucket_empty(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    latest = _latest(lakehouse)
-    if latest is None:
-        return _passed_empty()
-    return postpone_empty_result(bucket_rows(latest[0]))
-
-
-ASSET_CHECKS = [
-    row_counts_check(lsm_write),
-    row_counts_check(sorted_run_compaction),
-    row_counts_check(rescale),
-    dynamic_buckets_within_target,
-    no_duplicate_primary_key,
-    bucket_skew,
-    postpone_bucket_empty,
-]

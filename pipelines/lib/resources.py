@@ -2,7 +2,8 @@
 
 The same assets run on a laptop (`local[*]`, a warehouse under `./warehouse`) or a cluster
 (`spark://host:port`) by configuration only: every field here can be set in the launchpad's
-run config, and `resources_from_env` reads the defaults from `LAKEHOUSE_*` variables.
+run config; `pipelines.defs.resources` binds the deployment's settings to `LAKEHOUSE_*`
+environment variables with `dg.EnvVar`, resolved when a run starts, never at import.
 """
 
 from __future__ import annotations
@@ -14,14 +15,23 @@ from typing import Any
 from urllib.parse import urlparse
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+from dagster_pyspark import LazyPySparkResource
+from dagster_spark.utils import flatten_dict
+from pydantic import Field
 
 from lakehouse_engine import Catalog, FileStoreTable, Schema, TableNotExistError
-from pipelines.sample_data import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
+from pipelines.lib.events import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
 
 DEFAULT_TABLE = "shop.orders"
 DEFAULT_BUCKETS = 4
 DEFAULT_MASTER = "local[*]"
+
+
+def table_pool(table: str) -> str:
+    """The Dagster pool of every asset that commits to `table`: one step at a time holds it
+    (`concurrency.pools.default_limit: 1` in dagster.yaml), so a rescale's OVERWRITE, a compaction
+    and an LSM write of the same table never run at once, in one run or in several."""
+    return f"paimon-{table}"
 
 # Options every table the pipelines create carries, under the resource's own `table_options`:
 # row kinds come with each event; `updated_at` orders the events of one key, because a Spark
@@ -34,22 +44,35 @@ PIPELINE_TABLE_OPTIONS = {
 }
 
 
-class SparkResource(dg.ConfigurableResource):
-    """A lazy SparkSession: started on first use of `spark_session` by the engine's
-    `create_session` (loopback, UTC, the `lakehouse` data source registered), so assets and checks
-    that never touch Spark never start it, and stopped when the run ends. Dagster's public
-    resource API only (dagster-pyspark's LazyPySparkResource builds its session itself)."""
+class LakehouseSparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy SparkSession resource, started by the engine's `create_session`.
 
+    dagster-pyspark gives the resource: its `spark_config` (Spark settings, nested dicts
+    flattened as dagster-pyspark flattens them), a session started only when an asset first asks
+    for `spark_session` (a run that finds nothing to do never starts a JVM) and `spark_context`.
+    The engine gives the session: bound to loopback (`SPARK_LOCAL_IP`), Python workers on this
+    interpreter, UTC, Arrow batch sizes, the `lakehouse` data source registered. This resource
+    adds the master and the session's sizes as fields (so `LAKEHOUSE_SPARK_MASTER` can reach them
+    through `dg.EnvVar`) and stops the session when the run ends.
+    """
+
+    spark_config: dict[str, Any] = Field(default_factory=dict, description="Further Spark settings.")
     master: str = Field(default=DEFAULT_MASTER, description="`local[*]`, `local[n]` or `spark://host:port`.")
     app_name: str = Field(default="lakehouse-pipelines", description="Spark application name.")
     shuffle_partitions: int = Field(default=4, description="`spark.sql.shuffle.partitions`.")
     driver_memory: str = Field(default="2g", description="`spark.driver.memory` (when this run starts the JVM).")
-    spark_config: dict[str, Any] = Field(default_factory=dict, description="Further Spark settings.")
     stop_on_teardown: bool = Field(
         default=True,
         description="Stop the session at the end of the run. Tests sharing one session turn it off.")
 
-    _spark_session: Any = PrivateAttr(default=None)
+    @classmethod
+    def _is_dagster_maintained(cls) -> bool:
+        return False  # ours, on dagster-pyspark's class
+
+    def session_conf(self) -> dict[str, str]:
+        """The Spark settings this resource starts the session with (over the engine's defaults)."""
+        return {"spark.ui.showConsoleProgress": "false",  # no progress bars over the run's log
+                **{key: str(value) for key, value in flatten_dict(self.spark_config)}}
 
     @property
     def spark_session(self) -> Any:
@@ -57,18 +80,26 @@ class SparkResource(dg.ConfigurableResource):
         if self._spark_session is None:
             from lakehouse_engine.spark import create_session
 
-            self._spark_session = create_session(
-                self.master, app_name=self.app_name, shuffle_partitions=self.shuffle_partitions,
-                driver_memory=self.driver_memory,
-                conf={"spark.ui.showConsoleProgress": "false",  # no progress bars over the run's log
-                      **{str(k): str(v) for k, v in self.spark_config.items()}})
-            self._spark_session.sparkContext.setLogLevel("ERROR")  # Spark's WARN lines drown the run's
+            session = create_session(self.master, app_name=self.app_name,
+                                     shuffle_partitions=self.shuffle_partitions,
+                                     driver_memory=self.driver_memory, conf=self.session_conf())
+            session.sparkContext.setLogLevel("ERROR")  # Spark's WARN lines drown the run's
+            self._spark_session = session
         return self._spark_session
+
+    @property
+    def spark_context(self) -> Any:
+        """The session's SparkContext (starts the session on first use)."""
+        return self.spark_session.sparkContext
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_on_teardown:
             self._spark_session.stop()
         self._spark_session = None
+
+
+
+
 
 
 class LakehouseResource(dg.ConfigurableResource):
@@ -94,6 +125,10 @@ class LakehouseResource(dg.ConfigurableResource):
         default_factory=dict,
         description="Catalog options of an object-store warehouse (s3.endpoint, s3.path.style.access, "
                     "lock.*); credentials best come from the environment (AWS_ACCESS_KEY_ID, ...).")
+    catalog_options_json: str = Field(
+        default="",
+        description="More catalog options as a JSON object (how `LAKEHOUSE_CATALOG_OPTIONS` reaches "
+                    "the resource through dg.EnvVar); `catalog_options` win over them.")
     evolve_schema: bool = Field(
         default=True,
         description="When staged events carry an evolution column the table lacks (e.g. coupon_code), "
@@ -101,8 +136,29 @@ class LakehouseResource(dg.ConfigurableResource):
                     "that write fails with an error naming the column, and nothing is written.")
 
     # ---- the table ---------------------------------------------------------------------------
+    @property
+    def warehouse_root(self) -> str:
+        """The warehouse as the engine and Spark are given it: a local path made absolute (runs and
+        Spark workers may start elsewhere), a URI as it is."""
+        return self.warehouse if "://" in self.warehouse else os.path.abspath(self.warehouse)
+
+    @property
+    def all_catalog_options(self) -> dict[str, str]:
+        """`catalog_options_json` under `catalog_options`. DagsterInvariantViolationError naming the
+        setting when the JSON is not an object."""
+        try:
+            parsed = json.loads(self.catalog_options_json) if self.catalog_options_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise dg.DagsterInvariantViolationError(
+                f"catalog_options_json (LAKEHOUSE_CATALOG_OPTIONS) is not JSON: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise dg.DagsterInvariantViolationError(
+                "catalog_options_json (LAKEHOUSE_CATALOG_OPTIONS) must be a JSON object, "
+                "e.g. {\"s3.endpoint\": \"...\"}")
+        return {**{str(k): str(v) for k, v in parsed.items()}, **self.catalog_options}
+
     def catalog(self) -> Catalog:
-        return Catalog(self.warehouse, self.catalog_options)
+        return Catalog(self.warehouse_root, self.all_catalog_options)
 
     def options(self) -> dict[str, str]:
         """The options a new table is created with."""
@@ -136,9 +192,9 @@ class LakehouseResource(dg.ConfigurableResource):
         S3 connector (not part of pyspark), and the ledger is changed under a file lock."""
         if self.pipeline_dir:
             return Path(self.pipeline_dir).absolute()
-        parsed = urlparse(self.warehouse)
+        parsed = urlparse(self.warehouse_root)
         if parsed.scheme in ("", "file"):
-            return Path(parsed.path if parsed.scheme else self.warehouse).absolute()
+            return Path(parsed.path if parsed.scheme else self.warehouse_root).absolute()
         raise dg.DagsterInvariantViolationError(
             f"warehouse {self.warehouse!r} is an object store: set the lakehouse resource's "
             f"pipeline_dir (LAKEHOUSE_PIPELINE_DIR) to a local folder for the landing, staging and "
@@ -159,25 +215,3 @@ class LakehouseResource(dg.ConfigurableResource):
     @property
     def ledger_path(self) -> Path:
         return self.root / "ledger" / f"{self.table}.json"
-
-
-def resources_from_env() -> dict[str, Any]:
-    """The resources of the code location, configured from `LAKEHOUSE_WAREHOUSE` (./warehouse),
-    `LAKEHOUSE_TABLE`, `LAKEHOUSE_BUCKET`, `LAKEHOUSE_SPARK_MASTER` (local[*]),
-    `LAKEHOUSE_CATALOG_OPTIONS` (a JSON object, e.g. `{"s3.endpoint": "..."}`) and
-    `LAKEHOUSE_PIPELINE_DIR` (the pipeline's local folders; needed with an object-store warehouse)
-    and `LAKEHOUSE_EVOLVE_SCHEMA` (`false` keeps the table's columns fixed; default `true`)."""
-    warehouse = os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse")
-    if "://" not in warehouse:
-        warehouse = os.path.abspath(warehouse)
-    catalog_options = json.loads(os.environ.get("LAKEHOUSE_CATALOG_OPTIONS") or "{}")
-    return {
-        "spark": SparkResource(master=os.environ.get("LAKEHOUSE_SPARK_MASTER", DEFAULT_MASTER)),
-        "lakehouse": LakehouseResource(
-            warehouse=warehouse,
-            table=os.environ.get("LAKEHOUSE_TABLE", DEFAULT_TABLE),
-            bucket=int(os.environ.get("LAKEHOUSE_BUCKET", str(DEFAULT_BUCKETS))),
-            catalog_options={str(k): str(v) for k, v in catalog_options.items()},
-            pipeline_dir=os.environ.get("LAKEHOUSE_PIPELINE_DIR") or None,
-            evolve_schema=os.environ.get("LAKEHOUSE_EVOLVE_SCHEMA", "true").strip().lower() != "false"),
-    }

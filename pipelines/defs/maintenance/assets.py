@@ -1,7 +1,8 @@
 """Table maintenance after the write: postpone-bucket compaction, rescale, snapshot expiry.
 
-These run on the driver with the engine: each is a metadata-heavy, single-commit procedure.
-None of them starts Spark.
+These run on the driver with the engine: each is a metadata-heavy, single-commit procedure that
+never starts Spark. Each holds the table's pool; expiry runs nightly by a declarative
+`AutomationCondition.on_cron`, right after the nightly full compaction.
 """
 
 import math
@@ -13,17 +14,20 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine import POSTPONE_BUCKET, BucketMode
-from pipelines.ingest import SINGLE_RUN
-from pipelines.lsm import (
+from pipelines.lib import keys
+from pipelines.lib.bucket_report import (
     BucketRow,
     bucket_metadata,
     bucket_rows,
-    lsm_write,
-    partition_name,
-    sorted_run_compaction,
+    by_bucket,
+    changes_markdown,
 )
-from pipelines.resources import LakehouseResource
-from pipelines.sample_data import PARTITION_KEY
+from pipelines.lib.partitions import SINGLE_RUN, partition_name, partition_values
+from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, table_pool
+
+TABLE_POOL = table_pool(DEFAULT_TABLE)
+# The nightly full compaction's tick: expiry follows it the same night (see snapshot_expiry).
+SNAPSHOT_EXPIRY_CRON = "0 2 * * *"
 
 GIB = 1 << 30
 _HOUR_MS = 3_600_000
@@ -38,7 +42,8 @@ def _absent() -> dg.MaterializeResult:
     # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
     # select it together with the daily assets (the CLI requires it of every selected asset).
     backfill_policy=SINGLE_RUN,
-    deps=[lsm_write],
+    deps=[keys.LSM_WRITE],
+    pool=TABLE_POOL,
     group_name="maintenance",
     kinds={"paimon"},
     description="Rows of a postpone-bucket table ('bucket' = -2) moved from bucket-postpone into "
@@ -73,6 +78,7 @@ def postpone_compaction(context: dg.AssetExecutionContext, lakehouse: LakehouseR
         "partitions_moved": len(waiting),
         "buckets_created": len(created),
         "bucket_list": ", ".join(f"{p}/{b}" for p, b in created) or "none",
+        "bucket_changes": dg.MetadataValue.md(changes_markdown(by_bucket(before), by_bucket(after))),
         **bucket_metadata(after),
     })
 
@@ -131,7 +137,8 @@ def _advice_markdown(advice: list[BucketAdvice], targets: dict[str, int]) -> str
     # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
     # select it together with the daily assets (the CLI requires it of every selected asset).
     backfill_policy=SINGLE_RUN,
-    deps=[postpone_compaction],
+    deps=[keys.POSTPONE_COMPACTION],
+    pool=TABLE_POOL,
     group_name="maintenance",
     kinds={"paimon"},
     description="Bucket counts per partition: an advisor proposes one bucket per ~1 GB of data; "
@@ -144,7 +151,8 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
         return _absent()
     table = lakehouse.get_table()
     mode = table.bucket_mode()
-    advice = advise_bucket_counts(bucket_rows(table), config.target_bucket_bytes)
+    before = bucket_rows(table)
+    advice = advise_bucket_counts(before, config.target_bucket_bytes)
     chosen = {partition_name(d) for d in config.partitions}
     targets: dict[str, int] = {}
     if mode.assigns_dynamically:
@@ -156,12 +164,13 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
                    if a.partition in wanted and a.buckets != wanted[a.partition]}
     by_count: dict[int, list[dict[str, str]]] = defaultdict(list)
     for partition, count in sorted(targets.items()):
-        by_count[count].append({PARTITION_KEY: partition.split("=", 1)[1]})
+        by_count[count].append(partition_values(partition))
     ids: list[int] = []
     for count, partitions in sorted(by_count.items()):
         ids += table.rescale(count, partitions)
     table = lakehouse.get_table()
     snapshot = table.latest_snapshot()
+    after = bucket_rows(table)
     context.log.info(f"rescaled {len(targets)} partitions; snapshots {ids}")
     return dg.MaterializeResult(metadata={
         "bucket_mode": mode.value,
@@ -171,7 +180,8 @@ def rescale(context: dg.AssetExecutionContext, config: RescaleConfig,
         "target_bucket_bytes": config.target_bucket_bytes,
         "partitions_off_advice": sum(1 for a in advice if a.buckets != a.advised and a.partition not in targets),
         "snapshots_committed": ", ".join(map(str, ids)) or "none",
-        **bucket_metadata(bucket_rows(table)),
+        "bucket_changes": dg.MetadataValue.md(changes_markdown(by_bucket(before), by_bucket(after))),
+        **bucket_metadata(after),
     })
 
 
@@ -191,11 +201,17 @@ class ExpiryConfig(dg.Config):
     # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
     # select it together with the daily assets (the CLI requires it of every selected asset).
     backfill_policy=SINGLE_RUN,
-    deps=[rescale, sorted_run_compaction],
+    deps=[keys.RESCALE, keys.SORTED_RUN_COMPACTION, keys.FULL_COMPACTION],
+    pool=TABLE_POOL,
+    # The full compaction's daily tick (02:00 UTC): once full_compaction has run after it (or is
+    # requested in the same evaluation: one run does both), expiry runs, and the snapshots the
+    # compaction replaced expire with it. Rescale and the sensor's compactions do not hold it back.
+    automation_condition=dg.AutomationCondition.on_cron(SNAPSHOT_EXPIRY_CRON, "UTC").allow(
+        dg.AssetSelection.assets(keys.FULL_COMPACTION)),
     group_name="maintenance",
     kinds={"paimon"},
     description="Snapshots expired by the table's retention (and the files only they used), then "
-                "orphan files removed.",
+                "orphan files removed. Once a day, right after the full compaction (on_cron, 02:00 UTC tick).",
 )
 def snapshot_expiry(context: dg.AssetExecutionContext, config: ExpiryConfig,
                     lakehouse: LakehouseResource) -> dg.MaterializeResult:

@@ -4,7 +4,7 @@ Playwright (Playwright's own browser download is not used):
 
     apt-get update && apt-get install -y chromium      # `make test` does this when root
     make run                                             # materializations to show
-    .venv/bin/python -m pipelines.screenshot             # writes docs/ui_*.png
+    .venv/bin/python -m pipelines.scripts.screenshot             # writes docs/ui_*.png
 
 `DagsterDev` (start, wait for the code location through `dagster_graphql`, stop by process group)
 and `capture_ui` (the pages, what each must show, the PNGs) are what the tests use too.
@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -41,7 +41,7 @@ def free_port() -> int:
 
 def quiet_instance(home: Path) -> None:
     """Give a Dagster home without settings the project's: no telemetry, no "join the community" dialog."""
-    from pipelines.instance import prepare_home
+    from pipelines.scripts.instance import prepare_home
 
     saved = os.environ.get("DAGSTER_HOME")
     prepare_home(home)
@@ -220,8 +220,8 @@ def capture_ui(url: str, pages: list[Page], out_dir: Path, width: int = 1600, he
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the code location on the instance of `make run` and write the UI screenshots."""
-    from pipelines.ingest import DAILY_PARTITIONS
-    from pipelines.instance import dagster_home
+    from pipelines.lib.partitions import DAILY_PARTITIONS
+    from pipelines.scripts.instance import dagster_home
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs")

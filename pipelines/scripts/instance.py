@@ -1,7 +1,7 @@
 """The one Dagster instance `make run` and `make dev` share: `DAGSTER_HOME`, by default the
 project's `.dagster_home`, holding the runs, materializations and check results the UI shows.
 
-    python -m pipelines.instance      # prints the home, creating it with the project's dagster.yaml
+    python -m pipelines.scripts.instance      # prints the home, creating it with the project's dagster.yaml
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_HOME = REPO / ".dagster_home"
 SETTINGS = REPO / "dagster.yaml"
 

@@ -32,27 +32,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-ORDER_SCHEMA = pa.schema(
-    [
-        pa.field("order_id", pa.int64(), nullable=False),
-        pa.field("dt", pa.string(), nullable=False),
-        pa.field("customer", pa.string()),
-        pa.field("amount", pa.decimal128(12, 2)),
-        pa.field("quantity", pa.int32()),
-        pa.field("status", pa.string()),
-        pa.field("updated_at", pa.timestamp("us")),
-    ]
+from pipelines.lib.events import (
+    CONTRACT_SCHEMA,
+    COUPON_CODE,
+    EVENT_SCHEMA,
+    EVOLUTION_FIELDS,
+    ORDER_SCHEMA,
+    PARTITION_KEY,
+    PRIMARY_KEY,
+    ROWKIND,
 )
-ROWKIND = "_rowkind"
-EVENT_SCHEMA = ORDER_SCHEMA.append(pa.field(ROWKIND, pa.string(), nullable=False))
-# Optional columns the events gained after the table was created: nullable, absent in older
-# events. The table gains each when staged rows first carry it (docs/pipelines.md).
-COUPON_CODE = "coupon_code"
-EVOLUTION_FIELDS = (pa.field(COUPON_CODE, pa.string()),)
-#: Every column an event may carry: the original ones and the evolution columns.
-CONTRACT_SCHEMA = pa.schema([*EVENT_SCHEMA, *EVOLUTION_FIELDS])
-PRIMARY_KEY = ("order_id", "dt")
-PARTITION_KEY = "dt"
 
 INSERT, UPDATE, DELETE = "+I", "+U", "-D"
 _KIND_NAMES = np.array([INSERT, UPDATE, DELETE], dtype=object)

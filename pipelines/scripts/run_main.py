@@ -1,11 +1,13 @@
 """`make run`: the main Dagster job end to end in this process, then a summary.
 
 1. Sample order events are written as landing files under the warehouse, or under the pipeline
-   folder of an object-store warehouse (`--pipeline-dir`) (JSON lines, CSV and
-   parquet, one folder per day, from the first daily partition to today), with a few invalid
-   records per day that must be quarantined. Days that already have landing files keep them.
-   From the third day on the events carry one more column, `coupon_code`: the write adds it to
-   the table, and the rows of the first two days read it as null.
+   folder of an object-store warehouse (`--pipeline-dir`) (JSON lines, CSV and parquet, one
+   folder per day of the daily partitions' window: the last `WINDOW_DAYS` days, ending today),
+   with a few invalid records per day that must be quarantined. Days that already have landing
+   files keep them. Each day's events depend only on that day and the seed, so the run is the
+   same size any day and a later run regenerates an earlier day exactly. From the third day of
+   the first sample on, the events carry one more column, `coupon_code`: the write adds it to
+   the table, and the rows of the days before read it as null.
 2. `main_job` runs once over the sample's days with the in-process executor on the Dagster
    instance `make dev` shows (`DAGSTER_HOME`, default `.dagster_home`): ingestion, bucket
    assignment, the Spark write, compaction, rescale advice, snapshot expiry, and every check.
@@ -36,13 +38,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from pipelines.sample_data import (
-    PARTITION_KEY,
-    PRIMARY_KEY,
-    ROWKIND,
-    apply_to_model,
-    generate_order_events,
-)
+from pipelines.lib.events import PARTITION_KEY, PRIMARY_KEY, ROWKIND
+from pipelines.lib.partitions import WINDOW_DAYS, day_of
+from pipelines.lib.sample_data import apply_to_model, generate_order_events
 
 TABLE = "shop.orders"
 # The sample's events gain `coupon_code` from this day on (days after the first partition).
@@ -105,51 +103,62 @@ def write_landing(landing: Path, batches: list[pa.Table]) -> Counter[str]:
     return formats
 
 
-# ---- the sample's settings, kept beside its landing files ---------------------------------------
+# ---- the sample: one day at a time, its settings kept beside its landing files -----------------
 SAMPLE_FILE = "_sample.json"  # a leading "_": ingestion never reads it
+SAMPLE_FORMAT = "per-day"
 
 
-def sample_settings(landing: Path, start: datetime.date, rows_per_day: int,
-                    seed: int) -> tuple[dict[str, Any], datetime.date | None]:
-    """The sample's settings and the first day its events carry `coupon_code` (None: never).
+def day_events(dt: datetime.date, rows_per_day: int, seed: int, coupons: bool) -> list[pa.Table]:
+    """One day's sample events (four batches), a function of the day and the seed alone: order ids
+    repeat across days, which the key `(order_id, dt)` keeps apart."""
+    return generate_order_events(days=1, rows_per_day=rows_per_day, seed=seed * 1_000_000 + dt.toordinal(),
+                                 start=dt, coupons_from=dt if coupons else None)
 
-    A landing folder generated before the sample gained `coupon_code` (its stored settings lack
-    `coupons_from`) continues without it: its days must keep matching the events already in its
-    table, which the model check regenerates."""
-    settings: dict[str, Any] = {"start": start.isoformat(), "rows_per_day": rows_per_day, "seed": seed}
+
+def sample_settings(landing: Path, first_day: datetime.date, rows_per_day: int, seed: int) -> dict[str, Any]:
+    """The sample's settings: those stored beside the landing files, or new ones whose
+    `coupon_code` starts `COUPONS_FROM_DAY` days after `first_day`.
+
+    SystemExit naming the table's way out when the stored sample differs (other rows per day or
+    seed, or a sample of the earlier layout, whose days depended on its first day)."""
+    wanted: dict[str, Any] = {"format": SAMPLE_FORMAT, "rows_per_day": rows_per_day, "seed": seed}
     stored = landing / SAMPLE_FILE
-    if stored.exists() and "coupons_from" not in json.loads(stored.read_text()):
-        return settings, None
-    coupons_from = start + datetime.timedelta(days=COUPONS_FROM_DAY)
-    settings["coupons_from"] = coupons_from.isoformat()
-    return settings, coupons_from
+    if not stored.exists():
+        return {**wanted, "coupons_from": (first_day + datetime.timedelta(days=COUPONS_FROM_DAY)).isoformat()}
+    before = json.loads(stored.read_text())
+    if {k: before.get(k) for k in wanted} != wanted:
+        raise SystemExit(
+            f"the landing files of this table were generated with {before}, not {wanted}: "
+            f"use the same settings, or another table (--table shop.orders_2)")
+    return dict(before)
+
+
+def sample_events(settings: dict[str, Any], days: list[datetime.date]) -> list[pa.Table]:
+    """The sample's events of these days (in day order)."""
+    coupons_from = datetime.date.fromisoformat(settings["coupons_from"])
+    return [batch for dt in days
+            for batch in day_events(dt, settings["rows_per_day"], settings["seed"], dt >= coupons_from)]
 
 
 def landing_for(landing: Path, settings: dict[str, Any], batches: list[pa.Table]) -> Counter[str]:
-    """Write the landing files of the days that have none yet; files per format written.
-
-    The sample's settings are stored beside them: a sample with other settings would not match
-    the events already in the table, so it is refused (SystemExit naming the table and a way out).
-    """
-    stored = landing / SAMPLE_FILE
-    if stored.exists():
-        before = json.loads(stored.read_text())
-        if before != settings:
-            raise SystemExit(
-                f"the landing files of this table were generated with {before}, not {settings}: "
-                f"use the same settings, or another table (--table shop.orders_2)")
-    present = {p.name.split("=", 1)[1] for p in landing.glob(f"{PARTITION_KEY}=*") if p.is_dir()}
+    """Write the landing files of the days that have none yet, store the settings; files per format."""
+    present = {day_of(p.name) for p in landing.glob(f"{PARTITION_KEY}=*") if p.is_dir()}
     new = [b for b in batches if b.num_rows and b.column(PARTITION_KEY)[0].as_py() not in present]
     formats = write_landing(landing, new) if new else Counter[str]()
     landing.mkdir(parents=True, exist_ok=True)
-    stored.write_text(json.dumps(settings, sort_keys=True))
+    (landing / SAMPLE_FILE).write_text(json.dumps(settings, sort_keys=True))
     return formats
 
 
-def sample_days(first: datetime.date, days: int | None, today: datetime.date) -> list[str]:
-    """`days` days from `first`, or every day from `first` to `today` when `days` is None."""
-    count = days if days is not None else max(1, (today - first).days + 1)
-    return [(first + datetime.timedelta(days=d)).isoformat() for d in range(count)]
+def landed_days(landing: Path) -> list[datetime.date]:
+    """The days with a landing folder (this run's and earlier runs'), oldest first."""
+    return sorted(datetime.date.fromisoformat(day_of(p.name)) for p in landing.glob(f"{PARTITION_KEY}=*")
+                  if p.is_dir())
+
+
+def sample_days(days: int, today: datetime.date) -> list[datetime.date]:
+    """The last `days` days of the partition window, ending `today`."""
+    return [today - datetime.timedelta(days=d) for d in reversed(range(days))]
 
 
 def default_pipeline_dir(warehouse: str) -> str | None:
@@ -174,12 +183,12 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     import dagster as dg
 
     from lakehouse_engine.spark import credentials_conf
-    from pipelines.automation import sorted_runs_sensor
     from pipelines.definitions import defs
-    from pipelines.ingest import DAILY_PARTITIONS
-    from pipelines.instance import prepare_home
-    from pipelines.resources import LakehouseResource
-    from pipelines.summary import print_next_steps, print_summary, print_table
+    from pipelines.defs.compaction.sensors import sorted_runs_sensor
+    from pipelines.lib.partitions import DAILY_PARTITIONS
+    from pipelines.lib.resources import LakehouseResource
+    from pipelines.scripts.instance import prepare_home
+    from pipelines.scripts.summary import print_next_steps, print_summary, print_table
 
     options = dict(catalog_options or {})
     pipeline_dir = pipeline_dir or default_pipeline_dir(warehouse)
@@ -190,17 +199,21 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     # Credentials given as options reach the Spark tasks through the session's configuration
     # (the executors' environment), never inside a task.
     executor_env = credentials_conf(options)
-    start = datetime.date.fromisoformat(DAILY_PARTITIONS.start.strftime("%Y-%m-%d"))
-    wanted = sample_days(start, days, datetime.date.today())
+    count = WINDOW_DAYS if days is None else days
+    if not 1 <= count <= WINDOW_DAYS:
+        print(f"--days must be 1..{WINDOW_DAYS} (the daily partitions' window ends today)", file=sys.stderr)
+        return 2
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    sample = sample_days(count, today)
+    wanted = [d.isoformat() for d in sample]
     missing = [d for d in wanted if not DAILY_PARTITIONS.has_partition_key(d)]
-    if missing:
-        print(f"days {missing[0]}..{missing[-1]} are not partitions yet (the clock says "
-              f"{datetime.date.today()}); set LAKEHOUSE_PARTITIONS_START to an earlier day", file=sys.stderr)
+    if missing:  # the window was computed when the definitions loaded: before midnight UTC
+        print(f"days {missing[0]}..{missing[-1]} are not daily partitions of this process (the clock "
+              f"says {today}); run again", file=sys.stderr)
         return 2
 
-    settings, coupons_from = sample_settings(lakehouse.landing_path, start, rows_per_day, seed)
-    batches = generate_order_events(days=len(wanted), rows_per_day=rows_per_day, seed=seed, start=start,
-                                    coupons_from=coupons_from)
+    settings = sample_settings(lakehouse.landing_path, sample[0], rows_per_day, seed)
+    batches = sample_events(settings, sample)
     existed = lakehouse.table_exists()
     formats = landing_for(lakehouse.landing_path, settings, batches)
     events = sum(b.num_rows for b in batches)
@@ -216,8 +229,11 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
         instance = dg.DagsterInstance.get()
         print(f"dagster instance: {home} (`make dev` shows this run)")
     run_config = {"resources": {
+        # Every field the code location binds to an environment variable is given here: `make run`
+        # needs none of them set.
         "lakehouse": {"config": {"warehouse": warehouse, "table": table, "bucket": buckets,
-                                 "catalog_options": options, "pipeline_dir": pipeline_dir}},
+                                 "catalog_options": options, "catalog_options_json": "",
+                                 "pipeline_dir": pipeline_dir or ""}},
         "spark": {"config": {"master": spark_master, "stop_on_teardown": not keep_spark,
                              "spark_config": executor_env}}},
         "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -240,10 +256,11 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
     if not result.success:
         return 1
     merged = print_table(warehouse, table, result, options)
-    expected = apply_to_model(batches)
+    # Every day this table has landed, this run's and earlier runs' (each regenerated exactly).
+    expected = apply_to_model(sample_events(settings, landed_days(lakehouse.landing_path)))
     got = merged.select(expected.column_names).sort_by([(k, "ascending") for k in PRIMARY_KEY])
     ok = got.num_rows == expected.num_rows and got.cast(expected.schema).equals(expected)
-    deleted = sum(pc.sum(pc.equal(b.column(ROWKIND), "-D")).as_py() or 0 for b in batches)
+    deleted = sum(pc.sum(pc.equal(b.column(ROWKIND), "-D")).as_py() or 0 for b in batches)  # this run's days
     print(f"model check: {'OK' if ok else 'MISMATCH'}: the merged rows equal the valid sample events "
           f"applied in order ({deleted:,} delete events included)")
     print_next_steps(warehouse, table, options)
@@ -252,13 +269,14 @@ def run(warehouse: str, table: str = TABLE, days: int | None = None, rows_per_da
 
 # ---- main ------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipelines.run_main`: parse the arguments and `run`."""
+    """`python -m pipelines.scripts.run_main`: parse the arguments and `run`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warehouse", default=os.environ.get("LAKEHOUSE_WAREHOUSE", "./warehouse"))
     parser.add_argument("--table", default=os.environ.get("LAKEHOUSE_TABLE", TABLE),
                         help="database.table to write (never dropped; a re-run continues it)")
     parser.add_argument("--days", type=int, default=None,
-                        help="days of sample data from the first daily partition (default: up to today)")
+                        help=f"days of sample data, ending today (default and most: {WINDOW_DAYS}, the "
+                             f"daily partitions' window)")
     parser.add_argument("--rows-per-day", type=int, default=5_000)
     parser.add_argument("--buckets", type=int, default=4, help="bucket count of a new (fixed-bucket) table")
     parser.add_argument("--seed", type=int, default=7)
