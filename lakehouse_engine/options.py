@@ -227,6 +227,7 @@ COMPACTION_FILE_SIZE = _opt("compaction.file-size", "memory", None, "Files below
 COMPACTION_TOTAL_SIZE_THRESHOLD = _opt("compaction.total-size-threshold", "memory", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
 COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _opt("compaction.incremental-size-threshold", "memory", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
 FULL_COMPACTION_DELTA_COMMITS = _opt("full-compaction.delta-commits", "int", None, "Run a full compaction every this many commits.", _positive)
+SORT_SPILL_BUFFER_SIZE = _opt("sort-spill-buffer-size", "memory", 64 << 20, "Memory of decoded rows one merge of a bucket (merge-on-read, compaction, rescale) holds at once, per merging thread: overlapping files are read and merged key range by key range within it.", _positive)
 WRITE_ONLY = _opt("write-only", "bool", False, "Skip compaction and snapshot expiry after writes.")
 
 _group("Snapshots and commits")

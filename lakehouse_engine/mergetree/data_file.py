@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import fastavro
@@ -101,7 +102,7 @@ class DataFileWriter:
         self.postpone_avro = bucket_dir.endswith("/bucket-postpone") and postpone_files_in_avro(
             opts, {f.name: f.type for f in schema.fields})
 
-    def _to_file_layout(self, table: pa.Table) -> pa.Table:
+    def to_file_layout(self, table: pa.Table) -> pa.Table:
         """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
         if not self.schema.has_primary_key:
             return table.select(self.schema.field_names).cast(self.file_schema)
@@ -115,7 +116,7 @@ class DataFileWriter:
         """Write one sorted run (already merged, sorted by key) as one or more files."""
         if table.num_rows == 0:
             return []
-        table = self._to_file_layout(table)
+        table = self.to_file_layout(table)
         n = table.num_rows
         # Rows per chunk: a whole file when even uncompressed data stays under target,
         # else chunks small enough that rolling lands near the target size.
@@ -147,22 +148,15 @@ class DataFileWriter:
                 if isinstance(e, StorageError):
                     raise
                 raise storage_error("write data file", path, e) from e
-            metas.append(self._meta(name, size, table.slice(file_start, start - file_start), level,
-                                    min_sequence, file_source))
+            metas.append(self.file_meta(name, size, table.slice(file_start, start - file_start), level,
+                                        min_sequence, file_source))
         return metas
 
     def _write_file(self, path: str, table: pa.Table, start: int, chunk: int) -> int:
         """Write rows from `start` into one file until it reaches the target size; the next start."""
         n = table.num_rows
         with self.file_io.open_output(path) as sink:
-            writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
-                                      compression_level=self.compression_level,
-                                      write_statistics=False,
-                                      # CRC-32 per page, verified on read: a flipped bit fails
-                                      # the read instead of reading as another value.
-                                      write_page_checksum=True,
-                                      use_dictionary=dictionary_columns(table),
-                                      **self.parquet_types)
+            writer = self.parquet_writer(sink, table)
             try:
                 while start < n:
                     part = table.slice(start, chunk)
@@ -173,6 +167,17 @@ class DataFileWriter:
             finally:
                 writer.close()
         return start
+
+    def parquet_writer(self, sink: Any, table: pa.Table) -> pq.ParquetWriter:
+        """A parquet writer of data files shaped like `table` (in file layout) into `sink`."""
+        return pq.ParquetWriter(sink, table.schema, compression=self.compression,
+                                compression_level=self.compression_level,
+                                write_statistics=False,
+                                # CRC-32 per page, verified on read: a flipped bit fails
+                                # the read instead of reading as another value.
+                                write_page_checksum=True,
+                                use_dictionary=dictionary_columns(table),
+                                **self.parquet_types)
 
     def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
                             chunk: int) -> int:
@@ -185,6 +190,21 @@ class DataFileWriter:
             else:
                 write_avro(sink, part, compression, self.compression_level)
         return start + part.num_rows
+
+    def file_meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
+                  file_source: int, row_count: int | None = None,
+                  delete_row_count: int | None = None) -> DataFileMeta:
+        """The manifest entry of a file holding `rows` (in file layout).
+
+        A writer that streams a file passes a summary instead (its first and last rows and those
+        holding each column's extremes) with the whole file's `row_count` and `delete_row_count`.
+        """
+        meta = self._meta(name, size, rows, level, min_sequence, file_source)
+        if row_count is None and delete_row_count is None:
+            return meta
+        return dataclasses.replace(
+            meta, row_count=meta.row_count if row_count is None else row_count,
+            delete_row_count=meta.delete_row_count if delete_row_count is None else delete_row_count)
 
     def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
               file_source: int) -> DataFileMeta:
@@ -274,6 +294,78 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
     # name, a cast that finds nulls in a required column.
     except (pa.ArrowException, ValueError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
+                           meta: DataFileMeta, batch_bytes: int,
+                           schema_file: str | None = None) -> Iterator[pa.Table]:
+    """The rows of a data file as consecutive batches of about `batch_bytes` decoded bytes each.
+
+    As `read_data_file`, with the same checks, but holding one batch at a time: parquet files
+    are decoded `batch_bytes` at a time (an estimate from the footer's uncompressed sizes), ORC
+    files a stripe at a time; Avro files, which only small files are written in, at once.
+    """
+    if not path.endswith((".orc", ".avro")):
+        yield from _parquet_batches(file_io, path, columns, schema, meta, batch_bytes, schema_file)
+        return
+    if path.endswith(".avro"):
+        yield read_data_file(file_io, path, columns, schema, meta=meta, schema_file=schema_file)
+        return
+    rows = 0
+    try:
+        with file_io.open_input(path) as f:
+            check_file_size(path, f.size(), meta)
+            orc_file = orc.ORCFile(f)
+            _check_columns(path, orc_file.schema.names, columns, schema_file)
+            for i in range(orc_file.nstripes):
+                batch = pa.Table.from_batches([orc_file.read_stripe(i, columns=list(columns))])
+                rows += batch.num_rows
+                yield _cast(batch.select(list(columns)), schema)
+        check_row_count(path, rows, meta)
+    except FileNotFoundError:
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+# Rows a parquet batch holds at least, however tight the memory: below this, per-batch overhead
+# (Python, Arrow's kernels) outweighs the rows.
+_MIN_BATCH_ROWS = 1024
+
+
+def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
+                     meta: DataFileMeta, batch_bytes: int, schema_file: str | None) -> Iterator[pa.Table]:
+    rows = 0
+    try:
+        with file_io.open_input(path) as f:
+            check_file_size(path, f.size(), meta)
+            # No pre-buffering: it would load every row group's pages up front; a 1 MiB read
+            # buffer streams a column chunk's pages instead of loading the chunk whole.
+            pf = pq.ParquetFile(f, page_checksum_verification=True, pre_buffer=False,
+                                buffer_size=1 << 20)
+            _check_columns(path, pf.schema_arrow.names, columns, schema_file)
+            check_column_types(path, pf.schema_arrow, schema, schema_file)
+            md = pf.metadata
+            # Row-group totals only: a damaged footer's column-chunk entries must not be touched
+            # before the read itself rejects them (some abort the process when inconsistent).
+            total = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+            share = len(columns) / max(len(pf.schema_arrow.names), 1)
+            row_bytes = max(total * share / max(md.num_rows, 1), 1.0)
+            batch_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / row_bytes))
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns), use_threads=True):
+                rows += batch.num_rows
+                yield _cast(pa.Table.from_batches([batch]), schema)
+        check_row_count(path, rows, meta)
+    except FileNotFoundError:
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    return table if table.schema.equals(schema) else table.cast(schema)
 
 
 def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | None,
