@@ -331,7 +331,7 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
 
 # Rows a parquet batch holds at least, however tight the memory: below this, per-batch overhead
 # (Python, Arrow's kernels) outweighs the rows.
-_MIN_BATCH_ROWS = 1024
+_MIN_BATCH_ROWS = 64
 
 
 def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
