@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
@@ -301,26 +302,28 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
                            schema_file: str | None = None) -> Iterator[pa.Table]:
     """The rows of a data file as consecutive batches of about `batch_bytes` decoded bytes each.
 
-    As `read_data_file`, with the same checks, but holding one batch at a time: parquet files
-    are decoded `batch_bytes` at a time (an estimate from the footer's uncompressed sizes), ORC
-    files a stripe at a time; Avro files, which only small files are written in, at once.
+    As `read_data_file`, with the same checks, but holding one batch at a time: parquet and Avro
+    files are decoded `batch_bytes` at a time (rows sized by the width of a first small batch),
+    ORC files a stripe at a time.
     """
     if not path.endswith((".orc", ".avro")):
         yield from _parquet_batches(file_io, path, columns, schema, meta, batch_bytes, schema_file)
-        return
-    if path.endswith(".avro"):
-        yield read_data_file(file_io, path, columns, schema, meta=meta, schema_file=schema_file)
         return
     rows = 0
     try:
         with file_io.open_input(path) as f:
             check_file_size(path, f.size(), meta)
-            orc_file = orc.ORCFile(f)
-            _check_columns(path, orc_file.schema.names, columns, schema_file)
-            for i in range(orc_file.nstripes):
-                batch = pa.Table.from_batches([orc_file.read_stripe(i, columns=list(columns))])
-                rows += batch.num_rows
-                yield _cast(batch.select(list(columns)), schema)
+            if path.endswith(".avro"):
+                for batch in _avro_chunks(f, path, columns, schema, schema_file, batch_bytes):
+                    rows += batch.num_rows
+                    yield _cast(batch, schema)
+            else:
+                orc_file = orc.ORCFile(f)
+                _check_columns(path, orc_file.schema.names, columns, schema_file)
+                for i in range(orc_file.nstripes):
+                    batch = pa.Table.from_batches([orc_file.read_stripe(i, columns=list(columns))])
+                    rows += batch.num_rows
+                    yield _cast(batch.select(list(columns)), schema)
         check_row_count(path, rows, meta)
     except FileNotFoundError:
         raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
@@ -346,14 +349,15 @@ def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema:
                                 buffer_size=1 << 20)
             _check_columns(path, pf.schema_arrow.names, columns, schema_file)
             check_column_types(path, pf.schema_arrow, schema, schema_file)
-            md = pf.metadata
-            # Row-group totals only: a damaged footer's column-chunk entries must not be touched
-            # before the read itself rejects them (some abort the process when inconsistent).
-            total = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-            share = len(columns) / max(len(pf.schema_arrow.names), 1)
-            row_bytes = max(total * share / max(md.num_rows, 1), 1.0)
+            # The decoded width of a row is measured on a first small batch: the footer's sizes
+            # say little of it (a dictionary-encoded string column is small there, wide decoded).
+            wanted = list(columns)
+            probe = next(pf.iter_batches(batch_size=_MIN_BATCH_ROWS, columns=wanted,
+                                         use_threads=False), None)
+            row_bytes = max(probe.nbytes / probe.num_rows, 1.0) if probe is not None and probe.num_rows else 1.0
+            del probe
             batch_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / row_bytes))
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=list(columns), use_threads=True):
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=True):
                 rows += batch.num_rows
                 yield _cast(pa.Table.from_batches([batch]), schema)
         check_row_count(path, rows, meta)
@@ -382,6 +386,12 @@ def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Sche
                schema_file: str | None) -> pa.Table:
     """An Avro data file as Arrow. fastavro decodes record by record, so Avro suits small files
     (postpone buckets, level 0), not bulk data."""
+    return next(_avro_chunks(f, path, columns, schema, schema_file, None))
+
+
+def _avro_chunks(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None,
+                 schema_file: str | None, batch_bytes: int | None) -> Iterator[pa.Table]:
+    """An Avro data file as Arrow tables of about `batch_bytes` each (None: one table)."""
     try:
         reader = fastavro.reader(f)
         writer_schema: Any = reader.writer_schema
@@ -389,14 +399,31 @@ def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Sche
             writer_schema = next(b for b in writer_schema if isinstance(b, dict))
         names = [field["name"] for field in writer_schema["fields"]]
         _check_columns(path, names, columns, schema_file)
-        records = cast(list[dict[str, Any]], list(reader))
     except CorruptFileError:
         raise
     except Exception as e:  # fastavro raises ValueError, EOFError, its own schema errors...
         raise CorruptFileError(f"data file {path} cannot be read as Avro: {e}") from None
     wanted = list(columns) if columns is not None else names
-    arrays = {}
-    for name in wanted:
-        target = schema.field(name).type if schema is not None and name in schema.names else None
-        arrays[name] = pa.array([r[name] for r in records], type=target)
-    return pa.table(arrays)
+    chunk_rows = _MIN_BATCH_ROWS
+    records: list[dict[str, Any]] = []
+    done = False
+    while not done:
+        try:
+            if batch_bytes is None:
+                records = cast(list[dict[str, Any]], list(reader))
+                done = True
+            else:
+                records = cast(list[dict[str, Any]], list(itertools.islice(reader, chunk_rows)))
+                done = len(records) < chunk_rows
+        except Exception as e:
+            raise CorruptFileError(f"data file {path} cannot be read as Avro: {e}") from None
+        arrays = {}
+        for name in wanted:
+            target = schema.field(name).type if schema is not None and name in schema.names else None
+            arrays[name] = pa.array([r[name] for r in records], type=target)
+        table = pa.table(arrays)
+        if batch_bytes is not None and table.num_rows:
+            # The first chunks are small; later ones as many rows as fit the bytes asked for.
+            chunk_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / max(table.nbytes / table.num_rows, 1.0)))
+        if table.num_rows or batch_bytes is None:
+            yield table

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +34,7 @@ from lakehouse_engine.format.float_order import comparable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import SORT_SPILL_BUFFER_SIZE, CoreOptions
-from lakehouse_engine.threads import parallel_map
+from lakehouse_engine.threads import cores
 
 __all__ = ["FileBatches", "merge_budget", "range_merge"]
 
@@ -73,17 +74,26 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
         return
     batch_bytes = max(budget // (2 * len(ordered)), 1)
     runs = [_Run(read(f, batch_bytes), key_names) for f in ordered]
+    # One pool for the whole merge: threads that live as long as it keep their allocator's
+    # arenas warm instead of leaving freed memory behind in each round's new threads.
+    pool = ThreadPoolExecutor(max_workers=min(cores(), len(runs)))
     try:
-        yield from _rounds(runs, merge, in_order)
+        yield from _rounds(runs, merge, in_order, pool)
     finally:
+        pool.shutdown(wait=True)
         for run in runs:
             run.close()
 
 
-def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool) -> Iterator[pa.Table]:
+def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
+            pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
     while True:
         # 1. Refill the runs that need rows, several files at once (decoding releases the GIL).
-        parallel_map(_Run.fill, [r for r in runs if r.needs_rows()])
+        needing = [r for r in runs if r.needs_rows()]
+        if len(needing) == 1:
+            needing[0].fill()
+        elif needing:
+            list(pool.map(_Run.fill, needing))
         live = [r for r in runs if not r.exhausted]
         if not live:
             parts = [r.take_all() for r in runs]
