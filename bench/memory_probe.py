@@ -1,13 +1,15 @@
-"""A child process for the bounded-memory tests and the scale bench: it runs one merge path on a
-table and prints, as JSON, its resident memory before the path ran and its peak (VmHWM) after.
+"""A child process for the bounded-memory tests (tests/lakehouse_engine/mergetree) and the scale
+bench: it runs one merge path on a table and prints, as JSON, its resident memory before the path
+ran and its peak (VmHWM) after.
 
-    python -m tests.lakehouse_engine.mergetree.memory_probe prepare WAREHOUSE ROWS RUNS [OPTIONS_JSON [t,p]]
-    python -m tests.lakehouse_engine.mergetree.memory_probe PATH WAREHOUSE [OPTIONS_JSON]
+    python -m bench.memory_probe prepare WAREHOUSE ROWS RUNS [OPTIONS_JSON [t,p]]
+    python -m bench.memory_probe PATH WAREHOUSE [OPTIONS_JSON]
 
 `prepare` writes `ROWS` rows as `RUNS` sorted runs of one bucket whose key ranges all overlap
 (run i holds the keys i, i + RUNS, i + 2 RUNS, ...; every key of run 0 is written again by the
 last run, so the merge has work to do). The paths: `read` (merge-on-read through
-`to_arrow_batch_reader`, batches dropped as they come), `compact` (a full dedicated compaction),
+`to_arrow_batch_reader`, batches dropped as they come), `split` (a split read range by range, as
+the Spark data source reads it), `compact` (a full dedicated compaction),
 `task` (the compact task a Spark executor runs), `writer` (a writer's full compaction at commit),
 `rescale` (into two buckets), `postpone` (a postpone-bucket table's compaction), `write` (one
 batch of ROWS rows written through a small write buffer).
@@ -48,6 +50,9 @@ def rows(start: int, step: int, n: int, tag: int) -> pa.Table:
     })
 
 
+_SLICE_ROWS = 2_000_000
+
+
 def _catalog(warehouse: str) -> Any:
     from lakehouse_engine import Catalog
 
@@ -76,7 +81,10 @@ def prepare(warehouse: str, total: int, runs: int, options: dict[str, str],
             start = 0 if i == runs - 1 and runs > 1 else i
             wb = table.new_batch_write_builder()
             w, c = wb.new_write(), wb.new_commit()
-            w.write_arrow(rows(start, runs, per_run, i))
+            # In slices of consecutive keys: a slice's files hold a key range of their own, so
+            # the commit stays one sorted run however many files its buffer flushes.
+            for lo in range(0, per_run, _SLICE_ROWS):
+                w.write_arrow(rows(start + lo * runs, runs, min(_SLICE_ROWS, per_run - lo), i))
             c.commit(w.prepare_commit())
             w.close()
             c.close()
@@ -95,6 +103,12 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
         rb = table.new_read_builder()
         for b in rb.new_read().to_arrow_batch_reader(rb.new_scan().plan().splits()):
             count += b.num_rows
+    elif path == "split":  # what the Spark data source's reader runs on an executor
+        rb = table.new_read_builder()
+        read = rb.new_read()
+        for split in rb.new_scan().plan().splits():
+            for part in read.read_split_ranges(split):
+                count += part.num_rows
     elif path == "compact":
         table.compact(full=True)
     elif path == "task":
@@ -127,8 +141,12 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     if argv[0] == "prepare":
+        baseline = status_kib("VmRSS")
+        started = time.perf_counter()
         prepare(argv[1], int(argv[2]), int(argv[3]), json.loads(argv[4]) if len(argv) > 4 else {},
                 argv[5] if len(argv) > 5 else "t")
+        print(json.dumps({"path": "prepare", "baseline_kib": baseline, "peak_kib": status_kib("VmHWM"),
+                          "seconds": time.perf_counter() - started, "rows": int(argv[2])}))
         return
     print(json.dumps(run(argv[0], argv[1], json.loads(argv[2]) if len(argv) > 2 else {})))
 
