@@ -112,8 +112,8 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
     elif path == "compact":
         table.compact(full=True)
     elif path == "task":
-        for task in plan_compaction(table, full=True):
-            message = run_compact_task(table, task)
+        for task in plan_compaction(table.store, full=True):
+            message = run_compact_task(table.store, task)
             count += sum(f.row_count for f in message.compact_after) if message else 0
     elif path == "writer":
         w = table.copy({"write-only": "false", "full-compaction.delta-commits": "1"})
