@@ -2,11 +2,11 @@
 
 Every path that merges a bucket's files (merge-on-read, writer and dedicated compaction, rescale,
 the Spark tasks) merges them here. Each file is a sorted run read as a stream of batches (parquet
-`sort-spill-buffer-size / (2 x files)` decoded bytes at a time, ORC a stripe at a time, Avro
-whole). The merge proceeds in rounds:
+and Avro `sort-spill-buffer-size / (2 x files)` decoded bytes at a time, ORC a stripe at a time).
+The merge proceeds in rounds:
 
 1. Every file whose buffered rows ran low (or whose buffer ends at the last round's bound) reads
-   its next batch; the files read at once, on the engine's threads.
+   its next batch; the files read at once, on the merge's threads.
 2. The bound of the round is the smallest last buffered key among the files not yet exhausted:
    no row still unread can have a key below it, because each file is sorted.
 3. The rows of every file with keys below the bound (a binary search per buffer) are taken out,
@@ -16,7 +16,8 @@ whole). The merge proceeds in rounds:
 Each range holds every record of its keys and records stand in the one merge order, so the
 ranges concatenated are exactly the merge of the whole section, ties by sequence number
 included, for every merge engine. Memory is about three times the option (buffers, the round's
-rows, the merged range), whatever the bucket's size. A section holding a file whose first key
+rows, the merged range; a compaction also holds the range being written), whatever the bucket's
+size. A section holding a file whose first key
 lies above its last in Java's order (pypaimon's NaN-first files) is not sorted as the merge
 reads it: it is merged whole, as before.
 """
