@@ -140,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each measurement (foundation: best; Spark: median and range)")
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,spark",
+    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,scale,spark",
                         help="comma-separated sections to run (foundation, compaction, buckets, "
-                             "checksums, schema, spark)")
+                             "checksums, schema, scale, spark)")
+    parser.add_argument("--scale-big", action="store_true",
+                        help="scale section: also a bucket of 100M rows (hours)")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
     parser.add_argument("--spark-scale", type=float, default=1.0, help="size factor of the Spark section")
     args = parser.parse_args(argv)
@@ -197,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.schema_evolution_bench import run_schema_evolution_bench
 
         doc.append(run_schema_evolution_bench(scale=args.scale, repeat=max(args.repeat, 5)))
+    if "scale" in only:
+        from bench.scale_bench import BIG_SIZES, SIZES, run_scale_bench
+
+        sizes = tuple(max(10_000, int(n * args.scale)) for n in SIZES) + (BIG_SIZES if args.scale_big else ())
+        doc.append(run_scale_bench(sizes, max(10_000, int(1_000_000 * args.scale)), args.repeat))
     if "spark" in only:
         try:
             from bench.spark_bench import SPARK_METHOD, run_spark_bench

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.range_merge import merge_budget
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
@@ -62,16 +63,20 @@ def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] |
     read_schema = pa.schema([file_schema.field(c) for c in columns])
     deletes: list[CommitMessage] = []
     reader = table.file_reader(for_rewrite=True)
+    budget = merge_budget(table.options)
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
         # Files in commit order (live entries keep the order their commits added them): the
         # writer numbers rows as they arrive, above what the target bucket holds, so rows of
         # later commits win. Not by sequence number: other writers (pypaimon) number each
         # commit's postpone files from 0, so only the commit order tells which came last.
+        # Each file batch by batch (`sort-spill-buffer-size`): with the writer's buffer, memory
+        # stays bounded however many rows were postponed.
         for f in files:
-            rows = reader.read(f"{bucket_dir}/{f.file_name}", columns, read_schema, f)
-            kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
-            writer.write_rows(rows.select(schema.names), kinds)
+            for rows in reader.read_batches(f"{bucket_dir}/{f.file_name}", columns, read_schema,
+                                            f, budget):
+                kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+                writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))
     moved = writer.prepare_commit()
     commit = BatchWriteBuilder(table, expire=expire).new_commit()

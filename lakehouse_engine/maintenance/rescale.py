@@ -1,8 +1,9 @@
 """Rescale: rewrite partitions into a new number of buckets as one OVERWRITE snapshot.
 
-Each chosen partition is read merged (deletes applied) split by split and written through a
-writer with a fixed bucket count, so memory stays bounded by the write buffer. The commit
-overwrites exactly those partitions, so readers see the old layout or the new, never a mix.
+Each chosen partition is read merged (deletes applied) key range by key range and written through
+a writer with a fixed bucket count, so memory stays bounded by `sort-spill-buffer-size` and the
+write buffer. The commit overwrites exactly those partitions, so readers see the old layout or
+the new, never a mix.
 Later writes use each partition's own bucket count, read from the manifests. Rescaling every
 partition of a fixed-bucket table also sets the table's `bucket` option (a new schema version),
 as other engines' writers hash with it; after rescaling only some partitions, only this engine's
@@ -67,8 +68,10 @@ def rescale(table: FileStore, bucket_num: int,
     for _, values in chosen:
         scan = TableScan(table, _partition_predicate(pb, values), snapshot.id)
         for split in scan.plan().splits():
-            rows = read.read_split(split)
-            writer.write_rows(rows, np.zeros(rows.num_rows, dtype=np.int8))
+            # One merged key range at a time (`sort-spill-buffer-size`), into a writer bounded
+            # by `write-buffer-size`: memory does not grow with the partition.
+            for rows in read.read_split_ranges(split):
+                writer.write_rows(rows, np.zeros(rows.num_rows, dtype=np.int8))
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import fastavro
@@ -102,7 +104,7 @@ class DataFileWriter:
         self.postpone_avro = bucket_dir.endswith("/bucket-postpone") and postpone_files_in_avro(
             opts, {f.name: f.type for f in schema.fields})
 
-    def _to_file_layout(self, table: pa.Table) -> pa.Table:
+    def to_file_layout(self, table: pa.Table) -> pa.Table:
         """Columns in data-file order: `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, fields."""
         if not self.schema.has_primary_key:
             return table.select(self.schema.field_names).cast(self.file_schema)
@@ -116,7 +118,7 @@ class DataFileWriter:
         """Write one sorted run (already merged, sorted by key) as one or more files."""
         if table.num_rows == 0:
             return []
-        table = self._to_file_layout(table)
+        table = self.to_file_layout(table)
         n = table.num_rows
         # Rows per chunk: a whole file when even uncompressed data stays under target,
         # else chunks small enough that rolling lands near the target size.
@@ -148,22 +150,15 @@ class DataFileWriter:
                 if isinstance(e, StorageError):
                     raise
                 raise storage_error("write data file", path, e) from e
-            metas.append(self._meta(name, size, table.slice(file_start, start - file_start), level,
-                                    min_sequence, file_source))
+            metas.append(self.file_meta(name, size, table.slice(file_start, start - file_start), level,
+                                        min_sequence, file_source))
         return metas
 
     def _write_file(self, path: str, table: pa.Table, start: int, chunk: int) -> int:
         """Write rows from `start` into one file until it reaches the target size; the next start."""
         n = table.num_rows
         with self.file_io.open_output(path) as sink:
-            writer = pq.ParquetWriter(sink, table.schema, compression=self.compression,
-                                      compression_level=self.compression_level,
-                                      write_statistics=False,
-                                      # CRC-32 per page, verified on read: a flipped bit fails
-                                      # the read instead of reading as another value.
-                                      write_page_checksum=True,
-                                      use_dictionary=dictionary_columns(table),
-                                      **self.parquet_types)
+            writer = self.parquet_writer(sink, table)
             try:
                 while start < n:
                     part = table.slice(start, chunk)
@@ -174,6 +169,17 @@ class DataFileWriter:
             finally:
                 writer.close()
         return start
+
+    def parquet_writer(self, sink: Any, table: pa.Table) -> pq.ParquetWriter:
+        """A parquet writer of data files shaped like `table` (in file layout) into `sink`."""
+        return pq.ParquetWriter(sink, table.schema, compression=self.compression,
+                                compression_level=self.compression_level,
+                                write_statistics=False,
+                                # CRC-32 per page, verified on read: a flipped bit fails
+                                # the read instead of reading as another value.
+                                write_page_checksum=True,
+                                use_dictionary=dictionary_columns(table),
+                                **self.parquet_types)
 
     def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
                             chunk: int) -> int:
@@ -188,6 +194,21 @@ class DataFileWriter:
             else:
                 write_avro(sink, part, compression, self.compression_level)
         return start + part.num_rows
+
+    def file_meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
+                  file_source: int, row_count: int | None = None,
+                  delete_row_count: int | None = None) -> DataFileMeta:
+        """The manifest entry of a file holding `rows` (in file layout).
+
+        A writer that streams a file passes a summary instead (its first and last rows and those
+        holding each column's extremes) with the whole file's `row_count` and `delete_row_count`.
+        """
+        meta = self._meta(name, size, rows, level, min_sequence, file_source)
+        if row_count is None and delete_row_count is None:
+            return meta
+        return dataclasses.replace(
+            meta, row_count=meta.row_count if row_count is None else row_count,
+            delete_row_count=meta.delete_row_count if delete_row_count is None else delete_row_count)
 
     def _meta(self, name: str, size: int, rows: pa.Table, level: int, min_sequence: int | None,
               file_source: int) -> DataFileMeta:
@@ -279,6 +300,81 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 
+def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
+                           meta: DataFileMeta, batch_bytes: int,
+                           schema_file: str | None = None) -> Iterator[pa.Table]:
+    """The rows of a data file as consecutive batches of about `batch_bytes` decoded bytes each.
+
+    As `read_data_file`, with the same checks, but holding one batch at a time: parquet and Avro
+    files are decoded `batch_bytes` at a time (rows sized by the width of a first small batch),
+    ORC files a stripe at a time.
+    """
+    if not path.endswith((".orc", ".avro")):
+        yield from _parquet_batches(file_io, path, columns, schema, meta, batch_bytes, schema_file)
+        return
+    rows = 0
+    try:
+        with file_io.open_input(path) as f:
+            check_file_size(path, f.size(), meta)
+            if path.endswith(".avro"):
+                for batch in _avro_chunks(f, path, columns, schema, schema_file, batch_bytes):
+                    rows += batch.num_rows
+                    yield _cast(batch, schema)
+            else:
+                orc_file = orc.ORCFile(f)
+                _check_columns(path, orc_file.schema.names, columns, schema_file)
+                for i in range(orc_file.nstripes):
+                    batch = pa.Table.from_batches([orc_file.read_stripe(i, columns=list(columns))])
+                    rows += batch.num_rows
+                    yield _cast(batch.select(list(columns)), schema)
+        check_row_count(path, rows, meta)
+    except FileNotFoundError:
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+# Rows a parquet batch holds at least, however tight the memory: below this, per-batch overhead
+# (Python, Arrow's kernels) outweighs the rows.
+_MIN_BATCH_ROWS = 64
+
+
+def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
+                     meta: DataFileMeta, batch_bytes: int, schema_file: str | None) -> Iterator[pa.Table]:
+    rows = 0
+    try:
+        with file_io.open_input(path) as f:
+            check_file_size(path, f.size(), meta)
+            # No pre-buffering: it would load every row group's pages up front; a 1 MiB read
+            # buffer streams a column chunk's pages instead of loading the chunk whole.
+            pf = pq.ParquetFile(f, page_checksum_verification=True, pre_buffer=False,
+                                buffer_size=1 << 20)
+            _check_columns(path, pf.schema_arrow.names, columns, schema_file)
+            check_column_types(path, pf.schema_arrow, schema, schema_file)
+            # The decoded width of a row is measured on a first small batch: the footer's sizes
+            # say little of it (a dictionary-encoded string column is small there, wide decoded).
+            wanted = list(columns)
+            probe = next(pf.iter_batches(batch_size=_MIN_BATCH_ROWS, columns=wanted,
+                                         use_threads=False), None)
+            row_bytes = max(probe.nbytes / probe.num_rows, 1.0) if probe is not None and probe.num_rows else 1.0
+            del probe
+            batch_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / row_bytes))
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=True):
+                rows += batch.num_rows
+                yield _cast(pa.Table.from_batches([batch]), schema)
+        check_row_count(path, rows, meta)
+    except FileNotFoundError:
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
 def _check_columns(path: str, present: Sequence[str], columns: Sequence[str] | None,
                    schema_file: str | None = None) -> None:
     missing = [c for c in columns or () if c not in present]
@@ -293,6 +389,12 @@ def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Sche
                schema_file: str | None) -> pa.Table:
     """An Avro data file as Arrow. fastavro decodes record by record, so Avro suits small files
     (postpone buckets, level 0), not bulk data."""
+    return next(_avro_chunks(f, path, columns, schema, schema_file, None))
+
+
+def _avro_chunks(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Schema | None,
+                 schema_file: str | None, batch_bytes: int | None) -> Iterator[pa.Table]:
+    """An Avro data file as Arrow tables of about `batch_bytes` each (None: one table)."""
     try:
         reader = fastavro.reader(f)
         writer_schema: Any = reader.writer_schema
@@ -300,14 +402,31 @@ def _read_avro(f: Any, path: str, columns: Sequence[str] | None, schema: pa.Sche
             writer_schema = next(b for b in writer_schema if isinstance(b, dict))
         names = [field["name"] for field in writer_schema["fields"]]
         _check_columns(path, names, columns, schema_file)
-        records = cast(list[dict[str, Any]], list(reader))
     except CorruptFileError:
         raise
     except Exception as e:  # fastavro raises ValueError, EOFError, its own schema errors...
         raise CorruptFileError(f"data file {path} cannot be read as Avro: {e}") from None
     wanted = list(columns) if columns is not None else names
-    arrays = {}
-    for name in wanted:
-        target = schema.field(name).type if schema is not None and name in schema.names else None
-        arrays[name] = pa.array([r[name] for r in records], type=target)
-    return pa.table(arrays)
+    chunk_rows = _MIN_BATCH_ROWS
+    records: list[dict[str, Any]] = []
+    done = False
+    while not done:
+        try:
+            if batch_bytes is None:
+                records = cast(list[dict[str, Any]], list(reader))
+                done = True
+            else:
+                records = cast(list[dict[str, Any]], list(itertools.islice(reader, chunk_rows)))
+                done = len(records) < chunk_rows
+        except Exception as e:
+            raise CorruptFileError(f"data file {path} cannot be read as Avro: {e}") from None
+        arrays = {}
+        for name in wanted:
+            target = schema.field(name).type if schema is not None and name in schema.names else None
+            arrays[name] = pa.array([r[name] for r in records], type=target)
+        table = pa.table(arrays)
+        if batch_bytes is not None and table.num_rows:
+            # The first chunks are small; later ones as many rows as fit the bytes asked for.
+            chunk_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / max(table.nbytes / table.num_rows, 1.0)))
+        if table.num_rows or batch_bytes is None:
+            yield table

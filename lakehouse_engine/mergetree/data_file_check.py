@@ -10,7 +10,7 @@ row count) or with the table schema (column types), which is what these checks c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.binary_row import serialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
+from lakehouse_engine.schema import SEQUENCE_NUMBER
 from lakehouse_engine.types import DataType
 
 
@@ -145,3 +146,30 @@ def check_key_range(path: str, rows: pa.Table, key_names: Sequence[str], key_typ
             f"data file {path}: its keys run from {first.hex()} to {last.hex()}, but its manifest "
             f"entry records {meta.min_key.hex()} to {meta.max_key.hex()}"
             f"{listed_in(meta) or ' (the manifest listing it, or the file, is damaged)'}")
+
+
+def checked_batches(batches: Iterator[pa.Table], path: str, key_names: Sequence[str],
+                    key_types: Sequence[DataType], meta: DataFileMeta) -> Iterator[pa.Table]:
+    """`batches` (a whole file, read batch by batch) passed through, checking at the end what
+    `check_key_range` and `check_sequence_range` check of a whole read: the first and last keys,
+    and the span of `_SEQUENCE_NUMBER` when the batches hold it."""
+    first: pa.Table | None = None
+    last: pa.Table | None = None
+    lo = hi = None
+    for batch in batches:
+        if batch.num_rows:
+            if first is None:
+                first = batch.slice(0, 1)
+            last = batch.slice(batch.num_rows - 1, 1)
+            if SEQUENCE_NUMBER in batch.column_names:
+                mm = pc.min_max(batch.column(SEQUENCE_NUMBER))
+                lo = mm["min"].as_py() if lo is None else min(lo, mm["min"].as_py())
+                hi = mm["max"].as_py() if hi is None else max(hi, mm["max"].as_py())
+        yield batch
+    if first is None or last is None:
+        return
+    if key_names and all(k in first.column_names for k in key_names):
+        ends = pa.concat_tables([first.select(list(key_names)), last.select(list(key_names))])
+        check_key_range(path, ends, key_names, key_types, meta)
+    if lo is not None:
+        check_sequence_range(path, pa.array([lo, hi], pa.int64()), meta)

@@ -10,7 +10,7 @@ nothing for this.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.errors import CommitConflictError, SchemaError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.mergetree.data_file import read_data_file, read_data_file_batches
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 
 _SYSTEM_TYPES = {SEQUENCE_NUMBER: pa.int64(), VALUE_KIND: pa.int8()}
@@ -61,15 +61,41 @@ class EvolvingFileReader:
         if meta.schema_id == self.schema.id:
             return read_data_file(self.file_io, path, columns, read_schema, meta=meta,
                                   schema_file=schema_file)
+        self._check_not_newer(path, meta)
+        mapping = self._mapping(meta.schema_id, tuple(columns))
+        if mapping.identity:
+            return read_data_file(self.file_io, path, columns, read_schema, meta=meta)
+        rows = read_data_file(self.file_io, path, mapping.file_columns, mapping.file_schema, meta=meta)
+        return self._evolve(rows, mapping, read_schema, path, meta)
+
+    def read_batches(self, path: str, columns: Sequence[str], read_schema: pa.Schema,
+                     meta: DataFileMeta, batch_bytes: int,
+                     schema_file: str | None = None) -> Iterator[pa.Table]:
+        """As `read`, as consecutive batches of about `batch_bytes` decoded bytes each (see
+        `read_data_file_batches`): what a merge of bounded memory reads."""
+        if meta.schema_id == self.schema.id:
+            yield from read_data_file_batches(self.file_io, path, columns, read_schema, meta,
+                                              batch_bytes, schema_file)
+            return
+        self._check_not_newer(path, meta)
+        mapping = self._mapping(meta.schema_id, tuple(columns))
+        if mapping.identity:
+            yield from read_data_file_batches(self.file_io, path, columns, read_schema, meta, batch_bytes)
+            return
+        for rows in read_data_file_batches(self.file_io, path, mapping.file_columns,
+                                           mapping.file_schema, meta, batch_bytes):
+            yield self._evolve(rows, mapping, read_schema, path, meta)
+
+    def _check_not_newer(self, path: str, meta: DataFileMeta) -> None:
         if self.for_rewrite and meta.schema_id > self.schema.id:
             raise CommitConflictError(
                 f"table {self.table_name}: data file {path} was written with schema "
                 f"{meta.schema_id}, newer than schema {self.schema.id} of this table handle; "
                 f"nothing was committed, reload the table (catalog.get_table) and run again")
-        mapping = self._mapping(meta.schema_id, tuple(columns))
-        if mapping.identity:
-            return read_data_file(self.file_io, path, columns, read_schema, meta=meta)
-        rows = read_data_file(self.file_io, path, mapping.file_columns, mapping.file_schema, meta=meta)
+
+    def _evolve(self, rows: pa.Table, mapping: _Mapping, read_schema: pa.Schema, path: str,
+                meta: DataFileMeta) -> pa.Table:
+        """Rows read by `mapping`'s file columns as columns of `read_schema`."""
         arrays: list[pa.Array | pa.ChunkedArray] = []
         for target, source in zip(read_schema, mapping.sources, strict=True):
             if source is None:

@@ -90,7 +90,7 @@ _stored(_RUNTIME, "async-file-write", "cache-page-size", "page-size", "delete-fi
         "local-sort.max-num-file-handles", "local-cache.enabled", "local-cache.dir",
         "local-cache.max-size", "local-cache.block-size", "local-cache.whitelist",
         "local-kv-db.block-size", "spill-compression", "spill-compression.zstd-level",
-        "sort-spill-buffer-size", "sort-spill-threshold", "sort-engine", "write-buffer-for-append",
+        "sort-spill-threshold", "sort-engine", "write-buffer-for-append",
         "write-buffer-spill.max-disk-size", "write-buffer-spillable", "write-manifest-cache",
         "write-max-writers-to-spill", "write.batch-memory", "write.batch-size",
         "scan.manifest.parallelism", "scan.max-splits-per-task", "scan.plan-sort-partition",

@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
-from lakehouse_engine.mergetree.data_file_check import check_key_range, check_sequence_range
+from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.merge import (
     INSERT,
     UPDATE_AFTER,
 )
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
+from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
 from lakehouse_engine.options import (
     READ_PARALLELISM,
 )
@@ -67,6 +70,7 @@ class TableRead:
         self._file_schema = schema.data_file_arrow_schema()
         self._key_types = schema.types_of(self.key_names)
         self._schema_file = table.path_factory.schema_path(schema.id)
+        self._budget = merge_budget(opts)
         self._branch_reads: dict[str, TableRead] = {}
 
     def _branch_read(self, branch: str) -> TableRead:
@@ -110,6 +114,7 @@ class TableRead:
     def to_arrow_batch_reader(self, splits: Sequence[DataSplit]) -> pa.RecordBatchReader:
         """A lazy reader that reads one split at a time."""
         def batches() -> Iterator[pa.RecordBatch]:
+            # One merged key range at a time: memory stays within `sort-spill-buffer-size`.
             for t in self._read_splits(splits):
                 yield from self._with_row_kind(t).to_batches()
         schema = self._with_row_kind(self.output_schema.empty_table()).schema
@@ -144,67 +149,83 @@ class TableRead:
     def _read_splits(self, splits: Sequence[DataSplit]) -> Iterator[pa.Table]:
         remaining = self.limit
         for split in splits:
-            t = self.read_split(split)
-            if remaining is not None:
-                t = t.slice(0, remaining)
-                remaining -= t.num_rows
-            if t.num_rows:
-                yield t
-            if remaining is not None and remaining <= 0:
-                return
+            for t in self.read_split_ranges(split):
+                if remaining is not None:
+                    t = t.slice(0, remaining)
+                    remaining -= t.num_rows
+                if t.num_rows:
+                    yield t
+                if remaining is not None and remaining <= 0:
+                    return
 
     def read_split(self, split: DataSplit) -> pa.Table:
         """The merged rows of one split, filtered and projected."""
-        if split.branch is not None and split.branch != self.table.branch:
-            return self._branch_read(split.branch).read_split(split)
-        parts = []
-        for section in split.sections:
-            t = self._read_section(split, section)
-            if t.num_rows:
-                parts.append(t.select(self.value_columns))
+        parts = list(self.read_split_ranges(split))
         if not parts:
             return self.output_schema.empty_table()
-        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        if self.predicate is not None:
-            table = self.predicate.filter_table(table)
-        return table.select(self.output).cast(self.output_schema)
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
-    def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
+    def read_split_ranges(self, split: DataSplit) -> Iterator[pa.Table]:
+        """The merged rows of one split, filtered and projected, as consecutive tables: one key
+        range of one section at a time, so a reader holds about `sort-spill-buffer-size` of
+        rows whatever the split's size (see `mergetree.range_merge`)."""
+        if split.branch is not None and split.branch != self.table.branch:
+            yield from self._branch_read(split.branch).read_split_ranges(split)
+            return
+        for section in split.sections:
+            for t in self._read_section(split, section):
+                if not t.num_rows:
+                    continue
+                t = t.select(self.value_columns)
+                if self.predicate is not None:
+                    t = self.predicate.filter_table(t)
+                if t.num_rows:
+                    yield t.select(self.output).cast(self.output_schema)
+
+    def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> Iterator[pa.Table]:
         if not self.primary_key:
             paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
-            return _concat([self._read_file(p, self.value_columns, f)
-                            for f, p in zip(files, paths, strict=True)])
+            yield _concat([self._read_file(p, self.value_columns, f)
+                           for f, p in zip(files, paths, strict=True)])
+            return
         if len(files) == 1:
             # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
             # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
-            t = self._read_file(f"{split.bucket_path}/{files[0].file_name}", self.value_columns + [VALUE_KIND],
-                                files[0])
-            kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
-            keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
-            return t if keep.all() else t.filter(pa.array(keep))
-        # Oldest first, in the one merge order every merge path uses (ties included). When the
-        # files' sequence ranges are disjoint, file order is sequence order and
-        # `_SEQUENCE_NUMBER` need not be read.
-        ordered = merge_order(files)
-        in_order = sequence_disjoint(ordered)
+            for t in self._file_batches(split, files[0], self.value_columns + [VALUE_KIND], self._budget):
+                kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+                keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+                yield t if keep.all() else t.filter(pa.array(keep))
+            return
+        # Oldest first, in the one merge order every merge path uses (ties included), key range
+        # by key range. When the files' sequence ranges are disjoint, file order is sequence
+        # order and `_SEQUENCE_NUMBER` need not be read.
         columns = list(self.merge_value_columns) + [VALUE_KIND]
-        if not in_order:
+        if not sequence_disjoint(merge_order(files)):
             columns.append(SEQUENCE_NUMBER)
-        table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns, f)
-                        for f in ordered])
-        assert self.merge_function is not None
-        return self.merge_function.merge(table, drop_retracts=True, rows_in_sequence_order=in_order,
-                                         columns=self.value_columns)
+        function = self.merge_function
+        assert function is not None
 
+        def merge(rows: pa.Table, in_order: bool) -> pa.Table:
+            return function.merge(rows, drop_retracts=True, rows_in_sequence_order=in_order,
+                                  columns=self.value_columns)
+
+        yield from range_merge(files, lambda f, size: self._file_batches(split, f, columns, size),
+                               self.key_names, merge, self._budget, self._key_of)
+
+    def _file_batches(self, split: DataSplit, meta: DataFileMeta, columns: list[str],
+                      batch_bytes: int) -> Iterator[pa.Table]:
+        path = f"{split.bucket_path}/{meta.file_name}"
+        schema = pa.schema([self._file_schema.field(c) for c in columns])
+        batches = self._reader.read_batches(path, columns, schema, meta, batch_bytes,
+                                            schema_file=self._schema_file)
+        return checked_batches(batches, path, self.key_names, self._key_types, meta)
+
+    def _key_of(self, binary: bytes) -> tuple[Any, ...]:
+        return comparable_key(deserialize_row(binary, self._key_types))
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
-        rows = self._reader.read(path, columns, schema, meta, schema_file=self._schema_file)
-        if self.primary_key and all(k in columns for k in self.key_names):
-            check_key_range(path, rows, self.key_names, self._key_types, meta)
-        if SEQUENCE_NUMBER in columns:
-            check_sequence_range(path, rows.column(SEQUENCE_NUMBER), meta)
-        return rows
+        return self._reader.read(path, columns, schema, meta, schema_file=self._schema_file)
 
 
 class Row:

@@ -183,9 +183,12 @@ class LakehouseReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return
-        rows = self._read_builder(self.ref.open()).new_read().read_split(partition.value)
-        # Spark's types exactly; timestamps finer than microseconds are truncated as Spark must.
-        yield from rows.cast(self.arrow_schema, safe=False).to_batches(max_chunksize=_READ_BATCH_ROWS)
+        read = self._read_builder(self.ref.open()).new_read()
+        # One merged key range at a time (`sort-spill-buffer-size`): an executor's memory does not
+        # grow with the bucket. Spark's types exactly; timestamps finer than microseconds are
+        # truncated as Spark must.
+        for rows in read.read_split_ranges(partition.value):
+            yield from rows.cast(self.arrow_schema, safe=False).to_batches(max_chunksize=_READ_BATCH_ROWS)
 
 
 class PushdownReader(LakehouseReader):

@@ -186,9 +186,23 @@ class TableWrite:
         self.write_rows(table, self._row_kinds(table))
 
     def write_rows(self, table: pa.Table, kinds: np.ndarray) -> None:
-        """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes)."""
+        """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes).
+
+        A batch larger than half of `write-buffer-size` is taken in slices of that size, in
+        order: each is buffered (and flushed as sorted runs) before the next is copied, so the
+        writer's own memory stays near the buffer size whatever the batch's.
+        """
         if table.num_rows == 0:
             return
+        half = self.write_buffer_size // 2
+        if table.nbytes <= half or table.num_rows == 1:
+            self._write_slice(table, kinds)
+            return
+        step = max(1, int(table.num_rows * half / table.nbytes))
+        for start in range(0, table.num_rows, step):
+            self._write_slice(table.slice(start, step), kinds[start:start + step])
+
+    def _write_slice(self, table: pa.Table, kinds: np.ndarray) -> None:
         table, kinds, routed = self.buckets.route(table, kinds)
         if table.num_rows == 0:
             return

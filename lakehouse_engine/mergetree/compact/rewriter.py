@@ -9,6 +9,7 @@ Deletes are dropped only when the output is the highest level holding data.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -19,12 +20,14 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
+from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.interval_partition import interval_partition
-from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
+from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
+from lakehouse_engine.mergetree.rolling_writer import RollingRunWriter
 from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.threads import cores, parallel_map
+from lakehouse_engine.threads import cores, prefetch
 
 if TYPE_CHECKING:
     from lakehouse_engine.io import FileIO
@@ -71,6 +74,7 @@ class BucketCompactor:
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
+        self.budget = merge_budget(opts)
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -148,14 +152,26 @@ class BucketCompactor:
 
     def _merge_and_write(self, files: list[DataFileMeta], output_level: int,
                          drop_delete: bool) -> list[DataFileMeta]:
-        ordered = merge_order(files)  # the order merge-on-read uses, so ties resolve alike
-        in_order = sequence_disjoint(ordered)
-        # The files of one merge are read at once (parquet decoding releases the GIL).
-        tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
-                                                         self.read_schema, f), ordered)
-        rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
-                                           rows_in_sequence_order=in_order, threads=cores())
-        writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
-                                self.table.path_factory.new_data_file_name, self.target_file_size)
-        return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)
+        # Key range by key range in the one merge order (ties resolve as merge-on-read resolves
+        # them), in `sort-spill-buffer-size`; the next range merges while this one is written.
+        def merge(rows: pa.Table, in_order: bool) -> pa.Table:
+            return self.merge_function.merge(rows, drop_retracts=drop_delete,
+                                             rows_in_sequence_order=in_order, threads=cores())
+
+        ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key)
+        writer = RollingRunWriter(
+            DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
+                           self.table.path_factory.new_data_file_name, self.target_file_size),
+            output_level, FILE_SOURCE_COMPACT)
+        try:
+            for rows in prefetch(ranges):
+                writer.write(rows)
+            return writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+
+    def _batches(self, f: DataFileMeta, batch_bytes: int) -> Iterator[pa.Table]:
+        path = f"{self.bucket_dir}/{f.file_name}"
+        batches = self.reader.read_batches(path, self.columns, self.read_schema, f, batch_bytes)
+        return checked_batches(batches, path, self.key_names, self.key_types, f)

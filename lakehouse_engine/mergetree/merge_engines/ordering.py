@@ -67,6 +67,11 @@ def merge_sort_indices(table: pa.Table, key_names: Sequence[str], sequence_field
         seq = table.column(SEQUENCE_NUMBER).combine_chunks().to_numpy()
         # np.lexsort sorts by the last key first; its stable passes run fast on presorted runs.
         return np.lexsort([seq] + [a for a in reversed(arrays) if a is not None])
+    # FLOAT/DOUBLE keys beside non-numeric ones: sorted by their total-order integers, as Java's
+    # Double.compare orders them (Arrow's sort puts NaN with the nulls and ties -0.0 with 0.0).
+    for k, a in zip(key_names, arrays, strict=False):
+        if a is not None and pa.types.is_floating(table.column(k).type):
+            table = table.set_column(table.column_names.index(k), k, pa.array(a))
     sort_keys = [(k, "ascending") for k in key_names]
     order = "descending" if sequence_descending else "ascending"
     sort_keys += [(f, order) for f in sequence_fields]

@@ -264,3 +264,16 @@ def test_a_batch_repeating_new_keys_gives_each_key_one_bucket(catalog: Catalog) 
     assert sum(m.inserted_keys or 0 for m in messages) == distinct
     last = {int(i): int(v) for i, v in zip(ids, np.arange(len(ids)), strict=True)}
     assert {r["id"]: r["v"] for r in read(table).to_pylist()} == last
+
+
+@pytest.mark.parametrize("keys", [5_000, 50_000, 300_000])
+def test_hash_index_holds_at_most_about_twelve_bytes_a_key(keys: int) -> None:
+    # Issue 30: the dynamic-bucket index stays at about 12 bytes a key (an int32 hash and an int16
+    # bucket per slot, at a load of 0.5 to 0.75) however the keys arrive.
+    rng = np.random.default_rng(keys)
+    hashes = np.unique(rng.integers(-2**31, 2**31 - 1, keys).astype(np.int32))
+    idx = PartitionHashIndex()
+    for part in np.array_split(hashes, 7):
+        idx.add(part, np.zeros(len(part), np.int16))
+    assert len(idx) == len(hashes)
+    assert 8 <= idx.nbytes / len(idx) <= 12.01

@@ -1,0 +1,155 @@
+"""A child process for the bounded-memory tests (tests/lakehouse_engine/mergetree) and the scale
+bench: it runs one merge path on a table and prints, as JSON, its resident memory before the path
+ran and its peak (VmHWM) after.
+
+    python -m bench.memory_probe prepare WAREHOUSE ROWS RUNS [OPTIONS_JSON [t,p]]
+    python -m bench.memory_probe PATH WAREHOUSE [OPTIONS_JSON]
+
+`prepare` writes `ROWS` rows as `RUNS` sorted runs of one bucket whose key ranges all overlap
+(run i holds the keys i, i + RUNS, i + 2 RUNS, ...; every key of run 0 is written again by the
+last run, so the merge has work to do). The paths: `read` (merge-on-read through
+`to_arrow_batch_reader`, batches dropped as they come), `split` (a split read range by range, as
+the Spark data source reads it), `compact` (a full dedicated compaction),
+`task` (the compact task a Spark executor runs), `writer` (a writer's full compaction at commit),
+`rescale` (into two buckets), `postpone` (a postpone-bucket table's compaction), `write` (one
+batch of ROWS rows written through a small write buffer).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def status_kib(field: str) -> int:
+    """A `/proc/self/status` memory field (VmRSS, VmHWM) in KiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+# 1024 distinct 96-character names: rows about 140 bytes wide in memory, small on disk.
+_NAMES = pa.array([f"{i:04d}-" + "abcdefghij" * 9 + "x" for i in range(1024)])
+
+
+def rows(start: int, step: int, n: int, tag: int) -> pa.Table:
+    """`n` rows with keys start, start + step, ...: an int key, two numbers and a name."""
+    keys = start + step * np.arange(n, dtype=np.int64)
+    return pa.table({
+        "id": keys,
+        "v": np.full(n, tag, dtype=np.int64),
+        "x": keys.astype(np.float64) * 0.5,
+        "s": _NAMES.take(pa.array(keys % len(_NAMES))),
+    })
+
+
+_SLICE_ROWS = 2_000_000
+
+
+def _catalog(warehouse: str) -> Any:
+    from lakehouse_engine import Catalog
+
+    catalog = Catalog(warehouse)
+    catalog.create_database("db", ignore_if_exists=True)
+    return catalog
+
+
+def prepare(warehouse: str, total: int, runs: int, options: dict[str, str],
+            tables: str = "t") -> None:
+    """Table `t` (one bucket) and, when `tables` names it, `p` (postpone bucket) of that data."""
+    from lakehouse_engine import Schema
+
+    catalog = _catalog(warehouse)
+    schema = rows(0, 1, 1, 0).schema
+    for name, bucket in (("t", "1"), ("p", "-2")):
+        if name not in tables.split(","):
+            continue
+        opts = {"bucket": bucket, "write-only": "true", **options}
+        catalog.create_table(f"db.{name}", Schema.from_pyarrow_schema(
+            schema, primary_keys=["id"], options=opts), ignore_if_exists=True)
+        table = catalog.get_table(f"db.{name}")
+        per_run = total // runs
+        for i in range(runs):
+            # The last run rewrites run 0's keys: updates as well as interleaved inserts.
+            start = 0 if i == runs - 1 and runs > 1 else i
+            wb = table.new_batch_write_builder()
+            w, c = wb.new_write(), wb.new_commit()
+            # In slices of consecutive keys: a slice's files hold a key range of their own, so
+            # the commit stays one sorted run however many files its buffer flushes.
+            for lo in range(0, per_run, _SLICE_ROWS):
+                w.write_arrow(rows(start + lo * runs, runs, min(_SLICE_ROWS, per_run - lo), i))
+            c.commit(w.prepare_commit())
+            w.close()
+            c.close()
+
+
+def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
+    from lakehouse_engine.compact.table_compact import plan_compaction, run_compact_task
+
+    catalog = _catalog(warehouse)
+    table = catalog.get_table("db.p" if path == "postpone" else "db.t").copy(options)
+    batch = rows(0, 1, int(options.get("probe.rows", "0")), 9) if path == "write" else None
+    baseline = status_kib("VmRSS")
+    started = time.perf_counter()
+    count = 0
+    if path == "read":
+        rb = table.new_read_builder()
+        for b in rb.new_read().to_arrow_batch_reader(rb.new_scan().plan().splits()):
+            count += b.num_rows
+    elif path == "split":  # what the Spark data source's reader runs on an executor
+        rb = table.new_read_builder()
+        read = rb.new_read()
+        for split in rb.new_scan().plan().splits():
+            for part in read.read_split_ranges(split):
+                count += part.num_rows
+    elif path == "compact":
+        table.compact(full=True)
+    elif path == "task":
+        for task in plan_compaction(table.store, full=True):
+            message = run_compact_task(table.store, task)
+            count += sum(f.row_count for f in message.compact_after) if message else 0
+    elif path == "writer":
+        w = table.copy({"write-only": "false", "full-compaction.delta-commits": "1"})
+        wb = w.new_batch_write_builder()
+        writer, commit = wb.new_write(), wb.new_commit()
+        writer.write_arrow(rows(0, 1, 1, 7))
+        commit.commit(writer.prepare_commit())
+    elif path == "rescale":
+        table.rescale(2)
+    elif path == "postpone":
+        table.compact()
+    elif path == "write":
+        assert batch is not None
+        wb = table.copy({"write-only": "true"}).new_batch_write_builder()
+        writer, commit = wb.new_write(), wb.new_commit()
+        writer.write_arrow(batch)
+        commit.commit(writer.prepare_commit())
+        count = batch.num_rows
+    else:
+        raise SystemExit(f"unknown path {path}")
+    seconds = time.perf_counter() - started
+    return {"path": path, "baseline_kib": baseline, "peak_kib": status_kib("VmHWM"),
+            "seconds": seconds, "rows": count}
+
+
+def main(argv: list[str]) -> None:
+    if argv[0] == "prepare":
+        baseline = status_kib("VmRSS")
+        started = time.perf_counter()
+        prepare(argv[1], int(argv[2]), int(argv[3]), json.loads(argv[4]) if len(argv) > 4 else {},
+                argv[5] if len(argv) > 5 else "t")
+        print(json.dumps({"path": "prepare", "baseline_kib": baseline, "peak_kib": status_kib("VmHWM"),
+                          "seconds": time.perf_counter() - started, "rows": int(argv[2])}))
+        return
+    print(json.dumps(run(argv[0], argv[1], json.loads(argv[2]) if len(argv) > 2 else {})))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,120 @@
+"""Scale benchmark (issue 30): one bucket of 1M, 10M (and, with `--big`, 100M) rows in five
+overlapping sorted runs; rows, seconds, rows/s and peak RSS of each step, at the default
+`sort-spill-buffer-size`; then a full compaction of 5 x 1M rows against plain pyarrow.
+
+Each step runs in its own child process (`bench/memory_probe.py`), so its peak resident memory
+(VmHWM) is its own; "peak above baseline" subtracts what the child held before the step (the
+interpreter, pyarrow and the engine imported, the table opened). The steps: `write` (five
+commits of a fifth of the rows each, keys interleaved so every run spans the whole key range,
+the last run rewriting the first's keys), `read` (a merged read of the five runs through
+`to_arrow_batch_reader`), `compact` (a full compaction), `read compacted` (the read again, of
+the one run left).
+
+Smoke run: `.venv/bin/python -m bench.scale_bench --sizes 100000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.machine import format_markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = 5
+SIZES = (1_000_000, 10_000_000)
+BIG_SIZES = (100_000_000,)
+MIB = 1 << 20
+
+
+def _probe(*args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "bench.memory_probe", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=6 * 3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory probe {args[0]} failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def scale_steps(rows: int, options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The four steps on a fresh bucket of `rows` rows; one result dict per step."""
+    opts = json.dumps(options or {})
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    try:
+        warehouse = str(work / "warehouse")
+        results = [_probe("prepare", warehouse, str(rows), str(RUNS), opts, "t")]
+        results[-1]["path"] = "write"
+        for path in ("read", "compact", "read"):
+            results.append(_probe(path, warehouse, opts))
+        results[-1]["path"] = "read compacted"
+        for r in results:
+            r["input_rows"] = rows
+        return results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    rows = r["input_rows"]
+    return {"rows": f"{rows:,}", "step": r["path"], "seconds": f"{r['seconds']:.2f}",
+            "rows/s": f"{rows / r['seconds']:,.0f}",
+            "peak RSS MiB": f"{r['peak_kib'] / 1024:,.0f}",
+            "peak above baseline MiB": f"{(r['peak_kib'] - r['baseline_kib']) / 1024:,.0f}"}
+
+
+def run_scale_bench(sizes: tuple[int, ...] = SIZES, compaction_rows_per_run: int = 1_000_000,
+                    repeat: int = 3) -> str:
+    """The scale section of docs/benchmarks.md."""
+    from bench.compaction_bench import full_compaction_bench
+
+    rows = [_row(r) for n in sizes for r in scale_steps(n)]
+    columns = ["rows", "step", "seconds", "rows/s", "peak RSS MiB", "peak above baseline MiB"]
+    per_row: dict[str, list[float]] = {}
+    for r in rows:
+        per_row.setdefault(r["step"], []).append(float(r["seconds"]) / int(r["rows"].replace(",", "")))
+    linear = ", ".join(f"{step} {max(v) / min(v):.2f}x" for step, v in per_row.items() if len(v) > 1)
+    full = full_compaction_bench(rows_per_run=compaction_rows_per_run, runs=RUNS, repeat=repeat)
+    lines = [
+        f"## Scale: one bucket of {RUNS} overlapping sorted runs, merged in bounded memory",
+        "",
+        "Each step in a child process of its own at the default `sort-spill-buffer-size` (64 mb); "
+        "peak RSS is the child's VmHWM, \"above baseline\" subtracts what it held before the step "
+        "(`bench/scale_bench.py`). Rows/s counts the bucket's input rows.",
+        "",
+        format_markdown_table(rows, columns),
+        "",
+    ]
+    if linear:
+        lines += [f"Time per row, largest over smallest size: {linear} (target: within 1.3x).", ""]
+    lines += [
+        f"Full compaction of {RUNS} x {compaction_rows_per_run:,} overlapping rows: "
+        f"{full['compact_s']:.2f} s ({full['compact_rows_per_s']:,.0f} input rows/s, target 5,000,000); "
+        f"plain pyarrow read + sort + dedup + write of the same files {full['pyarrow_merge_s']:.2f} s "
+        f"(ours {full['pyarrow_merge_s'] / full['compact_s']:.2f}x as fast, target 1.5x); "
+        f"verified: {'yes' if full['verified'] else 'no'}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
+                        help="comma-separated bucket sizes in rows")
+    parser.add_argument("--big", action="store_true", help="also 100M rows (hours, ~15 GB of disk)")
+    parser.add_argument("--compaction-rows", type=int, default=1_000_000,
+                        help="rows per run of the 5-run full compaction against pyarrow")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.sizes.split(",") if s) + (BIG_SIZES if args.big else ())
+    print(run_scale_bench(sizes, args.compaction_rows, args.repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
