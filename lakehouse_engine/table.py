@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from lakehouse_engine.maintenance.tags import TagManager
     from lakehouse_engine.mergetree.evolution import EvolvingFileReader
     from lakehouse_engine.read.read_builder import ReadBuilder
+    from lakehouse_engine.read.stream_read_builder import StreamReadBuilder
+    from lakehouse_engine.store.consumer_manager import ConsumerManager
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
 
@@ -166,6 +168,18 @@ class FileStoreTable:
         from lakehouse_engine.read.read_builder import ReadBuilder
 
         return ReadBuilder(self)
+
+    def new_stream_read_builder(self) -> StreamReadBuilder:
+        """A builder for a streaming read of this table's changes (pypaimon's StreamReadBuilder)."""
+        from lakehouse_engine.read.stream_read_builder import StreamReadBuilder
+
+        return StreamReadBuilder(self)
+
+    def consumer_manager(self) -> ConsumerManager:
+        """The consumers of this table: streaming readers' recorded positions (pypaimon's name)."""
+        from lakehouse_engine.store.consumer_manager import ConsumerManager
+
+        return ConsumerManager(self.file_io, self.path, self.name)
 
     def copy(self, dynamic_options: Mapping[str, str]) -> FileStoreTable:
         """The same table with extra options for this handle only (e.g. `scan.snapshot-id`)."""

@@ -46,6 +46,7 @@ from lakehouse_engine.maintenance.references import (
     tag_references,
 )
 from lakehouse_engine.options import (
+    CONSUMER_EXPIRATION_TIME,
     SNAPSHOT_EXPIRE_LIMIT,
     SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_NUM_RETAINED_MIN,
@@ -118,6 +119,10 @@ def expire_snapshots(table: FileStoreTable, retain_max: int | None = None, retai
     first_by_age = max(latest - config.retain_max + 1, earliest)
     # 2. retain_min and 4. max_deletes: nothing at or after this id goes.
     end = min(latest - config.retain_min + 1, earliest + config.max_deletes)
+    # A consumer's next snapshot and everything after it stay: a streaming reader reads them.
+    consumed = table.consumer_manager().min_next_snapshot()
+    if consumed is not None:
+        end = min(end, consumed)
     # 3. older_than: from `first_by_age` on, stop at the first snapshot young enough to keep.
     for sid in range(first_by_age, end):
         try:
@@ -138,10 +143,20 @@ def expire_after_commit(table: FileStoreTable) -> None:
     explicit `expire_snapshots`) tries again.
     """
     try:
+        expire_consumers(table)
         expire_snapshots(table)
     except (LakehouseError, OSError) as exc:
         log.warning("table %s: expiring snapshots after a commit failed (%s); the commit itself "
                     "succeeded and the next commit will try again", table.name, exc)
+
+
+def expire_consumers(table: FileStoreTable) -> list[str]:
+    """Remove consumers not written for `consumer.expiration-time` (none when it is unset), as
+    Paimon's commit does before it expires snapshots; returns their ids."""
+    ttl = table.options.get(CONSUMER_EXPIRATION_TIME)
+    if ttl is None:
+        return []
+    return table.consumer_manager().expire(int(time.time() * 1000) - ttl)
 
 
 def expire_until(table: FileStoreTable, begin: int, end: int) -> int:

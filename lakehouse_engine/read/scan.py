@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.errors import CorruptFileError, LakehouseError
@@ -70,6 +71,9 @@ class TableScan:
         # de-duplicates a lone array, ...): never read its files as they are.
         self.merge_free_single_rows = opts.get(MERGE_ENGINE) != "aggregation"
         self._as_is: dict[int, bool] = {schema.id: True}
+        #: Which live files the plan reads besides pruning (a streaming read's first plan leaves
+        #: out what its changelog will deliver; a bucket filter); None reads them all.
+        self.entry_filter: Callable[[ManifestEntry], bool] | None = None
 
     def plan(self) -> Plan:
         snapshot = self.table.resolve_snapshot(self.snapshot_id, self.tag)
@@ -138,6 +142,8 @@ class TableScan:
                     f"{e.file.file_name} (bucket {e.bucket}), which no manifest of snapshot "
                     f"{snapshot.id} adds")
             if self.predicate is not None and not self._file_keys_may_match(e):
+                continue
+            if self.entry_filter is not None and not self.entry_filter(e):
                 continue
             out.append(e)
         return out
