@@ -270,10 +270,10 @@ class IncrementalRead:
         return merged.select(value_columns), kinds
 
     def _diff(self, split: IncrementalSplit) -> tuple[pa.Table, np.ndarray]:
-        """Per key: the end's row where it is new or changed (+I), the start's as -D where gone."""
+        """Per key: the end's row where it is new or changed, the start's as -D where gone."""
         schema = self.table.schema
         columns = list(schema.field_names)  # every value decides whether a row changed
-        after, _ = self._merged(split, split.files, False, columns)
+        after, after_kinds = self._merged(split, split.files, False, columns)
         before, _ = self._merged(split, split.before_files, False, columns)
         if not self._primary_key:
             kept = {f.file_name for f in split.before_files}
@@ -309,7 +309,8 @@ class IncrementalRead:
         if len(pairs):
             changed = ~_rows_equal(s, columns, pairs, pairs + 1)
             keep[pairs[changed] + 1] = True
-        kinds = np.full(n, INSERT, dtype=np.int8)
+        # A row of the end keeps its merged kind (+I or +U), as Paimon's diff returns it.
+        kinds = np.concatenate([np.full(before.num_rows, INSERT, dtype=np.int8), after_kinds])[order]
         if self.keep_delete:
             gone = (side == 0) & ~same_key_next
             keep |= gone
