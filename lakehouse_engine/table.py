@@ -175,6 +175,14 @@ class FileStoreTable:
 
         return StreamReadBuilder(self)
 
+    def changes(self, start_snapshot: int, end_snapshot: int | None = None, mode: str | None = None) -> pa.Table:
+        """The changes of snapshots start_snapshot+1 .. end_snapshot (default: latest) as stored,
+        in snapshot order, with `_snapshot_id` and `_row_kind` (+I, -U, +U, -D) before the fields;
+        `mode` 'delta' or 'changelog' (default: changelog when the table has a producer)."""
+        from lakehouse_engine.read.changes import read_changes
+
+        return read_changes(self, start_snapshot, end_snapshot, mode)
+
     def consumer_manager(self) -> ConsumerManager:
         """The consumers of this table: streaming readers' recorded positions (pypaimon's name)."""
         from lakehouse_engine.store.consumer_manager import ConsumerManager

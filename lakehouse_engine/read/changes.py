@@ -92,9 +92,9 @@ class ChangeScan:
             return []
         mio = self.table.manifest_io()
         snapshot_file = snapshot.file or self.table.path_factory.snapshot_path(snapshot.id)
-        if kind == DELTA:
-            name, size = snapshot.delta_manifest_list, snapshot.delta_manifest_list_size
-        else:
+        name: str | None = snapshot.delta_manifest_list
+        size = snapshot.delta_manifest_list_size
+        if kind == CHANGELOG:
             name, size = snapshot.changelog_manifest_list, snapshot.changelog_manifest_list_size
         assert name is not None
         metas = [m for m in mio.read_manifest_list(name, size, snapshot_file)
@@ -127,24 +127,24 @@ class ChangeScan:
         assert self.predicate is not None
         return self.predicate.may_match({k: (v, v) for k, v in zip(keys, values, strict=True)})
 
-    def plan_snapshot(self, snapshot: Snapshot, kind: str) -> list[ChangeSplit]:
+    def plan_snapshot(self, snapshot: Snapshot, kind: str) -> list[DataSplit]:
         """The change splits of one snapshot, one per (partition, bucket)."""
         return self._splits(snapshot.id, self.entries(snapshot, kind))
 
-    def plan_range(self, start_exclusive: int, end_inclusive: int, kind: str) -> list[ChangeSplit]:
+    def plan_range(self, start_exclusive: int, end_inclusive: int, kind: str) -> list[DataSplit]:
         """The change splits of snapshots start_exclusive+1 .. end_inclusive, in snapshot order."""
-        splits: list[ChangeSplit] = []
+        splits: list[DataSplit] = []
         for snapshot in snapshots_between(self.table, start_exclusive, end_inclusive):
             splits.extend(self.plan_snapshot(snapshot, kind))
         return splits
 
-    def _splits(self, snapshot_id: int, entries: list[ManifestEntry]) -> list[ChangeSplit]:
+    def _splits(self, snapshot_id: int, entries: list[ManifestEntry]) -> list[DataSplit]:
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for e in entries:
             groups.setdefault((e.partition, e.bucket), []).append(e)
         codec = self.table.partition_codec()
         fields = self._pruner.partition_fields
-        out = []
+        out: list[DataSplit] = []
         for (partition, bucket), group in groups.items():
             part = codec.from_binary(partition)
             row = PartitionRow(part.binary, part.values, fields)
@@ -235,3 +235,31 @@ class ChangeRead:
             table = self.predicate.filter_table(table)
             kinds = kinds[table.column("__position").to_numpy()]
         return table.select(self.output), kinds
+
+
+#: The column `read_changes` adds for the snapshot each change came in.
+SNAPSHOT_ID = "_snapshot_id"
+
+
+def read_changes(table: FileStoreTable, start_exclusive: int, end_inclusive: int | None = None,
+                 kind: str | None = None, projection: Sequence[str] | None = None,
+                 predicate: Predicate | None = None) -> pa.Table:
+    """Every change of snapshots start_exclusive+1 .. end_inclusive (default: the latest), as
+    stored, in snapshot order: `_snapshot_id`, `_row_kind`, then the fields. `kind` is `delta`,
+    `changelog` or None (the table's own: changelog when it has a producer)."""
+    if end_inclusive is None:
+        end_inclusive = table.snapshot_manager().latest_snapshot_id() or 0
+    if start_exclusive < 0 or end_inclusive < start_exclusive:
+        raise InvalidOptionError(f"table {table.name}: a change range ({start_exclusive}, {end_inclusive}] "
+                                 f"must have 0 <= start <= end")
+    kind = kind or follow_up_kind(table)
+    if kind not in (DELTA, CHANGELOG):
+        raise InvalidOptionError(f"table {table.name}: changes are read as 'delta' or 'changelog', not {kind!r}")
+    read = ChangeRead(table, projection, predicate, include_row_kind=True)
+    parts = []
+    for split in ChangeScan(table, predicate).plan_range(start_exclusive, end_inclusive, kind):
+        rows = read.read_split(split)
+        parts.append(rows.add_column(0, pa.field(SNAPSHOT_ID, pa.int64(), nullable=False),
+                                     pa.array(np.full(rows.num_rows, split.snapshot_id, dtype=np.int64))))
+    schema = pa.schema([pa.field(SNAPSHOT_ID, pa.int64(), nullable=False)] + list(read.output_schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError
@@ -36,7 +36,12 @@ from lakehouse_engine.options import (
     SCAN_TAG_NAME,
     SCAN_TIMESTAMP_MILLIS,
 )
-from lakehouse_engine.read.changes import ChangeScan, changelog_producer, follow_up_kind, has_changes
+from lakehouse_engine.read.changes import (
+    ChangeScan,
+    changelog_producer,
+    follow_up_kind,
+    has_changes,
+)
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import Plan, TableScan
 from lakehouse_engine.store.consumer_manager import Consumer, ConsumerManager, check_consumer_id
@@ -120,7 +125,7 @@ class StreamingTableScan:
             self._consumers.reset_consumer(self.consumer_id, Consumer(next_snapshot))
 
     # ---- pypaimon's shape: an endless stream of plans ----------------------------------------
-    async def stream(self) -> AsyncIterator[Plan]:
+    async def stream(self) -> AsyncGenerator[Plan, None]:
         """Yield a plan for each snapshot with changes, polling every `poll_interval_ms` for new
         ones; a consumer's position is recorded when the next plan is asked for."""
         while True:
