@@ -38,9 +38,9 @@ from lakehouse_engine.read.changes import (
     CHANGELOG,
     DELTA,
     ROW_KIND,
-    ROW_KIND_NAMES,
     ChangeScan,
     changelog_producer,
+    row_kind_column,
 )
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import Plan
@@ -240,8 +240,7 @@ class IncrementalRead:
             kinds = kinds[rows.column("__position").to_numpy()]
         rows = rows.select(self.output)
         if self.include_row_kind:
-            names = np.asarray(ROW_KIND_NAMES, dtype=object)[kinds]
-            rows = rows.add_column(0, ROW_KIND, pa.array(names, pa.string()))
+            rows = rows.add_column(0, ROW_KIND, row_kind_column(kinds))
         return rows.cast(self.output_schema)
 
     def _merged(self, split: DataSplit, files: list[DataFileMeta], keep_delete: bool,
