@@ -21,7 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, SnapshotNotExistError
+from lakehouse_engine.errors import (
+    CorruptFileError,
+    InvalidOptionError,
+    SnapshotNotExistError,
+    UnsupportedError,
+)
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
@@ -96,6 +101,12 @@ class ChangeScan:
         its changelog manifest list), after pruning."""
         if not has_changes(snapshot, kind):
             return []
+        if kind == DELTA and self.table.options.bucket == POSTPONE_BUCKET:
+            # Its rows wait in bucket-postpone and reach the table in a COMPACT snapshot, which a
+            # delta read skips: it would miss every change.
+            raise UnsupportedError(f"table {self.table.name} has 'bucket' = -2 (postpone): its changes "
+                                   f"are read from a changelog only; a delta read would miss the rows "
+                                   f"postpone compaction moves")
         mio = self.table.manifest_io()
         snapshot_file = snapshot.file or self.table.path_factory.snapshot_path(snapshot.id)
         name: str | None = snapshot.delta_manifest_list
