@@ -234,6 +234,14 @@ class FileStoreTable:
             snapshot_id = self.options.get(SCAN_SNAPSHOT_ID)
         sm = self.snapshot_manager()
         if snapshot_id is None:
+            # A batch read under `scan.mode` from-timestamp or compacted-full (Paimon's static
+            # starting scanners): the snapshot at that time, or the latest compaction's.
+            from lakehouse_engine.read.streaming_scan import batch_snapshot
+
+            chosen = batch_snapshot(self)
+            if not isinstance(chosen, bool):
+                return chosen
+        if snapshot_id is None:
             return sm.latest_snapshot()
         if snapshot_id <= 0:
             raise SnapshotNotExistError(f"snapshot id {snapshot_id} of table {self.name} is not valid")

@@ -67,6 +67,22 @@ def startup_mode(table: FileStoreTable) -> str:
     return "latest-full"
 
 
+def batch_snapshot(table: FileStoreTable) -> Snapshot | None | bool:
+    """The snapshot a batch read sees under `scan.mode` from-timestamp (the last at or before
+    `scan.timestamp-millis`; None before the first) or compacted-full (the latest compaction's,
+    else the latest); False when the mode does not choose one."""
+    mode = startup_mode(table)
+    if mode == "from-timestamp":
+        millis = table.options.get(SCAN_TIMESTAMP_MILLIS)
+        if millis is None:
+            raise InvalidOptionError(f"table {table.name}: scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
+        return table.snapshot_manager().earlier_or_equal_time_mills(millis)
+    if mode == "compacted-full":
+        scan = StreamingTableScan(table)
+        return scan._latest_compacted() or table.snapshot_manager().latest_snapshot()
+    return False
+
+
 class StreamingTableScan:
     """Plans a table's changes snapshot by snapshot (pypaimon's AsyncStreamingTableScan, with
     Java's `plan` / `checkpoint` / `restore` / `notify_checkpoint_complete` too)."""

@@ -68,3 +68,12 @@ def test_bad_ranges_are_refused_naming_the_option(history) -> None:  # type: ign
             _read(history, **{"incremental-between": value})
     with pytest.raises(InvalidOptionError, match="incremental-between-scan-mode"):
         history.copy({"incremental-between-scan-mode": "everything"})
+
+
+def test_a_batch_read_honours_scan_mode_from_timestamp_and_compacted_full(history) -> None:  # type: ignore[no-untyped-def]
+    t2 = history.snapshot(2).time_millis
+    assert _read(history, **{"scan.mode": "from-timestamp", "scan.timestamp-millis": str(t2)}) \
+        == [(1, "a2"), (3, "c")]
+    assert _read(history, **{"scan.timestamp-millis": str(t2)}) == [(1, "a2"), (3, "c")]
+    assert _read(history, **{"scan.mode": "compacted-full"}) == [(1, "a2"), (3, "c")]  # snapshot 3
+    assert _read(history, **{"scan.timestamp-millis": str(history.snapshot(1).time_millis - 10**6)}) == []
