@@ -128,6 +128,53 @@ def full_compaction_changelog(rows: pa.Table, at_top: np.ndarray, merged: pa.Tab
                           pa.array(kinds[np.argsort(rank, kind="stable")], pa.int8()))
 
 
+def lookup_changelog(new: pa.Table, old_records: pa.Table, key_names: Sequence[str],
+                     merge: Callable[[pa.Table], pa.Table], value_columns: Sequence[str],
+                     row_deduplicate: bool, first_row: bool = False) -> pa.Table:
+    """The `lookup` producer's changelog of one flushed run (Paimon's LookupChangelogMergeFunctionWrapper).
+
+    `new` holds the run's records (one per key, merged within the write); `old_records` every
+    record of those keys in the bucket's older files, in merge order; `merge` merges records per
+    key keeping retractions. Per key of `new`: no live old row and an insert: `+I`; a live old
+    row and a retraction: `-D` old; both live: `-U` old, `+U` merged (not when row-deduplicate
+    finds them equal); a retraction of an absent key: nothing. first-row: `+I` for new keys only.
+    """
+    old = merge(old_records) if old_records.num_rows else old_records
+    if old.num_rows:
+        kinds = old.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+        old = old.filter(pa.array(np.isin(kinds, (INSERT, UPDATE_AFTER))))
+    columns = list(new.column_names)
+    old = old.select(columns).cast(new.schema)
+    rows = pa.concat_tables([old, new])
+    at_top = np.concatenate([np.ones(old.num_rows, bool), np.zeros(new.num_rows, bool)])
+    merged = merge(rows)
+    out = full_compaction_changelog(rows, at_top, merged, key_names, value_columns, row_deduplicate)
+    if first_row and out.num_rows:
+        out = out.filter(pc.equal(out.column(VALUE_KIND), INSERT))
+    return out
+
+
+def records_of_keys(keys: pa.Table, files: Sequence[DataFileMeta],
+                    read_file: Callable[[DataFileMeta], pa.Table], key_names: Sequence[str],
+                    may_hold: Callable[[DataFileMeta], bool] | None = None) -> pa.Table | None:
+    """Every record of `keys` in `files` (read in the order given), None when there is none;
+    `may_hold` skips files whose key range cannot hold any of them."""
+    wanted = _distinct(keys.select(list(key_names)), key_names)
+    parts = []
+    for f in files:
+        if may_hold is not None and not may_hold(f):
+            continue
+        rows = read_file(f)
+        marked = rows.append_column("\x00position", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+        hit = marked.join(wanted, list(key_names), join_type="left semi", use_threads=False)
+        if hit.num_rows:
+            order = np.sort(hit.column("\x00position").to_numpy())
+            parts.append(rows.take(pa.array(order)))
+    if not parts:
+        return None
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
 def _distinct(keys: pa.Table, key_names: Sequence[str]) -> pa.Table:
     return keys.group_by(list(key_names), use_threads=False).aggregate([])
 
@@ -150,4 +197,4 @@ def _rows_equal(left: pa.Table, right: pa.Table, columns: list[str]) -> np.ndarr
 
 
 __all__ = ["CHANGELOG_FILE_PREFIX", "SEQUENCE_NUMBER", "full_compaction_changelog", "input_changelog",
-           "write_changelog"]
+           "lookup_changelog", "records_of_keys", "write_changelog"]

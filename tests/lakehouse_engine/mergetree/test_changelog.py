@@ -47,3 +47,21 @@ def test_input_changelog_sorts_by_key_keeping_each_keys_input_order() -> None:
     rows = _t([2, 1, 2, 1], ["x", "y", "z", "w"], [1, 2, 3, 4], [0, 0, 1, 3])
     assert _changes(input_changelog(rows, ["id"])) == [("+I", 1, "y"), ("-D", 1, "w"), ("+I", 2, "x"),
                                                        ("-U", 2, "z")]
+
+
+def _dedupe_merge(t: pa.Table) -> pa.Table:
+    from lakehouse_engine.mergetree.merge import merge_records
+
+    return merge_records(t, ["id"])
+
+
+def test_lookup_changelog_compares_each_new_key_with_its_live_old_row() -> None:
+    from lakehouse_engine.mergetree.changelog import lookup_changelog
+
+    old = _t([1, 2, 3, 3, 4], ["a", "b", "c", "c", "d"], [1, 2, 3, 4, 5], [0, 0, 0, 3, 0])  # 3 deleted since
+    new = _t([1, 2, 3, 4, 5, 6], ["a", "B", "C", None, "e", None], [10, 11, 12, 13, 14, 15], [0, 0, 0, 3, 0, 3])
+    out = lookup_changelog(new, old, ["id"], _dedupe_merge, ["id", "v"], row_deduplicate=True)
+    # 1 unchanged (deduplicated), 2 updated, 3 was gone: new, 4 deleted, 5 new, 6: delete of an absent key
+    assert _changes(out) == [("-U", 2, "b"), ("+U", 2, "B"), ("+I", 3, "C"), ("-D", 4, "d"), ("+I", 5, "e")]
+    first = lookup_changelog(new, old, ["id"], _dedupe_merge, ["id", "v"], row_deduplicate=False, first_row=True)
+    assert _changes(first) == [("+I", 3, "C"), ("+I", 5, "e")]
