@@ -71,11 +71,11 @@ def run_changes(args: argparse.Namespace, ctx: Context) -> None:
         mode = args.mode
         if mode == "auto":
             mode = CHANGELOG if table.options.raw.get("changelog-producer", "none") != "none" else DELTA
-        scan = IncrementalScan(table, None, IncrementalRange(args.start, end, mode))
-        read = IncrementalRead(table, columns, keep_delete=args.mode == "diff", include_row_kind=True)
+        scan = IncrementalScan(table.store, None, IncrementalRange(args.start, end, mode))
+        read = IncrementalRead(table.store, columns, keep_delete=args.mode == "diff", include_row_kind=True)
         result = read.to_arrow(scan.plan().splits())
     else:
-        result = read_changes(table, args.start, end, None if args.mode == "auto" else args.mode, columns)
+        result = read_changes(table.store, args.start, end, None if args.mode == "auto" else args.mode, columns)
     rows = result.to_pylist()
     shown = [Column(n, n, lambda v: format_value(v, null="NULL")) for n in result.column_names]
 

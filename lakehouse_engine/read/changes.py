@@ -37,7 +37,7 @@ from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import VALUE_KIND
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 #: The column a change read adds for each row's kind (pypaimon's `with_include_row_kind`).
 ROW_KIND = "_row_kind"
@@ -53,7 +53,7 @@ def row_kind_column(kinds: np.ndarray) -> pa.Array:
     return pc.take(pa.array(ROW_KIND_NAMES, pa.string()), pa.array(kinds, pa.int8()))
 
 
-def changelog_producer(table: FileStoreTable) -> str:
+def changelog_producer(table: FileStore) -> str:
     """The table's `changelog-producer` (none, input, lookup or full-compaction)."""
     value = table.options.raw.get(CHANGELOG_PRODUCER_KEY, "none")
     if value not in CHANGELOG_PRODUCERS:
@@ -62,7 +62,7 @@ def changelog_producer(table: FileStoreTable) -> str:
     return value
 
 
-def follow_up_kind(table: FileStoreTable) -> str:
+def follow_up_kind(table: FileStore) -> str:
     """How a streaming read of `table` reads each new snapshot: `delta` without a changelog
     producer, `changelog` with one."""
     return DELTA if changelog_producer(table) == "none" else CHANGELOG
@@ -89,7 +89,7 @@ class ChangeScan:
     """Plans the change splits of snapshots: their delta or changelog files, pruned by the
     predicate's partition and key ranges and by a bucket filter."""
 
-    def __init__(self, table: FileStoreTable, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore, predicate: Predicate | None = None,
                  bucket_filter: Callable[[int], bool] | None = None):
         self.table = table
         self.predicate = predicate
@@ -171,7 +171,7 @@ class ChangeScan:
         return out
 
 
-def snapshots_between(table: FileStoreTable, start_exclusive: int, end_inclusive: int) -> Iterator[Snapshot]:
+def snapshots_between(table: FileStore, start_exclusive: int, end_inclusive: int) -> Iterator[Snapshot]:
     """Snapshots start_exclusive+1 .. end_inclusive, oldest first; SnapshotNotExistError names the
     first one that has expired."""
     sm = table.snapshot_manager()
@@ -188,7 +188,7 @@ class ChangeRead:
     """Reads change splits as stored, with each row's kind, and full-read splits (a streaming
     read's first plan) merged, as +I rows; `include_row_kind` puts `_row_kind` first."""
 
-    def __init__(self, table: FileStoreTable, projection: Sequence[str] | None = None,
+    def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, include_row_kind: bool = False):
         self.table = table
         self.predicate = predicate
@@ -256,7 +256,7 @@ class ChangeRead:
 SNAPSHOT_ID = "_snapshot_id"
 
 
-def read_changes(table: FileStoreTable, start_exclusive: int, end_inclusive: int | None = None,
+def read_changes(table: FileStore, start_exclusive: int, end_inclusive: int | None = None,
                  kind: str | None = None, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None) -> pa.Table:
     """Every change of snapshots start_exclusive+1 .. end_inclusive (default: the latest), as

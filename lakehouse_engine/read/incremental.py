@@ -47,10 +47,10 @@ from lakehouse_engine.read.scan import Plan
 from lakehouse_engine.read.split import DataSplit, PartitionRow
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.store.tag_manager import tag_snapshot
+from lakehouse_engine.store.tag_files import tag_snapshot
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 DIFF = "diff"
 
@@ -64,14 +64,14 @@ class IncrementalRange:
     mode: str
 
 
-def is_incremental(table: FileStoreTable) -> bool:
+def is_incremental(table: FileStore) -> bool:
     """Whether the table's options ask for a batch incremental read."""
     opts = table.options
     return (opts.get(INCREMENTAL_BETWEEN) is not None or opts.get(INCREMENTAL_BETWEEN_TIMESTAMP) is not None
             or opts.get(SCAN_MODE) == "incremental")
 
 
-def _pair(table: FileStoreTable, key: str, text: str) -> tuple[str, str]:
+def _pair(table: FileStore, key: str, text: str) -> tuple[str, str]:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 2 or not all(parts):
         raise InvalidOptionError(f"option '{key}' of table {table.name} is {text!r}: it must name a "
@@ -79,7 +79,7 @@ def _pair(table: FileStoreTable, key: str, text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def incremental_range(table: FileStoreTable) -> IncrementalRange | None:
+def incremental_range(table: FileStore) -> IncrementalRange | None:
     """The range the table's incremental options name, None when the table has no snapshot.
 
     Raises:
@@ -146,7 +146,7 @@ class IncrementalSplit(DataSplit):
 class IncrementalScan:
     """Plans a batch incremental read: one split per (partition, bucket) that changed."""
 
-    def __init__(self, table: FileStoreTable, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore, predicate: Predicate | None = None,
                  range_: IncrementalRange | None = None):
         self.table = table
         self.predicate = predicate
@@ -196,7 +196,7 @@ class IncrementalRead:
     compared with the start (diff). `keep_delete` keeps retractions and, with `include_row_kind`,
     a `_row_kind` column says which rows they are."""
 
-    def __init__(self, table: FileStoreTable, projection: Sequence[str] | None = None,
+    def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, keep_delete: bool = False,
                  include_row_kind: bool = False):
         self.table = table

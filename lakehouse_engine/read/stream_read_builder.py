@@ -14,14 +14,14 @@ from lakehouse_engine.schema import DataField
 from lakehouse_engine.store.consumer_manager import check_consumer_id
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class StreamReadBuilder:
     """Collects streaming read settings, then builds a StreamingTableScan and a ChangeRead that
     agree on them (pypaimon's StreamReadBuilder)."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore):
         self.table = table
         self._predicate: Predicate | None = None
         self._projection: list[str] | None = None

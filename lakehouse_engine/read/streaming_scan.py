@@ -26,14 +26,11 @@ from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError
-from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER, Snapshot
+from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import (
     CONSUMER_ID,
     CONSUMER_IGNORE_PROGRESS,
-    FULL_COMPACTION_DELTA_COMMITS,
-    SCAN_MODE,
     SCAN_SNAPSHOT_ID,
-    SCAN_TAG_NAME,
     SCAN_TIMESTAMP_MILLIS,
 )
 from lakehouse_engine.read.changes import (
@@ -44,50 +41,20 @@ from lakehouse_engine.read.changes import (
 )
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import Plan, TableScan
-from lakehouse_engine.store.consumer_manager import Consumer, ConsumerManager, check_consumer_id
+from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
+from lakehouse_engine.store.scan_start import latest_compacted, startup_mode
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
-
-
-def startup_mode(table: FileStoreTable) -> str:
-    """The table's `scan.mode`, `default` resolved as Paimon resolves it."""
-    opts = table.options
-    mode = opts.require(SCAN_MODE)
-    if mode == "full":
-        return "latest-full"
-    if mode != "default":
-        return mode
-    if opts.get(SCAN_TIMESTAMP_MILLIS) is not None:
-        return "from-timestamp"
-    if opts.get(SCAN_SNAPSHOT_ID) is not None or opts.get(SCAN_TAG_NAME) is not None:
-        return "from-snapshot"
-    return "latest-full"
-
-
-def batch_snapshot(table: FileStoreTable) -> Snapshot | None | bool:
-    """The snapshot a batch read sees under `scan.mode` from-timestamp (the last at or before
-    `scan.timestamp-millis`; None before the first) or compacted-full (the latest compaction's,
-    else the latest); False when the mode does not choose one."""
-    mode = startup_mode(table)
-    if mode == "from-timestamp":
-        millis = table.options.get(SCAN_TIMESTAMP_MILLIS)
-        if millis is None:
-            raise InvalidOptionError(f"table {table.name}: scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
-        return table.snapshot_manager().earlier_or_equal_time_mills(millis)
-    if mode == "compacted-full":
-        scan = StreamingTableScan(table)
-        return scan._latest_compacted() or table.snapshot_manager().latest_snapshot()
-    return False
 
 
 class StreamingTableScan:
     """Plans a table's changes snapshot by snapshot (pypaimon's AsyncStreamingTableScan, with
     Java's `plan` / `checkpoint` / `restore` / `notify_checkpoint_complete` too)."""
 
-    def __init__(self, table: FileStoreTable, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore, predicate: Predicate | None = None,
                  poll_interval_ms: int = 1000, bucket_filter: Callable[[int], bool] | None = None,
                  consumer_id: str | None = None):
         self.table = table
@@ -98,8 +65,7 @@ class StreamingTableScan:
         self.bucket_filter = bucket_filter
         consumer_id = consumer_id if consumer_id is not None else table.options.get(CONSUMER_ID)
         self.consumer_id = check_consumer_id(consumer_id) if consumer_id is not None else None
-        self._consumers = (ConsumerManager(table.file_io, table.path, table.name)
-                           if self.consumer_id is not None else None)
+        self._consumers = table.consumer_manager() if self.consumer_id is not None else None
         self.kind = follow_up_kind(table)
         self._changes = ChangeScan(table, predicate, bucket_filter)
         #: The id of the next snapshot whose changes are read; None before the first plan.
@@ -191,7 +157,7 @@ class StreamingTableScan:
             self.next_snapshot_id = latest.id + 1 if latest is not None else 1
             return Plan([], None)
         if mode == "compacted-full":
-            return self._full_plan(self._latest_compacted() or latest)
+            return self._full_plan(latest_compacted(self.table) or latest)
         if mode in ("from-snapshot", "from-snapshot-full"):
             start = opts.get(SCAN_SNAPSHOT_ID)
             if start is None:
@@ -225,23 +191,6 @@ class StreamingTableScan:
             return earliest
         return start
 
-    def _latest_compacted(self) -> Snapshot | None:
-        """The latest COMPACT snapshot (a full compaction's when the table schedules them)."""
-        sm = self.table.snapshot_manager()
-        delta_commits = self.table.options.get(FULL_COMPACTION_DELTA_COMMITS)
-        full_only = changelog_producer(self.table) == "full-compaction" or delta_commits is not None
-        latest, earliest = sm.latest_snapshot_id(), sm.earliest_snapshot_id()
-        if latest is None or earliest is None:
-            return None
-        for sid in range(latest, earliest - 1, -1):
-            s = sm.get_snapshot_by_id(sid)
-            if s is None or s.commit_kind != "COMPACT":
-                continue
-            if not full_only or s.commit_identifier == BATCH_COMMIT_IDENTIFIER or \
-                    s.commit_identifier % (delta_commits or 1) == 0:
-                return s
-        return None
-
     def _full_plan(self, snapshot: Snapshot | None) -> Plan:
         """All rows of `snapshot` (as +I), then its successors' changes; an empty plan, retried,
         while the table has no snapshot."""
@@ -262,7 +211,7 @@ class StreamingTableScan:
         return Plan(plan.splits(), snapshot)
 
 
-def wait_for_snapshot(table: FileStoreTable, snapshot_id: int, timeout_s: float = 30.0) -> Snapshot:
+def wait_for_snapshot(table: FileStore, snapshot_id: int, timeout_s: float = 30.0) -> Snapshot:
     """Block until snapshot `snapshot_id` exists (tests and tools); SnapshotNotExistError on timeout."""
     deadline = time.monotonic() + timeout_s
     sm = table.snapshot_manager()

@@ -50,6 +50,7 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.spark.datasource import spark_schema
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.store.consumer_manager import check_consumer_id
+from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
 
 CHANGES_FORMAT = "lakehouse-changes"
@@ -70,12 +71,12 @@ class _Settings:
     mode: str
     merged: bool
 
-    def kind(self, table: FileStoreTable) -> str:
+    def kind(self, table: FileStore) -> str:
         return follow_up_kind(table) if self.mode == "auto" else self.mode
 
 
 def _read(settings: _Settings, split: DataSplit, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    table = settings.ref.open()
+    table = settings.ref.open().store
     if settings.merged:
         rows = IncrementalRead(table, include_row_kind=True).read_split(split)
     else:
@@ -94,7 +95,7 @@ class ChangesReader(DataSourceReader):
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> list[InputPartition]:
-        table = self.settings.ref.open()
+        table = self.settings.ref.open().store
         kind = self.settings.kind(table)
         if self.settings.merged:
             splits = IncrementalScan(table, None, IncrementalRange(self.start, self.end, kind)).plan().splits()
@@ -135,7 +136,7 @@ class ChangesStreamReader(DataSourceStreamReader):
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
         if stop <= first:
             return []
-        table = self.settings.ref.open()
+        table = self.settings.ref.open().store
         splits = ChangeScan(table).plan_range(first - 1, stop - 1, self.settings.kind(table))
         return [InputPartition(s) for s in splits]
 

@@ -284,14 +284,14 @@ def test_we_upsert_into_and_compact_pypaimons_orc_and_avro_tables(written: dict[
     model.apply(rows)
     mixed = table.latest_snapshot()
     assert mixed is not None
-    assert {e.file.file_name.rsplit(".", 1)[1] for e in table.manifest_io().live_entries(mixed)} == {fmt, "parquet"}
+    assert {e.file.file_name.rsplit(".", 1)[1] for e in table.store.manifest_io().live_entries(mixed)} == {fmt, "parquet"}
     reads = []
     for stage, snapshot in (("mixed files", mixed.id), ("after a full compaction", None)):
         if snapshot is None:
             table.compact(full=True)
             latest = table.latest_snapshot()
             assert latest is not None
-            assert {e.file.file_name.rsplit(".", 1)[1] for e in table.manifest_io().live_entries(latest)} == {fmt}
+            assert {e.file.file_name.rsplit(".", 1)[1] for e in table.store.manifest_io().live_entries(latest)} == {fmt}
         rb = table.new_read_builder()
         got = canonical_rows(rb.new_read().to_arrow(rb.new_scan().plan().splits()), w.spec.schema)
         assert_same_rows(model.canonical(), got, f"our read of pypaimon's {fmt} table, {stage}")
