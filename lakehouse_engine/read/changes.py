@@ -38,6 +38,7 @@ from lakehouse_engine.schema import VALUE_KIND
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.table import FileStoreTable
 
 #: The column a change read adds for each row's kind (pypaimon's `with_include_row_kind`).
 ROW_KIND = "_row_kind"
@@ -46,6 +47,12 @@ DELTA, CHANGELOG = "delta", "changelog"
 #: The key of the table option naming the changelog producer (its values: Paimon's).
 CHANGELOG_PRODUCER_KEY = "changelog-producer"
 CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
+
+
+def as_store(table: FileStore | FileStoreTable) -> FileStore:
+    """The FileStore of a table facade (the reads of changes work on the store), or the store."""
+    store = getattr(table, "store", None)
+    return store if store is not None else table  # type: ignore[return-value]
 
 
 def row_kind_column(kinds: np.ndarray) -> pa.Array:
@@ -89,9 +96,9 @@ class ChangeScan:
     """Plans the change splits of snapshots: their delta or changelog files, pruned by the
     predicate's partition and key ranges and by a bucket filter."""
 
-    def __init__(self, table: FileStore, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore | FileStoreTable, predicate: Predicate | None = None,
                  bucket_filter: Callable[[int], bool] | None = None):
-        self.table = table
+        self.table = table = as_store(table)
         self.predicate = predicate
         self.bucket_filter = bucket_filter
         self._pruner = TableScan(table, predicate)
@@ -188,9 +195,9 @@ class ChangeRead:
     """Reads change splits as stored, with each row's kind, and full-read splits (a streaming
     read's first plan) merged, as +I rows; `include_row_kind` puts `_row_kind` first."""
 
-    def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
+    def __init__(self, table: FileStore | FileStoreTable, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, include_row_kind: bool = False):
-        self.table = table
+        self.table = table = as_store(table)
         self.predicate = predicate
         self.include_row_kind = include_row_kind
         self._full = TableRead(table, projection, predicate)
@@ -256,12 +263,13 @@ class ChangeRead:
 SNAPSHOT_ID = "_snapshot_id"
 
 
-def read_changes(table: FileStore, start_exclusive: int, end_inclusive: int | None = None,
+def read_changes(table: FileStore | FileStoreTable, start_exclusive: int, end_inclusive: int | None = None,
                  kind: str | None = None, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None) -> pa.Table:
     """Every change of snapshots start_exclusive+1 .. end_inclusive (default: the latest), as
     stored, in snapshot order: `_snapshot_id`, `_row_kind`, then the fields. `kind` is `delta`,
     `changelog` or None (the table's own: changelog when it has a producer)."""
+    table = as_store(table)
     if end_inclusive is None:
         end_inclusive = table.snapshot_manager().latest_snapshot_id() or 0
     if start_exclusive < 0 or end_inclusive < start_exclusive:

@@ -39,6 +39,7 @@ from lakehouse_engine.read.changes import (
     DELTA,
     ROW_KIND,
     ChangeScan,
+    as_store,
     changelog_producer,
     row_kind_column,
 )
@@ -51,6 +52,7 @@ from lakehouse_engine.store.tag_files import tag_snapshot
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.table import FileStoreTable
 
 DIFF = "diff"
 
@@ -146,9 +148,9 @@ class IncrementalSplit(DataSplit):
 class IncrementalScan:
     """Plans a batch incremental read: one split per (partition, bucket) that changed."""
 
-    def __init__(self, table: FileStore, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore | FileStoreTable, predicate: Predicate | None = None,
                  range_: IncrementalRange | None = None):
-        self.table = table
+        self.table = table = as_store(table)
         self.predicate = predicate
         self.range = range_ if range_ is not None else incremental_range(table)
 
@@ -196,10 +198,10 @@ class IncrementalRead:
     compared with the start (diff). `keep_delete` keeps retractions and, with `include_row_kind`,
     a `_row_kind` column says which rows they are."""
 
-    def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
+    def __init__(self, table: FileStore | FileStoreTable, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, keep_delete: bool = False,
                  include_row_kind: bool = False):
-        self.table = table
+        self.table = table = as_store(table)
         self._read = TableRead(table, projection, predicate)
         self.predicate = predicate
         self.keep_delete = keep_delete

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.read.changes import ChangeRead
+from lakehouse_engine.read.changes import ChangeRead, as_store
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
 from lakehouse_engine.read.streaming_scan import StreamingTableScan
@@ -15,14 +15,15 @@ from lakehouse_engine.store.consumer_manager import check_consumer_id
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.table import FileStoreTable
 
 
 class StreamReadBuilder:
     """Collects streaming read settings, then builds a StreamingTableScan and a ChangeRead that
     agree on them (pypaimon's StreamReadBuilder)."""
 
-    def __init__(self, table: FileStore):
-        self.table = table
+    def __init__(self, table: FileStore | FileStoreTable):
+        self.table = table = as_store(table)
         self._predicate: Predicate | None = None
         self._projection: list[str] | None = None
         self._poll_interval_ms = 1000

@@ -35,6 +35,7 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.read.changes import (
     ChangeScan,
+    as_store,
     changelog_producer,
     follow_up_kind,
     has_changes,
@@ -46,6 +47,7 @@ from lakehouse_engine.store.scan_start import latest_compacted, startup_mode
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.table import FileStoreTable
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,10 @@ class StreamingTableScan:
     """Plans a table's changes snapshot by snapshot (pypaimon's AsyncStreamingTableScan, with
     Java's `plan` / `checkpoint` / `restore` / `notify_checkpoint_complete` too)."""
 
-    def __init__(self, table: FileStore, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore | FileStoreTable, predicate: Predicate | None = None,
                  poll_interval_ms: int = 1000, bucket_filter: Callable[[int], bool] | None = None,
                  consumer_id: str | None = None):
-        self.table = table
+        self.table = table = as_store(table)
         self.predicate = predicate
         if isinstance(poll_interval_ms, bool) or not isinstance(poll_interval_ms, int) or poll_interval_ms < 0:
             raise InvalidOptionError(f"poll interval must be a number of milliseconds >= 0, got {poll_interval_ms!r}")
