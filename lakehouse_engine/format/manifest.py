@@ -119,8 +119,16 @@ INDEX_MANIFEST_ENTRY_SCHEMA = _record(
     _req("_FILE_SIZE", "long"), _req("_ROW_COUNT", "long"),
     _opt("_DELETIONS_VECTORS_RANGES", _array(_DV_META_SCHEMA)),
     _opt("_EXTERNAL_PATH", "string"), _opt("_GLOBAL_INDEX", _GLOBAL_INDEX_META_SCHEMA),
+    # Paimon 0.9's name for the same ranges. Both Paimon (Java, any version) and pypaimon read an
+    # index manifest by field name and skip fields they do not know, so writing both names is
+    # what lets 0.9 and 1.x/pypaimon both find the vectors (`DV_RANGES_FIELDS`).
+    _opt("_DELETION_VECTORS_RANGES", _array("DeletionVectorMeta")),
 )
 # fmt: on
+
+# The ranges' field: Paimon 1.0+ and pypaimon name it `_DELETIONS_VECTORS_RANGES`, Paimon 0.9
+# `_DELETION_VECTORS_RANGES`.
+DV_RANGES_FIELDS = ("_DELETIONS_VECTORS_RANGES", "_DELETION_VECTORS_RANGES")
 
 
 # ---- record <-> dataclass ----------------------------------------------------------------------
@@ -229,14 +237,23 @@ def _index_entry_to_record(e: IndexManifestEntry) -> dict[str, Any]:
         "_BUCKET": e.bucket, "_INDEX_TYPE": e.index_type, "_FILE_NAME": e.file_name,
         "_FILE_SIZE": e.file_size, "_ROW_COUNT": e.row_count, "_DELETIONS_VECTORS_RANGES": dv,
         "_EXTERNAL_PATH": e.external_path, "_GLOBAL_INDEX": gi_record,
+        "_DELETION_VECTORS_RANGES": dv,
     }
 
 
+def _dv_ranges(records: list[dict[str, Any]] | None) -> tuple[DeletionVectorMeta, ...] | None:
+    if records is None:
+        return None
+    return tuple(DeletionVectorMeta(d["f0"], d["f1"], d["f2"], d.get("_CARDINALITY")) for d in records)
+
+
 def _index_entry_from_record(r: dict[str, Any]) -> IndexManifestEntry:
-    dv_records = r.get("_DELETIONS_VECTORS_RANGES")
-    dv = None if dv_records is None else tuple(
-        DeletionVectorMeta(d["f0"], d["f1"], d["f2"], d.get("_CARDINALITY")) for d in dv_records
-    )
+    ranges = [_dv_ranges(r.get(name)) for name in DV_RANGES_FIELDS]
+    dv = ranges[0] if ranges[0] is not None else ranges[1]
+    where = [None if rs is None else [(m.data_file_name, m.offset, m.length) for m in rs] for rs in ranges]
+    if None not in where and where[0] != where[1]:
+        raise ValueError(f"index file {r['_FILE_NAME']}: {DV_RANGES_FIELDS[0]} and "
+                         f"{DV_RANGES_FIELDS[1]} list different deletion-vector ranges")
     gi = r.get("_GLOBAL_INDEX")
     gi_meta = None if gi is None else GlobalIndexMeta(
         gi["_ROW_RANGE_START"], gi["_ROW_RANGE_END"], gi["_INDEX_FIELD_ID"],

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.errors import CorruptFileError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.deletion_vectors import DeletionFile
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
@@ -24,6 +25,10 @@ from lakehouse_engine.options import (
     SOURCE_SPLIT_TARGET_SIZE,
 )
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.deletion_vectors import (
+    deletion_vectors_enabled,
+    snapshot_deletion_files,
+)
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
 from lakehouse_engine.schema import TableSchema
@@ -69,6 +74,9 @@ class TableScan:
         # Aggregation builds a new record even from a single one (`collect` with `distinct`
         # de-duplicates a lone array, ...): never read its files as they are.
         self.merge_free_single_rows = opts.get(MERGE_ENGINE) != "aggregation"
+        # Deletion vectors: level 0 is not yet looked up, so invisible; every other file reads on
+        # its own, its replaced rows dropped by its vector (Paimon's raw-convertible splits).
+        self.deletion_vectors = self.primary_key and deletion_vectors_enabled(opts)
         self._as_is: dict[int, bool] = {schema.id: True}
 
     def plan(self) -> Plan:
@@ -76,6 +84,9 @@ class TableScan:
         if snapshot is None:
             return Plan([], None)
         entries = self.live_entries(snapshot)
+        if self.deletion_vectors:
+            entries = [e for e in entries if e.file.level > 0]
+        deletions = snapshot_deletion_files(self.table, snapshot)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = defaultdict(list)
         for e in entries:
             groups[(e.partition, e.bucket)].append(e)
@@ -99,9 +110,11 @@ class TableScan:
                                    "partition", [e.file for e in group + seen[values]])
             seen[values] = group
             row = PartitionRow(part.binary, part.values, self.partition_fields)
-            splits.extend(self._bucket_splits(snapshot.id, row, part.values, bucket,
-                                              group[0].total_buckets, bucket_path,
-                                              [e.file for e in group]))
+            bucket_splits = self._bucket_splits(snapshot.id, row, part.values, bucket,
+                                                group[0].total_buckets, bucket_path,
+                                                [e.file for e in group])
+            _attach_deletion_files(bucket_splits, deletions.get((partition, bucket)))
+            splits.extend(bucket_splits)
         return Plan(splits, snapshot)
 
     # ---- pruning ---------------------------------------------------------------------
@@ -194,7 +207,10 @@ class TableScan:
     def _bucket_splits(self, snapshot_id: int, partition: bytes, values: tuple[Any, ...], bucket: int,
                        total_buckets: int, bucket_path: str,
                        files: list[DataFileMeta]) -> list[DataSplit]:
-        if self.key_names:
+        if self.deletion_vectors:
+            # No merge: each file is a section of its own, packed in level and sequence order.
+            sections = [[f] for f in sorted(files, key=lambda f: (-f.level, f.min_sequence_number))]
+        elif self.key_names:
             sections = interval_partition(files, self._file_keys(files).__getitem__)
         else:
             sections = [[f] for f in sorted(files, key=lambda f: f.min_sequence_number)]
@@ -230,6 +246,14 @@ class TableScan:
                 found = _reads_by_name(old, self.table.schema)
             self._as_is[f.schema_id] = found
         return found
+
+
+def _attach_deletion_files(splits: list[DataSplit], files: dict[str, DeletionFile] | None) -> None:
+    """Give each split the deletion vectors of its files (none: the bucket has no vectors)."""
+    if not files:
+        return
+    for split in splits:
+        split.data_deletion_files = [files.get(f.file_name) for f in split.files]
 
 
 def _reads_by_name(old: TableSchema, new: TableSchema) -> bool:
