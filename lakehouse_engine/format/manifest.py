@@ -119,15 +119,14 @@ INDEX_MANIFEST_ENTRY_SCHEMA = _record(
     _req("_FILE_SIZE", "long"), _req("_ROW_COUNT", "long"),
     _opt("_DELETIONS_VECTORS_RANGES", _array(_DV_META_SCHEMA)),
     _opt("_EXTERNAL_PATH", "string"), _opt("_GLOBAL_INDEX", _GLOBAL_INDEX_META_SCHEMA),
-    # Paimon 0.9's name for the same ranges. Both Paimon (Java, any version) and pypaimon read an
-    # index manifest by field name and skip fields they do not know, so writing both names is
-    # what lets 0.9 and 1.x/pypaimon both find the vectors (`DV_RANGES_FIELDS`).
-    _opt("_DELETION_VECTORS_RANGES", _array("DeletionVectorMeta")),
 )
 # fmt: on
 
-# The ranges' field: Paimon 1.0+ and pypaimon name it `_DELETIONS_VECTORS_RANGES`, Paimon 0.9
-# `_DELETION_VECTORS_RANGES`.
+# The deletion-vector ranges' field. Index manifests of Paimon 0.9 (its IndexManifestEntry.SCHEMA),
+# 1.x and pypaimon 2.1.0 all name it `_DELETIONS_VECTORS_RANGES`, and each reads it by name (0.9
+# finds no vectors under any other name: tests/java/test_deletion_vectors_java.py). Paimon 0.9's
+# IndexFileMeta.SCHEMA, which never reaches an index manifest, says `_DELETION_VECTORS_RANGES`;
+# a file carrying only that name is read too.
 DV_RANGES_FIELDS = ("_DELETIONS_VECTORS_RANGES", "_DELETION_VECTORS_RANGES")
 
 
@@ -237,7 +236,6 @@ def _index_entry_to_record(e: IndexManifestEntry) -> dict[str, Any]:
         "_BUCKET": e.bucket, "_INDEX_TYPE": e.index_type, "_FILE_NAME": e.file_name,
         "_FILE_SIZE": e.file_size, "_ROW_COUNT": e.row_count, "_DELETIONS_VECTORS_RANGES": dv,
         "_EXTERNAL_PATH": e.external_path, "_GLOBAL_INDEX": gi_record,
-        "_DELETION_VECTORS_RANGES": dv,
     }
 
 

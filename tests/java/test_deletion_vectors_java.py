@@ -19,6 +19,7 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.table import FileStoreTable
 from tests.java.conftest import Judge, canonical_rows, ok, sorted_values
 from tests.lakehouse_engine.conftest import create_table, read
+from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table
 
 pytestmark = pytest.mark.java
 
@@ -122,3 +123,22 @@ def test_a_flipped_byte_in_a_java_vector_is_a_corrupt_file_naming_the_index_file
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match=path.name):
         read(table, snapshot_id=snapshot)
+
+
+@pytest.mark.parametrize(("ranges", "finds_vectors"), [("ours", True), ("old", False)])
+def test_java_finds_the_ranges_in_our_index_manifests_and_not_under_the_other_name(
+        tmp_path: Path, judge: Judge, ranges: str, finds_vectors: bool) -> None:
+    # Paimon 0.9's index manifests (IndexManifestEntry.SCHEMA) name the field
+    # `_DELETIONS_VECTORS_RANGES`, as 1.x and pypaimon do, and 0.9 reads it by name: ours, encoded
+    # by us, read as Java's own; under `_DELETION_VECTORS_RANGES` (0.9's IndexFileMeta schema's
+    # name) 0.9 finds no vectors.
+    copy_table(tmp_path, ranges)
+    snapshots = [6, 9]
+    answers = judge([{"op": "read", "warehouse": str(tmp_path), "table": "db.t",
+                      "options": {"scan.snapshot-id": str(s)}} for s in snapshots])
+    for snapshot, answer in zip(snapshots, answers, strict=True):
+        expected = sorted_values(JAVA_READS[snapshot])
+        if finds_vectors:
+            assert sorted_values(ok(answer)["rows"]) == expected, snapshot
+        else:
+            assert "error" in answer or sorted_values(answer["rows"]) != expected, snapshot

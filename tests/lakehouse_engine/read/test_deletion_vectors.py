@@ -22,6 +22,7 @@ from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import PredicateBuilder
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.read.dv_fixture import copy_table
 
 DATA = Path(__file__).parent / "data"
 JAVA_READS = {int(k): v for k, v in json.loads((DATA / "java_dv_table_reads.json").read_text()).items()}
@@ -93,3 +94,10 @@ def test_a_missing_index_file_is_a_corrupt_file_naming_it(table: FileStoreTable)
     Path(deletion.dv_index_path).unlink()
     with pytest.raises(CorruptFileError, match=Path(deletion.dv_index_path).name):
         read(table, snapshot_id=9)
+
+
+def test_index_manifests_with_the_ranges_under_either_name_read_alike(tmp_path: Path) -> None:
+    for ranges in ("ours", "old"):
+        copy_table(tmp_path / ranges, ranges)
+        table = Catalog(str(tmp_path / ranges)).get_table("db.t")
+        assert _ours(read(table, snapshot_id=9)) == _java(9), ranges
