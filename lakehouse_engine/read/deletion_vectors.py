@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lakehouse_engine.errors import CorruptFileError, InvalidOptionError
+from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.deletion_vectors import (
     DELETION_VECTORS_INDEX,
     DeletionFile,
@@ -95,3 +95,14 @@ class DeletionVectorReader:
         """True for each of the `row_count` rows of a data file that its vector does not delete."""
         data = self._index_bytes(deletion.dv_index_path)
         return ~deleted_rows(data, deletion, row_count, deletion.dv_index_path)
+
+
+def refuse_deletion_vector_changes(table: FileStoreTable, what: str) -> None:
+    """Raise UnsupportedError for `what` (a write, a compaction) of a table whose deletion vectors
+    this engine reads but does not yet maintain: a write would add level-0 files no lookup turns
+    into vectors (invisible to every DV reader), a compaction would bring deleted rows back."""
+    if deletion_vectors_enabled(table.options):
+        raise UnsupportedError(
+            f"table {table.name} has '{DELETION_VECTORS_ENABLED}' = true: this engine reads its "
+            f"deletion vectors but does not maintain them, so it refuses the {what}; write and "
+            f"compact the table with Paimon (Java/Flink/Spark), or read it here")

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.errors import CorruptFileError, UnsupportedError
 from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import PredicateBuilder
 from lakehouse_engine.table import FileStoreTable
@@ -101,3 +101,14 @@ def test_index_manifests_with_the_ranges_under_either_name_read_alike(tmp_path: 
         copy_table(tmp_path / ranges, ranges)
         table = Catalog(str(tmp_path / ranges)).get_table("db.t")
         assert _ours(read(table, snapshot_id=9)) == _java(9), ranges
+
+
+def test_writes_and_compactions_of_a_dv_table_are_refused_and_change_nothing(table: FileStoreTable) -> None:
+    # This engine reads deletion vectors but does not maintain them yet (issue #27's write side).
+    latest = table.latest_snapshot()
+    batch = pa.table({"id": pa.array([1], pa.int64()), "v": ["z"]})
+    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
+        table.new_batch_write_builder().new_write().write_arrow(batch)
+    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
+        table.compact(full=True)
+    assert table.latest_snapshot() == latest
