@@ -152,6 +152,8 @@ class TableScan:
                     f"{snapshot.id} adds")
             if self.predicate is not None and not self._file_keys_may_match(e):
                 continue
+            if self.predicate is not None and self.deletion_vectors and not self._file_values_may_match(e):
+                continue
             out.append(e)
         return out
 
@@ -186,6 +188,32 @@ class TableScan:
         if len(lo) != len(self.key_names):
             return True
         return self.predicate.may_match(dict(zip(self.key_names, zip(lo, hi, strict=True), strict=True)))
+
+    def _file_values_may_match(self, e: ManifestEntry) -> bool:
+        """Whether a file's value statistics admit the predicate. Only for tables with deletion
+        vectors: their files are read without merging, so a file whose values cannot match holds
+        no row of the result (in a merged read an older version of a row may not be skipped)."""
+        assert self.predicate is not None
+        f = e.file
+        stats = f.value_stats
+        if f.schema_id != self.table.schema.id or not stats.min_values:
+            return True  # another schema's columns, or no statistics: no pruning
+        names = list(f.value_stats_cols) if f.value_stats_cols is not None else self.table.schema.field_names
+        if not (self.predicate.fields() & set(names)):
+            return True
+        try:
+            types = self.table.schema.types_of(names)
+            lo = deserialize_row(stats.min_values, types)
+            hi = deserialize_row(stats.max_values, types)
+        except Exception:  # statistics of another layout: no pruning, never a wrong answer
+            return True
+        nulls = stats.null_counts or []
+        ranges = {}
+        for i, name in enumerate(names):
+            if i >= len(nulls) or nulls[i] is None or nulls[i] or i >= len(lo):
+                continue  # nulls (or unknown): outside [lo, hi], so this field cannot prune
+            ranges[name] = (lo[i], hi[i])
+        return self.predicate.may_match(ranges)
 
     # ---- split generation -------------------------------------------------------------
     def _file_keys(self, files: list[DataFileMeta]) -> dict[bytes, tuple[Any, ...]]:

@@ -112,3 +112,13 @@ def test_writes_and_compactions_of_a_dv_table_are_refused_and_change_nothing(tab
     with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
         table.compact(full=True)
     assert table.latest_snapshot() == latest
+
+
+def test_a_filter_skips_files_whose_value_statistics_exclude_it(table: FileStoreTable) -> None:
+    pb = PredicateBuilder(table.schema.field_names)
+    everything = table.new_read_builder().with_snapshot(9).new_scan().plan().splits()
+    # `v` is no key field: only the files' value statistics can skip files for it.
+    only_c = pb.equal("v", "c300")
+    pruned = table.new_read_builder().with_snapshot(9).with_filter(only_c).new_scan().plan().splits()
+    assert 0 < sum(len(s.files) for s in pruned) < sum(len(s.files) for s in everything)
+    assert read(table, snapshot_id=9, predicate=only_c).to_pylist() == [{"id": 300, "dt": "d0", "v": "c300"}]
