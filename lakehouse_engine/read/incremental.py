@@ -189,7 +189,7 @@ class IncrementalScan:
             row = PartitionRow(part.binary, part.values, fields)
             splits.append(IncrementalSplit(r.end, row, part.values, bucket, entries[(partition, bucket)].total_buckets,
                                            self.table.path_factory.bucket_dir(part.spec, bucket),
-                                           [files], False, r.mode, before_files))
+                                           [files], False, mode=r.mode, before_files=before_files))
         return Plan(splits, end)
 
 

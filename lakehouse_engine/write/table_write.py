@@ -29,6 +29,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -98,6 +99,8 @@ class TableWrite:
         opts = self.schema.core_options
         self.options = opts
         self.primary_key = self.schema.has_primary_key
+        if self.primary_key:  # new files of an append table leave its vectors as they are
+            refuse_deletion_vector_changes(table, "write")
         self.role = role
         self.flush_lookup = flush_lookup
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
