@@ -50,6 +50,7 @@ def snapshot_deletion_files(table: FileStore, snapshot: Snapshot) -> BucketDelet
     out: BucketDeletionFiles = {}
     if not snapshot.index_manifest:
         return out
+    table = getattr(table, "store", table)  # the facade's store (callers pass either)
     index_dir = table.path_factory.index_dir
     for e in table.manifest_io().read_index_manifest(snapshot.index_manifest):
         if e.index_type != DELETION_VECTORS_INDEX:
