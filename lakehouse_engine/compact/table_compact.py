@@ -65,11 +65,13 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     if unit is None:
         return None
     part = table.partition_codec().from_binary(task.partition)
-    before, after = BucketCompactor(table, part, task.bucket).compact(levels, unit)
+    compactor = BucketCompactor(table, part, task.bucket)
+    before, after = compactor.compact(levels, unit)
     if not before and not after:
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
-                         compact_before=before, compact_after=after)
+                         compact_before=before, compact_after=after,
+                         compact_changelog=compactor.changelog_files)
 
 
 def compact_table(table: FileStore, full: bool = False,

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -34,10 +35,33 @@ from lakehouse_engine.mergetree.merge_engines.ordering import (
     UPDATE_BEFORE,
     merge_sort_indices,
 )
+from lakehouse_engine.options import CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 
 #: The file name prefix of changelog files (Paimon's `changelog-file.prefix` default).
 CHANGELOG_FILE_PREFIX = "changelog-"
+CHANGELOG_PRODUCER_KEY = "changelog-producer"
+ROW_DEDUPLICATE_KEY = "changelog-producer.row-deduplicate"
+PRODUCERS = ("none", "input", "lookup", "full-compaction")
+
+
+def changelog_producer(options: CoreOptions) -> str:
+    """The table's `changelog-producer` (none, input, lookup, full-compaction); InvalidOptionError
+    for another value."""
+    value = options.raw.get(CHANGELOG_PRODUCER_KEY, "none")
+    if value not in PRODUCERS:
+        raise InvalidOptionError(f"option '{CHANGELOG_PRODUCER_KEY}' has invalid value {value!r}: "
+                                 f"expected one of {', '.join(PRODUCERS)}")
+    return value
+
+
+def row_deduplicate(options: CoreOptions) -> bool:
+    """`changelog-producer.row-deduplicate`: no -U/+U pair for an update that changes nothing."""
+    value = options.raw.get(ROW_DEDUPLICATE_KEY, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidOptionError(f"option '{ROW_DEDUPLICATE_KEY}' has invalid value {value!r}: "
+                                 f"expected true or false")
+    return value == "true"
 
 
 def write_changelog(file_io: FileIO, schema: TableSchema, bucket_dir: str, new_file_name: Callable[[str], str],
