@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -53,6 +53,31 @@ def changelog_producer(options: CoreOptions) -> str:
         raise InvalidOptionError(f"option '{CHANGELOG_PRODUCER_KEY}' has invalid value {value!r}: "
                                  f"expected one of {', '.join(PRODUCERS)}")
     return value
+
+
+#: Options of changelog files this engine does not apply: set (to anything but Paimon's default),
+#: a write that produces a changelog is refused rather than writing other bytes than asked for.
+_NOT_APPLIED = {
+    "changelog-file.format": None, "changelog-file.compression": None,
+    "changelog-file.prefix": CHANGELOG_FILE_PREFIX, "changelog-file.stats-mode": None,
+    "changelog.num-retained.min": None, "changelog.num-retained.max": None,
+    "changelog.time-retained": None, "changelog-producer.row-deduplicate-ignore-fields": None,
+    "delete.force-produce-changelog": "false",
+}
+
+
+def check_producer_options(options: CoreOptions, table_name: str) -> None:
+    """UnsupportedError naming the first changelog option this engine would not apply."""
+    for key, default in _NOT_APPLIED.items():
+        value = options.raw.get(key)
+        if value is not None and value != default:
+            if key == "changelog-file.format" and value == options.raw.get("file.format", "parquet"):
+                continue  # the data files' format is what changelog files are written in
+            raise UnsupportedError(
+                f"table {table_name}: option '{key}' = {value!r} is not applied by this engine's "
+                f"changelog producers (changelog files follow the data files' format and "
+                f"compression, expire with their snapshots, and compare every field); remove it "
+                f"or write this table with Paimon")
 
 
 def row_deduplicate(options: CoreOptions) -> bool:

@@ -23,6 +23,7 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifest
 from lakehouse_engine.mergetree.changelog import (
     CHANGELOG_PRODUCER_KEY,
     changelog_producer,
+    check_producer_options,
     input_changelog,
     write_changelog,
 )
@@ -122,6 +123,8 @@ class TableWrite:
                 f"table {table.name}: '{CHANGELOG_PRODUCER_KEY}' = {producer} is not written for a "
                 f"{'postpone-bucket' if table.bucket_mode() == BucketMode.POSTPONE_MODE else 'cross-partition'} "
                 f"table by this engine yet; leave it 'none'")
+        if producer != "none":
+            check_producer_options(opts, table.name)
         if self.changelog_producer == "lookup" and flush_lookup is None:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 

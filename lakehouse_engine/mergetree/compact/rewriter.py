@@ -19,6 +19,7 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import (
     changelog_producer,
+    check_producer_options,
     full_compaction_changelog,
     row_deduplicate,
     write_changelog,
@@ -46,6 +47,7 @@ class BucketFiles(Protocol):
     """What compacting a bucket needs of a table (the store layer's FileStore has it)."""
 
     file_io: FileIO
+    name: str
     schema: TableSchema
     path_factory: PathFactory
 
@@ -83,6 +85,8 @@ class BucketCompactor:
         self.changelog_files: list[DataFileMeta] = []
         self._full_changelog = changelog_producer(opts) == "full-compaction"
         self._row_deduplicate = row_deduplicate(opts) if self._full_changelog else False
+        if self._full_changelog:
+            check_producer_options(opts, table.name)
         self._top_level = opts.num_levels - 1
 
     def _older_fields(self, f: DataFileMeta) -> bool:
