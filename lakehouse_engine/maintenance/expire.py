@@ -33,6 +33,7 @@ from lakehouse_engine.errors import (
     InvalidOptionError,
     LakehouseError,
     SnapshotNotExistError,
+    UnsupportedError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.maintenance.references import (
@@ -103,6 +104,9 @@ class ExpireConfig:
         return ExpireConfig(retain_max, retain_min, older_than, max_deletes)
 
 
+_CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
+
+
 def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
                      older_than: int | None = None, max_deletes: int | None = None) -> int:
     """Expire snapshots past the retention bounds; returns how many snapshot files were deleted.
@@ -110,6 +114,14 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
     `older_than` is epoch milliseconds; unset arguments come from the `snapshot.*` options.
     """
     config = ExpireConfig.of(table, retain_max, retain_min, older_than, max_deletes)
+    retention = [k for k in _CHANGELOG_RETENTION if k in table.options.raw]
+    if retention:
+        # Paimon keeps such a table's changelog past its snapshots (the `changelog/` directory);
+        # expiring here would delete changelog files it means to keep.
+        raise UnsupportedError(
+            f"table {table.name} sets {', '.join(repr(k) for k in retention)}: its changelog outlives "
+            f"its snapshots in Paimon's long-lived changelog, which this engine does not maintain; "
+            f"expire its snapshots with Paimon")
     snapshots = table.snapshot_manager()
     latest = snapshots.latest_snapshot_id()
     earliest = snapshots.earliest_snapshot_id()
