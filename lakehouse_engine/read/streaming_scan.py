@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError
+from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError, UnsupportedError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import (
     CONSUMER_ID,
@@ -68,6 +68,12 @@ class StreamingTableScan:
         consumer_id = consumer_id if consumer_id is not None else table.options.get(CONSUMER_ID)
         self.consumer_id = check_consumer_id(consumer_id) if consumer_id is not None else None
         self._consumers = table.consumer_manager() if self.consumer_id is not None else None
+        raw = table.options.raw
+        if raw.get("streaming-read-overwrite", "false").strip().lower() != "false" or "scan.bounded.watermark" in raw:
+            key = "scan.bounded.watermark" if "scan.bounded.watermark" in raw else "streaming-read-overwrite"
+            raise UnsupportedError(f"table {table.name}: option '{key}' = {raw[key]!r} is not applied by "
+                                   f"this engine's streaming read (it skips overwrites and never ends); "
+                                   f"remove it")
         self.kind = follow_up_kind(table)
         self._changes = ChangeScan(table, predicate, bucket_filter)
         #: The id of the next snapshot whose changes are read; None before the first plan.

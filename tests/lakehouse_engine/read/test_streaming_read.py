@@ -146,3 +146,12 @@ def test_bad_settings_are_refused(catalog: Catalog) -> None:
         t.new_stream_read_builder().with_consumer_id("../x")
     with pytest.raises(InvalidOptionError, match="poll interval"):
         t.new_stream_read_builder().with_poll_interval_ms(-1)
+
+
+def test_streaming_options_not_applied_are_refused(catalog: Catalog) -> None:
+    from lakehouse_engine.errors import UnsupportedError
+
+    t = keyed_table(catalog)
+    for key, value in (("streaming-read-overwrite", "true"), ("scan.bounded.watermark", "5")):
+        with pytest.raises(UnsupportedError, match=key):
+            t.copy({key: value}).new_stream_read_builder().new_streaming_scan()
