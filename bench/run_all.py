@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each measurement (foundation: best; Spark: median and range)")
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,scale,spark",
+    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,scale,changelog,spark",
                         help="comma-separated sections to run (foundation, compaction, buckets, "
-                             "checksums, schema, scale, spark)")
+                             "checksums, schema, scale, changelog, spark)")
     parser.add_argument("--scale-big", action="store_true",
                         help="scale section: also a bucket of 100M rows (hours)")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
@@ -204,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sizes = tuple(max(10_000, int(n * args.scale)) for n in SIZES) + (BIG_SIZES if args.scale_big else ())
         doc.append(run_scale_bench(sizes, max(10_000, int(1_000_000 * args.scale)), args.repeat))
+    if "changelog" in only:
+        from bench.changelog_bench import run_changelog_bench
+
+        print("changelog ...", file=sys.stderr)
+        doc.append(run_changelog_bench(scale=args.scale, repeat=args.repeat))
     if "spark" in only:
         try:
             from bench.spark_bench import SPARK_METHOD, run_spark_bench

@@ -295,11 +295,22 @@ _branches = OptionGroup("Branches")
 BRANCH = _branches.string("branch", None, "The branch a table handle reads and writes (docs/branches.md); unset or 'main' is the main branch.")
 SCAN_FALLBACK_BRANCH = _branches.string("scan.fallback-branch", None, "A batch read takes the partitions this table's branch lacks from this branch (Paimon's fallback read).")
 
+_streaming = OptionGroup("Streaming and incremental reads")
+SCAN_MODE = _streaming.enum("scan.mode", "default", "Where a streaming read starts (and which snapshot a batch read sees): default, latest-full (full), latest, from-snapshot, from-snapshot-full, from-timestamp, compacted-full, incremental.", ("default", "latest-full", "full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full", "incremental"))
+SCAN_TIMESTAMP_MILLIS = _streaming.integer("scan.timestamp-millis", None, "Scan mode from-timestamp: epoch milliseconds to start from.", _non_negative, java_long=True)
+CONSUMER_ID = _streaming.string("consumer-id", None, "A streaming read records its progress in consumer/consumer-<id>, starts from it, and snapshot expiry keeps what it has not read.", _file_name_part)
+CONSUMER_EXPIRATION_TIME = _streaming.duration("consumer.expiration-time", None, "A consumer whose file was not written for this long is removed (at commit).")
+CONSUMER_IGNORE_PROGRESS = _streaming.boolean("consumer.ignore-progress", False, "A new streaming read ignores the consumer's recorded progress and starts as scan.mode says.")
+INCREMENTAL_BETWEEN = _streaming.string("incremental-between", None, "Batch read of the changes between two snapshots (or tags): 'start,end', start exclusive.")
+INCREMENTAL_BETWEEN_SCAN_MODE = _streaming.enum("incremental-between-scan-mode", "auto", "What an incremental read reads: auto (changelog when the table has a producer, else delta), delta (files of APPEND snapshots), changelog (changelog files), diff (the end snapshot against the start).", ("auto", "delta", "changelog", "diff"))
+INCREMENTAL_BETWEEN_TIMESTAMP = _streaming.string("incremental-between-timestamp", None, "Batch read of the changes between two times: 'start,end' in epoch milliseconds, start exclusive.")
+
 _changes = OptionGroup("Changelog and deletion vectors")
 CHANGELOG_PRODUCER = _changes.enum(
     "changelog-producer", "none", "Which changelog files a write or compaction produces for streaming readers.",
-    ("none", "input", "lookup", "full-compaction"),
-    refused="this engine writes no changelog files yet, so a streaming reader would find no changes; leave it 'none' (streaming readers then read the delta files)")
+    ("none", "input", "lookup", "full-compaction"))
+CHANGELOG_PRODUCER_ROW_DEDUPLICATE = _changes.boolean(
+    "changelog-producer.row-deduplicate", False, "Lookup and full-compaction producers: no -U/+U pair for an update that changes no field.")
 DELETION_VECTORS_ENABLED = _changes.boolean(
     "deletion-vectors.enabled", False, "Mark deleted rows of compacted files in deletion vectors; level-0 files are then invisible to readers.",
     refused="this engine writes no deletion vectors yet, and Paimon's readers skip level-0 files of such a table, so rows would go missing in every other engine; leave it false")

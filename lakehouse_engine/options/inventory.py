@@ -53,8 +53,8 @@ _RUNTIME = ("tunes a Java, Flink or pypaimon job's memory, threads, caches, spil
 _NATIVE = "switches pypaimon or Java to a native implementation of the same thing; results are the same"
 _LOOKUP = ("tunes Java's lookup (lookup joins, lookup compaction, its local files); no file and no "
            "row depends on it")
-_STREAMING = ("configures a streaming job or its consumers (Flink, Java's stream scan); a batch read "
-              "of a snapshot, which is what this engine does, does not depend on it")
+_STREAMING = ("configures a Flink streaming job or its checkpointing; no file and no row a read "
+              "returns depends on it")
 _INDEX = ("an optional index that only prunes reads; a table written without it reads the same "
           "rows in every engine")
 _MAINTENANCE = ("a maintenance action a Java or Flink job schedules (tags, partition expiry, "
@@ -68,8 +68,9 @@ _STATS = ("how much min/max statistics a writer keeps; readers accept any amount
 _DDL = ("guards SQL DDL in Java engines; this engine's schema changes follow Paimon's rules "
         "(docs/schema-evolution.md)")
 _SYSTEM = "applies to system tables ($audit_log, $binlog), which this engine does not serve"
-_CHANGELOG = ("applies to changelog files, which this engine does not write ('changelog-producer' "
-              "other than 'none' is refused)")
+_CHANGELOG = ("applies to changelog files, which this engine writes in the data files' format and "
+              "compression; a write that produces a changelog refuses any other value "
+              "(mergetree/changelog.py, docs/changelog.md)")
 _DV = ("applies to deletion-vector files, which this engine does not write "
        "('deletion-vectors.enabled' is refused)")
 _BLOB = ("applies to BLOB and vector columns, which this engine does not create ('blob-field' and "
@@ -81,7 +82,8 @@ _CHAIN = "applies only to chain tables ('chain-table.enabled' is refused)"
 _DATA_EVOLUTION = "applies only with 'data-evolution.enabled', which is refused"
 _ROW_TRACKING = "applies only with 'row-tracking.enabled', which is refused"
 _EXTERNAL = "applies only with 'data-file.external-paths', which is refused"
-_INCREMENTAL = "applies only with 'incremental-between', which is refused"
+_INCREMENTAL = ("maps tags of Java's auto-tagging to snapshots for incremental reads; this engine "
+                "reads a tag's own snapshot")
 _FALLBACK = ("whether a Java read of a fallback branch stops at the first failing partition; this "
              "engine's fallback read raises on any error")
 
@@ -107,8 +109,7 @@ _stored(_LOOKUP, "force-lookup", "lookup-wait", "lookup-compact", "lookup-compac
         "lookup.hash-load-factor", "lookup.local-file-type", "lookup.merge-buffer-size",
         "lookup.merge-records-threshold", "lookup.remote-file.enabled",
         "lookup.remote-file.level-threshold")
-_stored(_STREAMING, "consumer-id", "consumer.expiration-time", "consumer.ignore-progress",
-        "consumer.mode", "consumer.changelog-only", "continuous.discovery-interval",
+_stored(_STREAMING, "consumer.mode", "consumer.changelog-only", "continuous.discovery-interval",
         "lookup.continuous.discovery-interval", "streaming-read-mode", "streaming-read-overwrite",
         "streaming-read-append-overwrite", "streaming.read.snapshot.delay", "scan.bounded.watermark",
         "snapshot.watermark-idle-timeout", "sink.watermark-time-zone", "sink.process-time-zone")
@@ -163,8 +164,7 @@ _stored(_STATS, "metadata.stats-mode", "metadata.stats-mode.per.level", "metadat
 _stored(_DDL, "add-column-before-partition", "alter-column-null-to-not-null.disabled",
         "disable-explicit-type-casting")
 _stored(_SYSTEM, "table-read.sequence-number.enabled")
-_stored(_CHANGELOG, "changelog-producer.row-deduplicate",
-        "changelog-producer.row-deduplicate-ignore-fields", "changelog-file.format",
+_stored(_CHANGELOG, "changelog-producer.row-deduplicate-ignore-fields", "changelog-file.format",
         "changelog-file.compression", "changelog-file.prefix", "changelog-file.stats-mode",
         "changelog.num-retained.max", "changelog.num-retained.min", "changelog.time-retained",
         "delete.force-produce-changelog")
@@ -196,7 +196,7 @@ _stored(_DATA_EVOLUTION, "data-evolution.compaction.rewrite-row-ids",
 _stored(_ROW_TRACKING, "row-tracking.partition-group-on-commit")
 _stored(_EXTERNAL, "data-file.external-paths.strategy", "data-file.external-paths.specific-fs",
         "data-file.external-paths.weights")
-_stored(_INCREMENTAL, "incremental-between-scan-mode", "incremental-between-tag-to-snapshot")
+_stored(_INCREMENTAL, "incremental-between-tag-to-snapshot")
 _stored(_FALLBACK, "scan.fallback-branch.read-fail-fast")
 _stored("whether a Java commit that changes nothing still writes a snapshot; an empty snapshot "
         "changes no row", "commit.force-create-snapshot")
@@ -274,9 +274,7 @@ _refused("record-level.expire-time", ("",),
          "this engine keeps every row; delete expired rows with a write of -D rows")
 _refused("record-level.time-field", ("",), "applies only with 'record-level.expire-time', which is refused")
 _refused("record-level.time-field-type", ("",), "applies only with 'record-level.expire-time', which is refused")
-_refused("scan.mode", ("default", "latest", "latest-full", "full", "from-snapshot", "from-snapshot-full"),
-         _TIME_TRAVEL)
-for _key in ("scan.timestamp-millis", "scan.timestamp", "scan.watermark", "scan.version",
+for _key in ("scan.timestamp", "scan.watermark", "scan.version",
              "scan.file-creation-time-millis", "scan.creation-time-millis"):
     _refused(_key, ("",), _TIME_TRAVEL)
 _refused("scan.bucket", ("",), "read every bucket and filter the rows")
@@ -286,7 +284,7 @@ _refused("scan.ignore-corrupt-files", ("false",),
          "this engine raises on a corrupt data file rather than return fewer rows")
 _refused("scan.ignore-lost-files", ("false",),
          "this engine raises on a missing data file rather than return fewer rows")
-for _key in ("incremental-between", "incremental-between-timestamp", "incremental-to-auto-tag"):
+for _key in ("incremental-to-auto-tag",):
     _refused(_key, ("",), "read both snapshots ('scan.snapshot-id') and compare them")
 _refused("ignore-update-before", ("false",), "drop the -U rows before writing them")
 _refused("sequence.snapshot-ordering", ("false",), "order rows of one key with 'sequence.field'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
@@ -21,6 +22,7 @@ from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
 from lakehouse_engine.options import (
     READ_PARALLELISM,
 )
+from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -71,6 +73,7 @@ class TableRead:
         self._key_types = schema.types_of(self.key_names)
         self._schema_file = table.path_factory.schema_path(schema.id)
         self._budget = merge_budget(opts)
+        self._vectors = DeletionVectorReader(table.file_io)
         self._branch_reads: dict[str, TableRead] = {}
 
     def _branch_read(self, branch: str) -> TableRead:
@@ -184,9 +187,7 @@ class TableRead:
 
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> Iterator[pa.Table]:
         if not self.primary_key:
-            paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
-            yield _concat([self._read_file(p, self.value_columns, f)
-                           for f, p in zip(files, paths, strict=True)])
+            yield _concat([self._read_live_rows(split, f, self.value_columns) for f in files])
             return
         if len(files) == 1:
             # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
@@ -198,7 +199,8 @@ class TableRead:
             return
         # Oldest first, in the one merge order every merge path uses (ties included), key range
         # by key range. When the files' sequence ranges are disjoint, file order is sequence
-        # order and `_SEQUENCE_NUMBER` need not be read.
+        # order and `_SEQUENCE_NUMBER` need not be read. A row a deletion vector marks is gone
+        # before the merge sees it (`_file_batches`).
         columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not sequence_disjoint(merge_order(files)):
             columns.append(SEQUENCE_NUMBER)
@@ -218,14 +220,37 @@ class TableRead:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
         batches = self._reader.read_batches(path, columns, schema, meta, batch_bytes,
                                             schema_file=self._schema_file)
-        return checked_batches(batches, path, self.key_names, self._key_types, meta)
+        checked = checked_batches(batches, path, self.key_names, self._key_types, meta)
+        deletion = split.deletion_file(meta.file_name)
+        if deletion is None:
+            return checked
+        return _drop_deleted(checked, self._vectors.keep_mask(deletion, meta.row_count))
 
     def _key_of(self, binary: bytes) -> tuple[Any, ...]:
         return comparable_key(deserialize_row(binary, self._key_types))
 
+    def _read_live_rows(self, split: DataSplit, meta: DataFileMeta, columns: list[str]) -> pa.Table:
+        """The rows of one file of `split` that its deletion vector (if any) does not delete."""
+        t = self._read_file(f"{split.bucket_path}/{meta.file_name}", columns, meta)
+        deletion = split.deletion_file(meta.file_name)
+        if deletion is None:
+            return t
+        keep = self._vectors.keep_mask(deletion, t.num_rows)
+        return t if keep.all() else t.filter(pa.array(keep))
+
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])
         return self._reader.read(path, columns, schema, meta, schema_file=self._schema_file)
+
+
+def _drop_deleted(batches: Iterator[pa.Table], keep: np.ndarray) -> Iterator[pa.Table]:
+    """The batches of one file without the rows its deletion vector marks (`keep` is per row of
+    the whole file, so each batch takes its slice by position)."""
+    offset = 0
+    for t in batches:
+        part = keep[offset:offset + t.num_rows]
+        offset += t.num_rows
+        yield t if part.all() else t.filter(pa.array(part))
 
 
 class Row:
