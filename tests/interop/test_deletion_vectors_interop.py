@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lakehouse_engine import Catalog
+from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table
 
 READ = """
@@ -43,3 +45,28 @@ def test_pypaimon_misses_the_vectors_under_the_other_name(
     copy_table(tmp_path, "old")
     got = pypaimon(READ, warehouse=str(tmp_path), snapshots=SNAPSHOTS)
     assert all(got[str(s)] != _java(s) for s in SNAPSHOTS)
+
+
+def test_pypaimons_writes_to_a_dv_table_stay_level_zero_and_read_as_pypaimon_reads_them(
+        tmp_path: Path, pypaimon: Callable[..., Any]) -> None:
+    # pypaimon 2.1.0 writes a DV primary-key table's rows to level 0 and makes no vectors: every
+    # DV reader (pypaimon's own, Paimon's, ours) sees none of them until Paimon compacts the table.
+    got = pypaimon("""
+import pyarrow as pa
+from pypaimon import CatalogFactory, Schema
+cat = CatalogFactory.create({"warehouse": ARGS["warehouse"]})
+cat.create_database("db", True)
+s = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+cat.create_table("db.p", Schema.from_pyarrow_schema(
+    s, primary_keys=["id"], options={"bucket": "1", "deletion-vectors.enabled": "true"}), False)
+t = cat.get_table("db.p")
+for tag, ids in (("a", range(0, 100)), ("b", range(50, 150))):
+    wb = t.new_batch_write_builder(); w = wb.new_write(); c = wb.new_commit()
+    w.write_arrow(pa.table({"id": list(ids), "v": [tag + str(i) for i in ids]}, schema=s))
+    c.commit(w.prepare_commit()); w.close(); c.close()
+rb = t.new_read_builder()
+emit(rb.new_read().to_arrow(rb.new_scan().plan().splits()).num_rows)
+""", warehouse=str(tmp_path))
+    table = Catalog(str(tmp_path)).get_table("db.p")
+    assert got == 0 and read(table).num_rows == 0
+    assert table.latest_snapshot().id == 2 and not table.latest_snapshot().index_manifest
