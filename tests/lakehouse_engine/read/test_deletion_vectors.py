@@ -59,7 +59,8 @@ def test_splits_are_one_file_per_section_above_level_zero_with_their_vectors(tab
     assert all(d.cardinality is None for d in vectors)
     reader = DeletionVectorReader(table.file_io)
     deleted = sum(int((~reader.keep_mask(d, f.row_count)).sum())
-                  for s in splits for f, d in zip(s.files, s.data_deletion_files or [], strict=True)
+                  for s in splits if s.data_deletion_files is not None
+                  for f, d in zip(s.files, s.data_deletion_files, strict=True)
                   if d is not None)
     assert sum(f.row_count for f in files) - deleted == len(JAVA_READS[6])
 
