@@ -9,7 +9,7 @@ from typing import Any
 
 from lakehouse_engine import Catalog
 from tests.lakehouse_engine.conftest import read
-from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table
+from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table, rewrite_vectors
 
 READ = """
 from pypaimon import CatalogFactory
@@ -70,3 +70,11 @@ emit(rb.new_read().to_arrow(rb.new_scan().plan().splits()).num_rows)
     table = Catalog(str(tmp_path)).get_table("db.p")
     assert got == 0 and read(table).num_rows == 0
     assert table.latest_snapshot().id == 2 and not table.latest_snapshot().index_manifest
+
+
+def test_pypaimon_reads_deletion_vectors_our_index_file_writer_wrote(
+        tmp_path: Path, pypaimon: Callable[..., Any]) -> None:
+    rewrite_vectors(copy_table(tmp_path), 30)
+    got = pypaimon(READ, warehouse=str(tmp_path), snapshots=sorted(JAVA_READS))
+    for snapshot in sorted(JAVA_READS):
+        assert got[str(snapshot)] == _java(snapshot), snapshot

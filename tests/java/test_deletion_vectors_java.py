@@ -19,7 +19,7 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.table import FileStoreTable
 from tests.java.conftest import Judge, canonical_rows, ok, sorted_values
 from tests.lakehouse_engine.conftest import create_table, read
-from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table
+from tests.lakehouse_engine.read.dv_fixture import JAVA_READS, copy_table, rewrite_vectors
 
 pytestmark = pytest.mark.java
 
@@ -142,3 +142,16 @@ def test_java_finds_the_ranges_in_our_index_manifests_and_not_under_the_other_na
             assert sorted_values(ok(answer)["rows"]) == expected, snapshot
         else:
             assert "error" in answer or sorted_values(answer["rows"]) != expected, snapshot
+
+
+@pytest.mark.parametrize("target_size", [30, 2 << 20])
+def test_java_reads_deletion_vectors_our_index_file_writer_wrote(
+        tmp_path: Path, judge: Judge, target_size: int) -> None:
+    # Every snapshot's vectors rewritten by us (one index file per bucket, or rolled at 30 bytes
+    # over several), under index manifests we encoded: Paimon reads each snapshot as before.
+    rewrite_vectors(copy_table(tmp_path), target_size)
+    snapshots = sorted(JAVA_READS)
+    answers = judge([{"op": "read", "warehouse": str(tmp_path), "table": "db.t",
+                      "options": {"scan.snapshot-id": str(s)}} for s in snapshots])
+    for snapshot, answer in zip(snapshots, answers, strict=True):
+        assert sorted_values(ok(answer)["rows"]) == sorted_values(JAVA_READS[snapshot]), snapshot
