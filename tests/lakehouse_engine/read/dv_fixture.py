@@ -79,12 +79,12 @@ def _renamed(data: bytes) -> bytes:
 def rewrite_vectors(table_dir: Path, target_size: int) -> int:
     """Rewrite every snapshot's deletion vectors with our index-file writer (rolling at
     `target_size`) under new index manifests; returns how many index files were written."""
+    import pyarrow.fs as pafs
+
     from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
     from lakehouse_engine.format.roaring import decode_roaring
     from lakehouse_engine.io import FileIO
     from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
-
-    import pyarrow.fs as pafs
 
     file_io = FileIO(pafs.LocalFileSystem())
     written = 0
