@@ -139,3 +139,21 @@ def test_vectors_rewritten_by_our_index_file_writer_read_alike(tmp_path: Path, t
         rolled |= len(files) > len({b for b, _ in files})
     # A small target size rolls a bucket's vectors over several files; the default does not.
     assert rolled == (target_size == 30) and written > 0
+
+
+def test_expiry_tags_rollback_and_orphan_removal_keep_the_vectors_snapshots_need(table: FileStoreTable) -> None:
+    table.create_tag("after-delete", snapshot_id=6)
+    assert table.expire_snapshots(retain_max=2, retain_min=1) == 7
+    index_dir = Path(table.path_factory.index_dir)
+    # Vectors only expired snapshots used are gone; those of snapshots 8, 9 and the tag remain.
+    assert table.remove_orphan_files(older_than=2**62) == []
+    for snapshot in (8, 9):
+        assert _ours(read(table, snapshot_id=snapshot)) == _java(snapshot)
+    tagged = table.new_read_builder().with_tag("after-delete")
+    assert _ours(tagged.new_read().to_arrow(tagged.new_scan().plan().splits())) == _java(6)
+    live = {d.dv_index_path.rsplit("/", 1)[-1] for n in (8, 9)
+            for s in table.new_read_builder().with_snapshot(n).new_scan().plan().splits()
+            for d in s.data_deletion_files or [] if d}
+    assert live <= {p.name for p in index_dir.iterdir()}
+    table.rollback_to("after-delete")
+    assert _ours(read(table)) == _java(6)
