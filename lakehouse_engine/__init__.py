@@ -23,6 +23,7 @@ from lakehouse_engine.errors import (
     TableAlreadyExistError,
     TableNotExistError,
     UnsupportedError,
+    UnsupportedFeatureError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.merge_engines.ordering import ROW_KIND_CODES
@@ -41,4 +42,5 @@ __all__ = [
     "InvalidIdentifierError", "InvalidOptionError", "LakehouseError", "Move", "Schema", "SchemaChange",
     "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError", "TableNotExistError",
     "UnsupportedError",
+    "UnsupportedFeatureError",
 ]

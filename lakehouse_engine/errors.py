@@ -86,6 +86,12 @@ class UnsupportedError(LakehouseError, NotImplementedError):
     """A feature of the Paimon format that this engine does not (yet) handle."""
 
 
+class UnsupportedFeatureError(UnsupportedError):
+    """A table's files or options use a feature that changes which rows a read returns (deletion
+    vectors, data evolution, external paths, ...) and that this engine does not apply: it raises
+    rather than read past it, and refuses to write into such a table."""
+
+
 class ColumnNotExistError(SchemaError):
     """A schema change names a column the table does not have."""
 

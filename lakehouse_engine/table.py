@@ -19,6 +19,7 @@ from lakehouse_engine.options import (
     SCAN_TAG_NAME,
     CoreOptions,
 )
+from lakehouse_engine.options.support import check_supported
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import BucketMode, DataField, TableSchema
@@ -171,6 +172,7 @@ class FileStoreTable:
         """The same table with extra options for this handle only (e.g. `scan.snapshot-id`)."""
         options = dict(self.schema.options)
         options.update({str(k): str(v) for k, v in dynamic_options.items()})
+        check_supported(options, [str(k) for k in dynamic_options])
         CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
         table = FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
         table.identifier = self.identifier

@@ -13,9 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lakehouse_engine.options import OPTIONS, ConfigOption
+from lakehouse_engine.options.inventory import INVENTORY, InventoryEntry, Status
 
 REGENERATE = "python -m tools.options_doc > docs/options.md"
 OTHER_GROUP = "Other"
+REFUSED_TITLE = "Paimon options this engine refuses"
+STORED_TITLE = "Paimon options this engine stores only"
 
 _TYPE_NAMES = {"int": "Integer", "bool": "Boolean", "string": "String", "enum": "Enum",
                "memory": "MemorySize", "duration": "Duration"}
@@ -71,6 +74,21 @@ def format_description(option: ConfigOption[Any]) -> str:
     return _cell(text)
 
 
+def format_status(status: Status, why: str = "") -> str:
+    """The status cell: implemented, stored only (and why) or refused (and what to do instead)."""
+    if status is Status.IMPLEMENTED:
+        return "implemented"
+    return _cell(f"**{status.value}**: {why}")
+
+
+def inventory_groups(inventory: Mapping[str, InventoryEntry] = INVENTORY) -> list[tuple[str, list[InventoryEntry]]]:
+    """The options this engine does not implement: refused ones first, then stored-only ones,
+    each sorted by key."""
+    refused = sorted((e for e in inventory.values() if e.status is Status.REFUSED), key=lambda e: e.key)
+    stored = sorted((e for e in inventory.values() if e.status is Status.STORED), key=lambda e: e.key)
+    return [(REFUSED_TITLE, refused), (STORED_TITLE, stored)]
+
+
 def _anchor(title: str) -> str:
     return re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
 
@@ -81,24 +99,48 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
     lines = [
         "# Table options",
         "",
-        f"<!-- Generated from lakehouse_engine/options.py by `{REGENERATE}`. Do not edit by hand. -->",
+        f"<!-- Generated from lakehouse_engine/options/ by `{REGENERATE}`. Do not edit by hand. -->",
         "",
         "Options are strings set when a table is created (`Schema.from_pyarrow_schema(..., "
         "options={...})`) and stored in its schema file. Keys and defaults are Paimon's. Every "
-        "option below is validated when the table is created (`InvalidOptionError` names the "
-        "option); unknown keys are kept as given. Which of them the engine acts on today is listed "
-        "in [engine.md](engine.md#options-honoured-today).",
+        "option of Paimon (pypaimon 2.1.0's `CoreOptions`, Paimon's core, Flink and Spark option "
+        "references) has a status here:",
+        "",
+        "- **implemented**: the engine acts on it as Paimon does (and tests say so);",
+        "- **stored only**: kept in the schema for the other engines; it changes no byte this engine "
+        "writes and no row it returns (the table says why);",
+        "- **refused**: `create_table`, `alter_table` and `table.copy` raise `InvalidOptionError` "
+        "naming the option and what to do instead, and write nothing, unless the value asks for what "
+        "this engine does anyway (the default). A table another engine made with such an option is "
+        "read where its files allow; a write into it is refused (docs/compatibility.md).",
+        "",
+        "Every implemented option is validated when the table is created (`InvalidOptionError` names "
+        "the option). A key Paimon does not know is kept as a user key (`lakehouse show` lists it as "
+        "not used by this engine), unless it is a near miss of a known key (`bucket-keys`, "
+        "`changelog-prodcer`): that is refused with \"did you mean ...\".",
         "",
         "Sizes (`MemorySize`) take a unit: `b`, `kb`, `mb`, `gb`, `tb` (`128 mb`); durations take "
         "`ms`, `s`, `min`, `h` or `d` (`10 s`, `1 h`).",
         "",
     ]
-    lines += [f"- [{title}](#{_anchor(title)})" for title, _ in groups]
+    inventory = inventory_groups()
+    lines += [f"- [{title}](#{_anchor(title)})" for title, _ in [*groups, *inventory]]
     for title, members in groups:
-        lines += ["", f"## {title}", "", "| Key | Type | Default | Description |", "|---|---|---|---|"]
-        lines += [f"| `{o.key}` | {format_type(o)} | {format_default(o)} | {format_description(o)} |"
-                  for o in members]
+        lines += ["", f"## {title}", "", "| Key | Type | Default | Status | Description |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| `{o.key}` | {format_type(o)} | {format_default(o)} | {format_status(o.status, o.why)} "
+                  f"| {format_description(o)} |" for o in members]
+    for title, entries in inventory:
+        lines += ["", f"## {title}", "", "| Key | Status | Accepted values | Why |", "|---|---|---|---|"]
+        lines += [f"| `{e.key}` | {e.status.value} | {_accepted(e)} | {_cell(e.why)} |" for e in entries]
     return "\n".join(lines) + "\n"
+
+
+def _accepted(entry: InventoryEntry) -> str:
+    if entry.status is Status.STORED:
+        return "any"
+    values = [f"`{v}`" if v else "(unset)" for v in entry.accepted]
+    return ", ".join(values) if values else "none: refused whenever set"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

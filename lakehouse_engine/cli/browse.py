@@ -33,6 +33,7 @@ from lakehouse_engine.cli.output import (
 )
 from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options.support import unused_keys
 from lakehouse_engine.table import FileStoreTable
 
 Subparsers = Any  # argparse's _SubParsersAction is private
@@ -150,12 +151,14 @@ def run_show(args: argparse.Namespace, ctx: Context) -> None:
     latest = table.latest_snapshot()
     fields = [{"id": f.id, "name": f.name, "type": f.type.to_string(), "description": f.description}
               for f in schema.fields]
+    # Keys Paimon does not know and stored-only options: kept for other engines, not acted on here.
+    unused = set(unused_keys(schema.options))
     document = {
         "table": table.name, "path": table.path, "schema_id": schema.id,
         "fields": fields, "primary_keys": list(schema.primary_keys),
         "partition_keys": list(schema.partition_keys), "bucket_keys": schema.bucket_keys,
-        "options": dict(sorted(schema.options.items())), "comment": schema.comment,
-        "latest_snapshot": snapshot_record(latest) if latest else None,
+        "options": dict(sorted(schema.options.items())), "options_not_used": sorted(unused),
+        "comment": schema.comment, "latest_snapshot": snapshot_record(latest) if latest else None,
     }
 
     def human() -> Iterator[str]:
@@ -171,7 +174,9 @@ def run_show(args: argparse.Namespace, ctx: Context) -> None:
                                          Column("type", "type"), Column("description", "description")])
         yield ""
         yield "options"
-        yield from render_fields(sorted(schema.options.items()), indent="  ") or ["  (none)"]
+        yield from render_fields(
+            [(k, f"{v}  (not used by this engine)" if k in unused else v) for k, v in sorted(schema.options.items())],
+            indent="  ") or ["  (none)"]
         yield ""
         if latest is None:
             yield "latest snapshot: none (nothing committed yet)"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_engine.compact.task import CompactTask
+from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.options import COMPACTION_MAX_FILE_NUM, COMPACTION_MIN_FILE_NUM
@@ -55,7 +56,10 @@ def plan_append_compaction(table: FileStoreTable, full: bool,
         return []
     codec = table.partition_codec()
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
-    for e in table.manifest_io().live_entries(snapshot):
+    mio = table.manifest_io()
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    for e in mio.live_entries(snapshot):
+        check_entry(table.name, e)
         if partitions and not codec.from_binary(e.partition).matches(partitions):
             continue
         groups[(e.partition, e.bucket)].append(e)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
@@ -36,7 +37,10 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
         return []
     postponed: dict[bytes, list[DataFileMeta]] = defaultdict(list)
     counts: dict[bytes, int] = {}
-    for e in table.manifest_io().live_entries(snapshot):
+    mio = table.manifest_io()
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    for e in mio.live_entries(snapshot):
+        check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:
             if codec.from_binary(e.partition).matches(partitions or None):
                 postponed[e.partition].append(e.file)

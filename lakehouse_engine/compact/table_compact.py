@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
+from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import parallel_map
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 def plan_compaction(table: FileStoreTable, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
-    refuse_deletion_vector_changes(table, "compaction")
     codec = table.partition_codec()
     codec.check_spec_keys(partitions or [], table.name, "compact")
     if not table.schema.has_primary_key:
@@ -37,7 +36,10 @@ def plan_compaction(table: FileStoreTable, full: bool = False,
     if snapshot is None:
         return []
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
-    for e in table.manifest_io().live_entries(snapshot):
+    mio = table.manifest_io()
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    for e in mio.live_entries(snapshot):
+        check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:
             continue
         if partitions and not codec.from_binary(e.partition).matches(partitions):

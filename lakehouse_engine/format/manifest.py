@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 import fastavro
 
 from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.format.features import manifest_version
 from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
     DeletionVectorMeta,
@@ -182,6 +183,7 @@ def _entry_to_record(e: ManifestEntry) -> dict[str, Any]:
 
 
 def _entry_from_record(r: dict[str, Any], listed_in: str | None = None) -> ManifestEntry:
+    manifest_version(listed_in or "(unknown)", r["_VERSION"])
     f = r["_FILE"]
     g = f.get  # optional fields: absent from older (Java) writer schemas
     meta = DataFileMeta(
@@ -321,7 +323,7 @@ def _decode(
         )
     try:
         return [build(record) for record in _records(data, file_name, what)]
-    except CorruptFileError:
+    except (CorruptFileError, UnsupportedError):
         raise
     except KeyError as exc:
         raise CorruptFileError(

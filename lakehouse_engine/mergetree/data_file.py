@@ -27,6 +27,7 @@ from lakehouse_engine.mergetree.data_file_check import (
 from lakehouse_engine.mergetree.data_file_formats import (
     ORC,
     PARQUET,
+    check_orc_timestamps,
     file_format_of,
     postpone_files_in_avro,
     write_avro,
@@ -179,6 +180,8 @@ class DataFileWriter:
         """Write `chunk` rows from `start` as one ORC or Avro file; the next start."""
         part = table.slice(start, chunk)
         compression = self.compression or "none"
+        if file_format == ORC:
+            check_orc_timestamps(part)  # before the file exists: a refused value leaves nothing behind
         with self.file_io.open_output(path) as sink:
             if file_format == ORC:
                 write_orc(sink, part, compression)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.orc as orc
 
-from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
     FILE_FORMAT,
@@ -103,8 +104,55 @@ def _avro_problem(t: DataType) -> str | None:
 
 
 # ---- orc -------------------------------------------------------------------------------------
+# Units of an Arrow timestamp per millisecond: below-millisecond parts exist only in these.
+_PER_MILLI = {"us": 1_000, "ns": 1_000_000}
+_KEY_PREFIX = "_KEY_"
+
+
+def check_orc_timestamps(table: pa.Table) -> None:
+    """Refuse a timestamp before 1970 with a part below a millisecond in an ORC file.
+
+    ORC stores a timestamp as seconds and nanoseconds. Paimon's Java ORC reader (ORC 1.9) rebuilds
+    `millis = seconds * 1000 + nanos / 10^6` and gives Paimon `Timestamp.fromEpochMillis(millis,
+    nanos % 10^6)`, which needs that remainder in [0, 999999]. Arrow's ORC writer (ours) stores a
+    value before 1970 as truncated seconds and negative nanoseconds: a whole millisecond reads
+    right in Java, a sub-millisecond part raises IllegalArgumentException. Java's own encoding
+    (truncated seconds of the floor millisecond, positive nanoseconds) cannot be produced through
+    Arrow, and misreads values between -1 s and -1 ms even in Java's own files. So such values are
+    refused, naming the column; every value of precision 3 or less, and every value from 1970 on,
+    is written.
+
+    Raises:
+        UnsupportedError: naming the column and the first such value.
+    """
+    for field, column in zip(table.schema, table.columns, strict=True):
+        for chunk in column.chunks:
+            _check_orc_timestamp_array(field.name.removeprefix(_KEY_PREFIX), chunk)
+
+
+def _check_orc_timestamp_array(name: str, array: pa.Array) -> None:
+    t = array.type
+    if pa.types.is_timestamp(t) and t.unit in _PER_MILLI:
+        values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero((values < 0) & (values % _PER_MILLI[t.unit] != 0))
+        if len(bad):
+            raise UnsupportedError(
+                f"column '{name}' holds {array[int(bad[0])]}, a TIMESTAMP before 1970 with a part "
+                f"below a millisecond, which Paimon's Java ORC reader cannot read; write this table "
+                f"as parquet or avro ('file.format') or round such values to milliseconds")
+    elif pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            _check_orc_timestamp_array(f"{name}.{t.field(i).name}", array.field(i))
+    elif pa.types.is_map(t):
+        _check_orc_timestamp_array(name, array.keys)
+        _check_orc_timestamp_array(name, array.items)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        _check_orc_timestamp_array(name, array.flatten())
+
+
 def write_orc(sink: BinaryIO, table: pa.Table, compression: str) -> None:
-    """One ORC file; TIME columns as their int millis, as Paimon's ORC writer stores them."""
+    """One ORC file; TIME columns as their int millis, as Paimon's ORC writer stores them.
+    Call `check_orc_timestamps` first (before the file is opened)."""
     columns, fields = [], []
     for f, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_time(f.type):

@@ -199,7 +199,7 @@ def build_merge_function(options: CoreOptions, key_names: Sequence[str],
         primary_keys=tuple(primary_keys),
         sequence_fields=tuple(options.sequence_fields),
         sequence_descending=options.require(SEQUENCE_FIELD_SORT_ORDER) == "descending",
-        ignore_delete=bool(options.get(IGNORE_DELETE)),
+        ignore_delete=options.require(IGNORE_DELETE),
         engine_options=(MergeOptions.parse(options, engine) if engine in _BUILDING_ENGINES
                         else None),
     )

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse_engine.errors import CorruptFileError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.deletion_vectors import DeletionFile
+from lakehouse_engine.format.features import check_entry as check_features
+from lakehouse_engine.format.features import check_readable
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
@@ -83,6 +85,8 @@ class TableScan:
         snapshot = self.table.resolve_snapshot(self.snapshot_id, self.tag)
         if snapshot is None:
             return Plan([], None)
+        check_readable(self.table.name, self.table.options, snapshot,
+                       self.table.manifest_io().index_entries(snapshot))
         entries = self.live_entries(snapshot)
         if self.deletion_vectors:
             entries = [e for e in entries if e.file.level > 0]
@@ -129,6 +133,7 @@ class TableScan:
         postpone_table = self.table.options.bucket == POSTPONE_BUCKET
         for e in merged:
             check_entry(e, postpone_table, self.primary_key)
+            check_features(self.table.name, e)
             if e.bucket == POSTPONE_BUCKET:
                 continue
             if self.predicate is not None:

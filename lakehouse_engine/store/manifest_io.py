@@ -190,6 +190,12 @@ class ManifestIO:
         """Every live index file of a snapshot (an index manifest lists them all, not a delta)."""
         return self._read_cached(name, "index manifest", decode_index_manifest_entries)
 
+    def index_entries(self, snapshot: Snapshot | None) -> list[IndexManifestEntry]:
+        """Every live index file of `snapshot` (none for a snapshot without an index manifest)."""
+        if snapshot is None or not snapshot.index_manifest:
+            return []
+        return self.read_index_manifest(snapshot.index_manifest)
+
     def write_index_manifest(self, entries: Sequence[IndexManifestEntry]) -> str:
         name = self.paths.new_index_manifest_name()
         path = self.paths.manifest_path(name)

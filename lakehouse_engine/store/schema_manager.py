@@ -12,6 +12,7 @@ from lakehouse_engine.errors import CommitConflictError, TableNotExistError
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.data_file_formats import check_format_fits
 from lakehouse_engine.mergetree.merge_engines.merge_options import validate_merge_options
+from lakehouse_engine.options.support import check_supported
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import TableSchema
 
@@ -21,14 +22,17 @@ if TYPE_CHECKING:
 _SCHEMA_RE = re.compile(r"^schema-(\d+)$")
 
 
-def check_new_schema(schema: TableSchema) -> None:
+def check_new_schema(schema: TableSchema, previous: TableSchema | None = None) -> None:
     """Every check a schema passes before it is written: its fields, keys and core options
-    (`TableSchema.validate`), its merge engine's per-field options and whether its file formats
-    can hold its column types and compression.
+    (`TableSchema.validate`), its merge engine's per-field options, whether its file formats
+    can hold its column types and compression, and that the options it sets (those that differ
+    from `previous`, else all) are neither refused by this engine nor a near miss of a known key.
 
     Raises:
         InvalidOptionError, SchemaError, UnsupportedError: naming the option or field at fault.
     """
+    before = previous.options if previous is not None else {}
+    check_supported(schema.options, [k for k, v in schema.options.items() if before.get(k) != v])
     schema.validate()
     validate_merge_options(schema)
     check_format_fits(schema.core_options, {f.name: f.type for f in schema.fields})
@@ -85,7 +89,7 @@ class SchemaManager:
 
         current = self.latest()
         new = apply_schema_changes(current, changes, has_snapshots)
-        check_new_schema(new)
+        check_new_schema(new, current)
         if not self.file_io.try_put_if_absent(self.paths.schema_path(new.id), new.to_json().encode()):
             raise CommitConflictError(
                 f"alter table {self.table_name}: another alter wrote schema {new.id} first (this one "
@@ -100,7 +104,7 @@ class SchemaManager:
             options = dict(current.options)
             options.update({str(k): str(v) for k, v in updates.items()})
             new = replace(current, id=current.id + 1, options=options, time_millis=int(time.time() * 1000))
-            check_new_schema(new)
+            check_new_schema(new, current)
             if self.file_io.try_put_if_absent(self.paths.schema_path(new.id), new.to_json().encode()):
                 return new
         raise CommitConflictError(f"table {self.table_name}: could not commit a new schema after {retries} retries")

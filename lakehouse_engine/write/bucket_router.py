@@ -17,6 +17,7 @@ import pyarrow as pa
 from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
+from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.partition import Partition
@@ -43,7 +44,12 @@ class RestoredState:
     def read(table: FileStoreTable) -> RestoredState:
         latest = table.snapshot_manager().latest_snapshot()
         state = RestoredState(latest)
-        for e in table.manifest_io().live_entries(latest):
+        mio = table.manifest_io()
+        # A write must not add files the table's other readers would misread, nor compact files
+        # whose rows this engine does not read right.
+        check_writable(table.name, table.options, latest, mio.index_entries(latest))
+        for e in mio.live_entries(latest):
+            check_entry(table.name, e)
             key = (e.partition, e.bucket)
             state.max_sequence[key] = max(state.max_sequence.get(key, -1), e.file.max_sequence_number)
             state.bucket_files.setdefault(key, []).append(e.file)

@@ -17,6 +17,7 @@ from lakehouse_engine.errors import (
     StorageError,
 )
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.features import check_writable
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     FileKind,
@@ -92,7 +93,7 @@ class TableCommit:
         self.overwrite_specs = specs
         opts = table.schema.core_options
         if dynamic_partition_overwrite is None:
-            dynamic_partition_overwrite = bool(opts.get(DYNAMIC_PARTITION_OVERWRITE))
+            dynamic_partition_overwrite = opts.require(DYNAMIC_PARTITION_OVERWRITE)
         #: Dynamic overwrite: the partitions being replaced are those of the committed files.
         self.dynamic_overwrite = (dynamic_partition_overwrite and specs == [{}]
                                   and bool(table.schema.partition_keys))
@@ -265,6 +266,9 @@ class TableCommit:
             if landed is not None:
                 return landed
             changes = list(entries)
+            # Another engine may have turned on a feature this engine does not apply (deletion
+            # vectors, a changelog producer) since the files were written: refuse, publish nothing.
+            check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest))
             # The files the latest snapshot holds: read once per attempt, for the kinds that check them.
             live = mio.live_entries(latest) if kind in (OVERWRITE, COMPACT) else []
             overwritten = self._overwrite_deletes(live) if kind == OVERWRITE else []

@@ -18,6 +18,7 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SchemaError,
 )
+from lakehouse_engine.format.features import refused_options
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -29,7 +30,6 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
-from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -87,9 +87,8 @@ class TableWrite:
         self.commit_user = commit_user
         opts = self.schema.core_options
         self.options = opts
+        refused_options(table.name, opts.raw, for_write=True)  # before any file is written
         self.primary_key = self.schema.has_primary_key
-        if self.primary_key:  # new files of an append table leave its vectors as they are
-            refuse_deletion_vector_changes(table, "write")
         num_buckets = opts.bucket
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
         self.mode = BucketMode.HASH_FIXED if fixed_buckets is not None else table.bucket_mode()
@@ -108,7 +107,7 @@ class TableWrite:
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
-        self.write_only = bool(opts.get(WRITE_ONLY)) if write_only is None else write_only
+        self.write_only = opts.require(WRITE_ONLY) if write_only is None else write_only
         self.as_compaction = as_compaction
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)

@@ -154,10 +154,10 @@ class MergeOptions:
                 groups.append(SequenceGroup(key, _names(key, _field_of(key, SEQUENCE_GROUP_SUFFIX)),
                                             _names(key, value)))
         default = options.get(FIELDS_DEFAULT_AGG_FUNC)
-        ignore_delete = bool(options.get(IGNORE_DELETE))
+        ignore_delete = options.require(IGNORE_DELETE)
         remove_option = (PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE if engine == PARTIAL_UPDATE
                          else AGGREGATION_REMOVE_RECORD_ON_DELETE)
-        remove = bool(options.get(remove_option))
+        remove = options.require(remove_option)
         on_group = options.get(PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP)
         if engine == PARTIAL_UPDATE and on_group is not None:
             removing = set(_names(PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP.key, on_group))

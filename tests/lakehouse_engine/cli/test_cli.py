@@ -159,6 +159,20 @@ def test_show_gives_schema_keys_options_and_latest_snapshot(shared: str) -> None
     assert doc["latest_snapshot"]["total_record_count"] == 5
 
 
+def test_show_lists_user_keys_and_stored_only_options_as_not_used(tmp_path: Path) -> None:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(
+        pa.schema([pa.field("id", pa.int64(), nullable=False)]), primary_keys=["id"],
+        options={"bucket": "1", "owner": "data-team", "lookup.cache-rows": "100"}))
+    text = lakehouse("show", str(tmp_path), "db.t").stdout
+    assert "owner              data-team  (not used by this engine)" in text
+    assert "lookup.cache-rows  100  (not used by this engine)" in text
+    assert "bucket             1\n" in text
+    doc = lakehouse("show", str(tmp_path), "db.t", "--json").json()
+    assert doc["options_not_used"] == ["lookup.cache-rows", "owner"]
+
+
 def test_snapshots_lists_every_commit_oldest_first_in_aligned_columns(shared: str) -> None:
     lines = lakehouse("snapshots", shared, "db.orders").lines()
     header, rows = lines[0], lines[2:]

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.errors import CorruptFileError, UnsupportedFeatureError
 from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import PredicateBuilder
 from lakehouse_engine.table import FileStoreTable
-from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.conftest import read, write
 from tests.lakehouse_engine.read.dv_fixture import copy_table, rewrite_vectors
 
 DATA = Path(__file__).parent / "data"
@@ -107,10 +107,10 @@ def test_index_manifests_with_the_ranges_under_either_name_read_alike(tmp_path: 
 def test_writes_and_compactions_of_a_dv_table_are_refused_and_change_nothing(table: FileStoreTable) -> None:
     # This engine reads deletion vectors but does not maintain them yet (issue #27's write side).
     latest = table.latest_snapshot()
-    batch = pa.table({"id": pa.array([1], pa.int64()), "v": ["z"]})
-    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
-        table.new_batch_write_builder().new_write().write_arrow(batch)
-    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
+    batch = pa.table({"id": pa.array([1], pa.int64()), "dt": ["d1"], "v": ["z"]})
+    with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
+        write(table, batch)
+    with pytest.raises(UnsupportedFeatureError, match="deletion vectors"):
         table.compact(full=True)
     assert table.latest_snapshot() == latest
 

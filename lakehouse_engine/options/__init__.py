@@ -1,0 +1,400 @@
+"""Table options: Paimon's names and defaults, typed and validated, each implemented or, with the
+inventory of the Paimon options this engine does not act on (`options/inventory.py`), stored only
+or refused. Unknown keys are kept as given, unless they are a near miss of a known one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.options.inventory import Status
+
+T = TypeVar("T")
+
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+_DURATION_UNITS_MS = {
+    "": 1, "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_QUANTITY_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_memory_size(text: str) -> int:
+    """Parse a Paimon memory size such as `256 mb`, `128MB` or `1024` (bytes) into bytes."""
+    m = _QUANTITY_RE.match(text)
+    if not m or m.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"not a memory size: {text!r} (expected e.g. '128 mb')")
+    return int(m.group(1)) * _MEMORY_UNITS[m.group(2).lower()]
+
+
+def parse_duration_ms(text: str) -> int:
+    """Parse a Paimon duration such as `1 h`, `10 s` or `100ms` into milliseconds."""
+    m = _QUANTITY_RE.match(text)
+    if not m or m.group(2).lower() not in _DURATION_UNITS_MS:
+        raise ValueError(f"not a duration: {text!r} (expected e.g. '1 h' or '10 s')")
+    return int(m.group(1)) * _DURATION_UNITS_MS[m.group(2).lower()]
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise ValueError(f"not a boolean: {text!r} (expected 'true' or 'false')")
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+class OptionKey(str):
+    """An option's key: a plain string that also answers `key()` (pypaimon's ConfigOption.key())."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True)
+class ConfigOption(Generic[T]):
+    """One table option: its key, how its string value parses, its default and what it means."""
+
+    key: str
+    parse: Callable[[str], T]
+    default: T | None
+    description: str
+    kind: str
+    check: Callable[[T], str | None] | None = None
+    choices: tuple[str, ...] | None = None
+    group: str = ""  # the section of the option reference (docs/options.md) it is listed under
+    status: Status = Status.IMPLEMENTED
+    why: str = ""  # stored only: why it changes nothing here; refused: what to do instead
+
+    def __post_init__(self) -> None:
+        # The key is a str that can also be called: pypaimon code writes `CoreOptions.BUCKET.key()`.
+        object.__setattr__(self, "key", OptionKey(self.key))
+
+    def default_value(self) -> T | None:
+        """pypaimon's name for `default`."""
+        return self.default
+
+    def value(self, raw: Mapping[str, str]) -> T | None:
+        """The typed value of this option in `raw`, or its default; raises InvalidOptionError."""
+        text = raw.get(self.key)
+        if text is None:
+            return self.default
+        try:
+            if self.choices is not None and text not in self.choices:
+                raise ValueError(f"expected one of {', '.join(self.choices)}")
+            parsed = self.parse(text)
+        except ValueError as e:
+            raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {e}") from None
+        if self.check is not None:
+            problem = self.check(parsed)
+            if problem:
+                raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {problem}")
+        return parsed
+
+
+OPTIONS: dict[str, ConfigOption[Any]] = {}
+
+# Paimon reads "int" options as Java ints and sizes and durations as Java longs: a larger value
+# would fail (or wrap around) in every other engine that opens the table.
+_JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+
+def _bounded(check: Callable[[int], str | None] | None, java_long: bool) -> Callable[[int], str | None]:
+    """`check`, after a check that the number fits the Java type Paimon reads it as."""
+    high = _JAVA_LONG_MAX if java_long else _JAVA_INT_MAX
+    low = -high - 1
+
+    def bounded(v: int) -> str | None:
+        if not low <= v <= high:
+            return f"must be between {low} and {high} (it is read as a {'Java long' if java_long else 'Java int'})"
+        return check(v) if check is not None else None
+    return bounded
+
+
+class OptionGroup:
+    """Declares the options of one section of the option reference, each typed by its kind.
+
+    Every factory takes `refused=` (what to do instead: a value other than the default is refused)
+    or `stored=` (why the option changes nothing here); implementing a refused option is deleting
+    its `refused=` line.
+    """
+
+    def __init__(self, title: str):
+        self.title = title
+
+    def _add(self, option: ConfigOption[T], refused: str | None, stored: str | None) -> ConfigOption[T]:
+        if refused is not None:
+            option = replace(option, status=Status.REFUSED, why=refused)
+        elif stored is not None:
+            option = replace(option, status=Status.STORED, why=stored)
+        OPTIONS[option.key] = option
+        return option
+
+    def integer(self, key: str, default: int | None, description: str,
+                check: Callable[[int], str | None] | None = None, java_long: bool = False, *,
+                refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
+        """An integer option (a Java int, or a Java long with `java_long`)."""
+        option = ConfigOption(key, _parse_int, default, description, "int", _bounded(check, java_long),
+                              None, self.title)
+        return self._add(option, refused, stored)
+
+    def boolean(self, key: str, default: bool | None, description: str,
+                check: Callable[[bool], str | None] | None = None, *,
+                refused: str | None = None, stored: str | None = None) -> ConfigOption[bool]:
+        """A `true`/`false` option."""
+        option = ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title)
+        return self._add(option, refused, stored)
+
+    def string(self, key: str, default: str | None, description: str,
+               check: Callable[[str], str | None] | None = None, *,
+               refused: str | None = None, stored: str | None = None) -> ConfigOption[str]:
+        """A free-text option."""
+        option = ConfigOption(key, str, default, description, "string", check, None, self.title)
+        return self._add(option, refused, stored)
+
+    def enum(self, key: str, default: str | None, description: str, choices: tuple[str, ...], *,
+             refused: str | None = None, stored: str | None = None) -> ConfigOption[str]:
+        """An option whose value is one of `choices`."""
+        option = ConfigOption(key, str, default, description, "enum", None, choices, self.title)
+        return self._add(option, refused, stored)
+
+    def memory(self, key: str, default: int | None, description: str,
+               check: Callable[[int], str | None] | None = None, *,
+               refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
+        """A memory size (`128 mb`), in bytes."""
+        option = ConfigOption(key, parse_memory_size, default, description, "memory",
+                              _bounded(check, True), None, self.title)
+        return self._add(option, refused, stored)
+
+    def duration(self, key: str, default: int | None, description: str,
+                 check: Callable[[int], str | None] | None = None, *,
+                 refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
+        """A duration (`1 h`), in milliseconds."""
+        option = ConfigOption(key, parse_duration_ms, default, description, "duration",
+                              _bounded(check, True), None, self.title)
+        return self._add(option, refused, stored)
+
+
+def _between(low: int, high: int) -> Callable[[int], str | None]:
+    """A check that a number lies in [low, high]."""
+    def check(v: int) -> str | None:
+        return None if low <= v <= high else f"must be between {low} and {high}"
+    return check
+
+
+def _positive(v: int) -> str | None:
+    return None if v > 0 else "must be greater than 0"
+
+
+def _non_negative(v: int) -> str | None:
+    return None if v >= 0 else "must be 0 or greater"
+
+
+def _max_buckets_check(v: int) -> str | None:
+    return None if v > 0 or v == -1 else "must be a positive bucket count or -1 (unlimited)"
+
+
+def _at_least_two_levels(v: int) -> str | None:
+    return None if v >= 2 else "must be at least 2 (level 0 and one level below it)"
+
+
+def _file_name_part(v: str) -> str | None:
+    """A name that goes into a file or directory name: no separators, no '..', not empty."""
+    if not v or "/" in v or "\\" in v or v in (".", "..") or any(ord(c) < 0x20 or c == "\x7f" for c in v):
+        return "must be a non-empty file name part without '/', '\\', control characters, '.' or '..'"
+    return None
+
+
+def _bucket_check(v: int) -> str | None:
+    if v > 0 or v in (-1, -2):
+        return None
+    return "must be a positive bucket count, -1 (dynamic bucket) or -2 (postpone bucket)"
+
+
+_distribution = OptionGroup("Distribution")
+BUCKET = _distribution.integer("bucket", -1, "Bucket number: > 0 fixed, -1 dynamic (or unaware for append tables), -2 postpone.", _bucket_check)
+BUCKET_KEY = _distribution.string("bucket-key", None, "Comma-separated fields hashed to choose a bucket; defaults to the primary key minus partition fields.")
+DYNAMIC_BUCKET_TARGET_ROW_NUM = _distribution.integer("dynamic-bucket.target-row-num", 2_000_000, "Dynamic bucket mode: target row count of one bucket.", _positive, java_long=True)
+DYNAMIC_BUCKET_INITIAL_BUCKETS = _distribution.integer("dynamic-bucket.initial-buckets", None, "Dynamic bucket mode: initial buckets of a partition per assigner.", _positive)
+DYNAMIC_BUCKET_MAX_BUCKETS = _distribution.integer("dynamic-bucket.max-buckets", -1, "Dynamic bucket mode: most buckets a partition may have (-1: unlimited).", _max_buckets_check)
+DYNAMIC_BUCKET_ASSIGNER_PARALLELISM = _distribution.integer("dynamic-bucket.assigner-parallelism", None, "Dynamic bucket mode: number of parallel assigners.", _positive)
+POSTPONE_DEFAULT_BUCKET_NUM = _distribution.integer("postpone.default-bucket-num", 1, "Postpone bucket mode: buckets given to a partition compacted for the first time.", _positive)
+CROSS_PARTITION_UPSERT_INDEX_TTL = _distribution.duration("cross-partition-upsert.index-ttl", None, "Cross-partition upsert: how long a key stays in the global index.")
+
+_files = OptionGroup("Files")
+FILE_FORMAT = _files.enum("file.format", "parquet", "Format of data files (parquet, orc or avro); files of every format are read by their extension.", ("parquet", "orc", "avro"))
+FILE_FORMAT_PER_LEVEL = _files.string("file.format.per.level", None, "Format of data files per LSM level, e.g. '0:avro,5:orc'; levels not listed use 'file.format'.")
+FILE_COMPRESSION = _files.enum("file.compression", "zstd", "Compression of data files.", ("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
+FILE_COMPRESSION_ZSTD_LEVEL = _files.integer("file.compression.zstd-level", 1, "zstd level of data files (1 to 22).", _between(1, 22))
+MANIFEST_COMPRESSION = _files.enum("manifest.compression", "zstd", "Compression of manifest files.", ("zstd", "snappy", "deflate", "null", "none"))
+TARGET_FILE_SIZE = _files.memory("target-file-size", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
+WRITE_BUFFER_SIZE = _files.memory("write-buffer-size", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)
+MANIFEST_TARGET_FILE_SIZE = _files.memory("manifest.target-file-size", 8 << 20, "Suggested size of a manifest file.", _positive)
+MANIFEST_MERGE_MIN_COUNT = _files.integer("manifest.merge-min-count", 30, "Manifests in a snapshot's base list before they are merged into fewer.", _positive)
+DATA_FILE_PREFIX = _files.string("data-file.prefix", "data-", "File name prefix of data files.", _file_name_part)
+PARTITION_DEFAULT_NAME = _files.string("partition.default-name", "__DEFAULT_PARTITION__", "Directory name of a null or empty partition value.", _file_name_part)
+
+_merging = OptionGroup("Merging")
+MERGE_ENGINE = _merging.enum("merge-engine", "deduplicate", "How rows of the same primary key merge.", ("deduplicate", "partial-update", "aggregation", "first-row"))
+IGNORE_DELETE = _merging.boolean("ignore-delete", False, "Ignore delete records.")
+ROWKIND_FIELD = _merging.string("rowkind.field", None, "Field holding each row's kind (+I, -U, +U, -D).")
+SEQUENCE_FIELD = _merging.string("sequence.field", None, "Field(s) ordering records of one key; the largest wins.")
+SEQUENCE_FIELD_SORT_ORDER = _merging.enum("sequence.field.sort-order", "ascending", "Order of sequence.field.", ("ascending", "descending"))
+PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE = _merging.boolean("partial-update.remove-record-on-delete", False, "Partial-update: a -D record removes the whole row.")
+PARTIAL_UPDATE_REMOVE_RECORD_ON_SEQUENCE_GROUP = _merging.string("partial-update.remove-record-on-sequence-group", None, "Partial-update: a -D of these sequence groups removes the whole row.")
+AGGREGATION_REMOVE_RECORD_ON_DELETE = _merging.boolean("aggregation.remove-record-on-delete", False, "Aggregation: a -D record removes the whole row.")
+FIELDS_DEFAULT_AGG_FUNC = _merging.string("fields.default-aggregate-function", None, "Aggregation merge engine: function of fields without their own.")
+
+_compaction = OptionGroup("Compaction")
+NUM_SORTED_RUN_COMPACTION_TRIGGER = _compaction.integer("num-sorted-run.compaction-trigger", 5, "Sorted runs in a bucket that trigger compaction.", _positive)
+NUM_SORTED_RUN_STOP_TRIGGER = _compaction.integer("num-sorted-run.stop-trigger", None, "Sorted runs in a bucket at which writes wait for compaction (default trigger + 3).", _positive)
+NUM_LEVELS = _compaction.integer("num-levels", None, "Levels of the LSM tree (default trigger + 1).", _at_least_two_levels)
+COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _compaction.integer("compaction.max-size-amplification-percent", 200, "Size amplification above which a full compaction runs.", _non_negative)
+COMPACTION_SIZE_RATIO = _compaction.integer("compaction.size-ratio", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
+COMPACTION_MIN_FILE_NUM = _compaction.integer("compaction.min.file-num", 5, "Append tables: fewest files to compact together.", _positive)
+COMPACTION_MAX_FILE_NUM = _compaction.integer("compaction.max.file-num", 50, "Append tables: most files to compact together.", _positive)
+COMPACTION_FILE_SIZE = _compaction.memory("compaction.file-size", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
+COMPACTION_TOTAL_SIZE_THRESHOLD = _compaction.memory("compaction.total-size-threshold", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
+COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _compaction.memory("compaction.incremental-size-threshold", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
+FULL_COMPACTION_DELTA_COMMITS = _compaction.integer("full-compaction.delta-commits", None, "Run a full compaction every this many commits.", _positive)
+WRITE_ONLY = _compaction.boolean("write-only", False, "Skip compaction and snapshot expiry after writes.")
+
+_snapshots = OptionGroup("Snapshots and commits")
+SNAPSHOT_NUM_RETAINED_MIN = _snapshots.integer("snapshot.num-retained.min", 10, "Fewest snapshots to keep.", _positive)
+SNAPSHOT_NUM_RETAINED_MAX = _snapshots.integer("snapshot.num-retained.max", 2**31 - 1, "Most snapshots to keep.", _positive)
+SNAPSHOT_TIME_RETAINED = _snapshots.duration("snapshot.time-retained", 3_600_000, "Longest time a snapshot is kept.")
+SNAPSHOT_EXPIRE_LIMIT = _snapshots.integer("snapshot.expire.limit", 50, "Most snapshots expired in one go.", _positive)
+COMMIT_MAX_RETRIES = _snapshots.integer("commit.max-retries", 10, "Retries of a commit that lost the race for a snapshot id.", _non_negative)
+COMMIT_TIMEOUT = _snapshots.duration("commit.timeout", None, "Give up retrying a commit after this long (default: no limit).")
+COMMIT_MIN_RETRY_WAIT = _snapshots.duration("commit.min-retry-wait", 10, "Shortest wait between commit retries.")
+COMMIT_MAX_RETRY_WAIT = _snapshots.duration("commit.max-retry-wait", 10_000, "Longest wait between commit retries.")
+COMMIT_USER_PREFIX = _snapshots.string("commit.user-prefix", None, "Prefix of generated commit users.")
+
+_reading = OptionGroup("Reading")
+SOURCE_SPLIT_TARGET_SIZE = _reading.memory("source.split.target-size", 128 << 20, "Target size of a read split.", _positive)
+SOURCE_SPLIT_OPEN_FILE_COST = _reading.memory("source.split.open-file-cost", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
+
+_changes = OptionGroup("Changelog and deletion vectors")
+CHANGELOG_PRODUCER = _changes.enum(
+    "changelog-producer", "none", "Which changelog files a write or compaction produces for streaming readers.",
+    ("none", "input", "lookup", "full-compaction"),
+    refused="this engine writes no changelog files yet, so a streaming reader would find no changes; leave it 'none' (streaming readers then read the delta files)")
+DELETION_VECTORS_ENABLED = _changes.boolean(
+    "deletion-vectors.enabled", False, "Mark deleted rows of compacted files in deletion vectors; level-0 files are then invisible to readers.",
+    refused="this engine reads deletion vectors but writes none yet, and Paimon's readers skip level-0 files of such a table, so rows would go missing in every other engine; leave it false (docs/deletion-vectors.md)")
+
+
+class CoreOptions:
+    """A table's options: the raw string map (kept whole, as Paimon keeps it) with typed accessors."""
+
+    def __init__(self, raw: Mapping[str, str]):
+        self.raw: dict[str, str] = {str(k): str(v) for k, v in raw.items()}
+        # Typed values parsed so far: each option is parsed once per CoreOptions (the raw map is
+        # not changed after construction; a changed table gets a new schema and new options).
+        self._parsed: dict[str, Any] = {}
+
+    def get(self, option: ConfigOption[T]) -> T | None:
+        """The typed value of `option`, or its default."""
+        if option.key in self._parsed:
+            value: T | None = self._parsed[option.key]
+            return value
+        value = option.value(self.raw)
+        self._parsed[option.key] = value
+        return value
+
+    def require(self, option: ConfigOption[T]) -> T:
+        """The typed value of an option that has a default."""
+        v = self.get(option)
+        assert v is not None, option.key
+        return v
+
+    def validate(self) -> None:
+        """Parse every known option, raising InvalidOptionError naming the first bad one."""
+        for key in self.raw:
+            if key in OPTIONS:
+                OPTIONS[key].value(self.raw)
+        trigger = self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
+        if self.stop_trigger < trigger:
+            raise InvalidOptionError(
+                f"option 'num-sorted-run.stop-trigger' ({self.stop_trigger}) must not be below "
+                f"'num-sorted-run.compaction-trigger' ({trigger})")
+
+    # ---- derived values Paimon computes from several options ------------------
+    @property
+    def bucket(self) -> int:
+        return self.require(BUCKET)
+
+    def target_file_size(self, has_primary_key: bool) -> int:
+        explicit = self.get(TARGET_FILE_SIZE)
+        if explicit is not None:
+            return explicit
+        return (128 << 20) if has_primary_key else (256 << 20)
+
+    @property
+    def stop_trigger(self) -> int:
+        v = self.get(NUM_SORTED_RUN_STOP_TRIGGER)
+        return v if v is not None else self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER) + 3
+
+    @property
+    def num_levels(self) -> int:
+        v = self.get(NUM_LEVELS)
+        return v if v is not None else self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER) + 1
+
+    @property
+    def sequence_fields(self) -> list[str]:
+        v = self.get(SEQUENCE_FIELD)
+        return [f.strip() for f in v.split(",") if f.strip()] if v else []
+
+    @property
+    def bucket_keys(self) -> list[str]:
+        v = self.get(BUCKET_KEY)
+        return [f.strip() for f in v.split(",") if f.strip()] if v else []
+
+
+# ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------
+_pypaimon = OptionGroup("Pypaimon 2.1.0's options, accepted and typed here too")
+
+
+def _only_false(v: bool) -> str | None:
+    return "only false is supported: primary key fields are NOT NULL" if v else None
+
+
+DYNAMIC_PARTITION_OVERWRITE = _pypaimon.boolean("dynamic-partition-overwrite", True, "An overwrite without a static partition replaces only the partitions its data is in (partitioned tables).")
+PRIMARY_KEY_NULLABLE = _pypaimon.boolean("primary-key.nullable", False, "Whether primary key fields may hold nulls; this engine supports only false (keys are NOT NULL, as in Paimon Java 0.9).", _only_false)
+SCAN_SNAPSHOT_ID = _pypaimon.integer("scan.snapshot-id", None, "Read this snapshot (time travel).", java_long=True)
+SCAN_TAG_NAME = _pypaimon.string("scan.tag-name", None, "Read the snapshot this tag keeps (time travel).")
+READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read batch size.", _positive,
+                                   stored="how many rows pypaimon puts in one Arrow batch; the rows are the same (this engine sizes batches by file)")
+READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
+POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean(
+    "postpone.batch-write-fixed-bucket", True, "pypaimon's batch writes to a postpone table go straight to fixed buckets.",
+    stored="this engine writes postpone tables to the postpone bucket, as Java 0.9 does, and compaction assigns fixed buckets; both layouts are read right by every engine")
+SNAPSHOT_IGNORE_EMPTY_COMMIT = _pypaimon.boolean(
+    "snapshot.ignore-empty-commit", None, "Skip a commit that changes nothing.",
+    stored="this engine never writes an empty APPEND snapshot; an empty snapshot would change no row")
+
+
+def _expose_on_core_options() -> None:
+    """Every option as a CoreOptions class attribute, as pypaimon has them: `CoreOptions.BUCKET`."""
+    for name, value in list(globals().items()):
+        if isinstance(value, ConfigOption) and name.isupper():
+            setattr(CoreOptions, name, value)
+
+
+_expose_on_core_options()

@@ -1,0 +1,82 @@
+"""Which options a table may hold: a refused option (or a refused value) and a near miss of a known
+key are refused when a table is created or altered or a handle is copied; every other key is kept."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.options import OPTIONS
+from lakehouse_engine.options.inventory import INVENTORY, InventoryEntry, Status
+
+# Key families Paimon spells with a field or index name inside (`fields.<f>.aggregate-function`,
+# `file-index.bloom-filter.columns`): the merge engines and index options check them, not the
+# near-miss check below.
+_KEY_FAMILIES = ("fields.", "file-index.", "commit.callback.", "tag.callback.")
+# How alike an unknown key and a known one must be (difflib's ratio) to call it a typo of it:
+# `changelog-prodcer` and `bucket-keys` are 0.97 and 0.95; unrelated user keys stay far below.
+_NEAR_MISS_RATIO = 0.85
+_FAMILY_NEAR_MISS_RATIO = 0.95
+
+
+def option_status(key: str) -> Status | None:
+    """The status of `key` (implemented, stored only or refused), or None for a key Paimon does not know."""
+    if key in OPTIONS:
+        return OPTIONS[key].status
+    entry = INVENTORY.get(key)
+    return entry.status if entry is not None else None
+
+
+def near_miss(key: str) -> str | None:
+    """The known option an unknown `key` is most likely a typo of, or None."""
+    if option_status(key) is not None:
+        return None
+    cutoff = _NEAR_MISS_RATIO
+    if key.startswith(_KEY_FAMILIES):
+        # `fields.<field>.<property>` names a field: any field name is right. Other family keys
+        # only count as a typo when nearly identical to a known key (`file-index.ead.enabled`).
+        if key.startswith("fields.") and key.count(".") >= 2:
+            return None
+        cutoff = _FAMILY_NEAR_MISS_RATIO
+    known = {k.lower(): k for k in (*OPTIONS, *INVENTORY)}
+    if key.lower() in known:
+        return known[key.lower()]
+    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=cutoff)
+    return known[close[0]] if close else None
+
+
+def unused_keys(raw: Mapping[str, str]) -> list[str]:
+    """The keys of `raw` this engine does not use: stored-only options and keys Paimon does not know."""
+    return [k for k in raw if option_status(k) in (None, Status.STORED) and not k.startswith("fields.")]
+
+
+def refusal(raw: Mapping[str, str], key: str) -> str | None:
+    """Why `raw[key]` asks for something this engine does not do and what to do instead, or None."""
+    option = OPTIONS.get(key)
+    if option is not None:
+        if option.status is Status.REFUSED and option.value(raw) != option.default:
+            return option.why
+        return None
+    entry: InventoryEntry | None = INVENTORY.get(key)
+    if entry is not None and entry.status is Status.REFUSED and raw[key].strip().lower() not in entry.accepted:
+        return entry.why
+    return None
+
+
+def check_supported(raw: Mapping[str, str], keys: Iterable[str]) -> None:
+    """Refuse, among `keys` of `raw`, an option this engine refuses and a near miss of a known key.
+
+    Raises:
+        InvalidOptionError: naming the option, and what to do instead or the key it is close to.
+    """
+    for key in keys:
+        why = refusal(raw, key)
+        if why is not None:
+            raise InvalidOptionError(
+                f"option '{key}' = '{raw[key]}' is not supported by this engine: {why}")
+        near = near_miss(key)
+        if near is not None:
+            raise InvalidOptionError(
+                f"unknown option '{key}': did you mean '{near}'? (a key Paimon does not know is kept "
+                f"as a user key, but this one is too close to '{near}' to be anything but a typo)")

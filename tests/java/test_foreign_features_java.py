@@ -1,0 +1,90 @@
+"""Tables Paimon 0.9 (Java) writes with features this engine does not write: a deletion-vector
+table is read as Paimon reads it (1,000 rows, not the 1,050 its files hold) and not written; a
+table whose feature does not change its rows (a changelog producer) is read right and not written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog, UnsupportedFeatureError
+from tests.java.conftest import Judge, canonical_rows, ok
+from tests.lakehouse_engine.conftest import create_table, read, write
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    cat = Catalog(str(tmp_path / "warehouse"))
+    cat.create_database("db")
+    return cat
+
+
+def _rows(ids: range, v: str) -> pa.Table:
+    return pa.table({"id": list(ids), "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def _java_table(catalog: Catalog, judge: Judge, name: str, option: tuple[str, str]) -> dict[str, str]:
+    """A table made here without the option, which Paimon 0.9 then sets (as a Java user would)."""
+    create_table(catalog, name, SCHEMA, ["id"], options={"bucket": "2"})
+    table = {"warehouse": str(catalog.warehouse), "table": f"db.{name}"}
+    ok(judge([{**table, "op": "alter", "changes": [{"kind": "option", "key": option[0], "value": option[1]}]}])[0])
+    return table
+
+
+def _three_commits(judge: Judge, table: dict[str, str]) -> list[dict[str, object]]:
+    """Inserts of 1,050 keys, upserts of 500, deletes of the last 50: 1,000 rows remain."""
+    return judge([
+        {**table, "op": "write", "rows": canonical_rows(_rows(range(1050), "insert"))},
+        {**table, "op": "write", "rows": canonical_rows(_rows(range(500), "upsert"))},
+        {**table, "op": "write", "rows": canonical_rows(_rows(range(1000, 1050), "x"), ["-D"] * 50)},
+        {**table, "op": "read"},
+    ])
+
+
+def test_a_java_deletion_vector_table_reads_as_paimon_reads_it_and_is_not_written(
+        catalog: Catalog, judge: Judge) -> None:
+    table = _java_table(catalog, judge, "dv", ("deletion-vectors.enabled", "true"))
+    answers = _three_commits(judge, table)
+    java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
+    assert len(java_rows) == 1000  # Paimon's own reading
+    ours = catalog.get_table("db.dv")
+    index_files = [e for e in ours.manifest_io().index_entries(ours.latest_snapshot())
+                   if e.index_type == "DELETION_VECTORS"]
+    assert index_files, "Paimon 0.9 wrote no deletion vectors: the case is not the one under test"
+    assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows
+    snapshots = sorted(p.name for p in (Path(ours.path) / "snapshot").iterdir())
+    with pytest.raises(UnsupportedFeatureError, match="deletion"):
+        write(ours, _rows(range(3), "ours"))
+    with pytest.raises(UnsupportedFeatureError, match="deletion"):
+        ours.compact(full=True)
+    assert sorted(p.name for p in (Path(ours.path) / "snapshot").iterdir()) == snapshots
+
+
+def test_vectors_stay_applied_and_writes_refused_with_the_option_taken_away(
+        catalog: Catalog, judge: Judge) -> None:
+    """With the option taken away again (as Java allows), the vectors Paimon wrote still mark rows
+    deleted (the -D records they stand for are gone), and a write still names the index file."""
+    table = _java_table(catalog, judge, "dv2", ("deletion-vectors.enabled", "true"))
+    answers = _three_commits(judge, table)
+    java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
+    ok(judge([{**table, "op": "alter", "changes": [
+        {"kind": "option", "key": "deletion-vectors.enabled", "value": "false"}]}])[0])
+    ours = catalog.get_table("db.dv2")
+    assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows
+    with pytest.raises(UnsupportedFeatureError, match=r"table db.dv2: index file index-.* uses deletion vectors"):
+        write(ours, _rows(range(3), "ours"))
+
+
+def test_a_java_changelog_table_is_read_right_and_not_written(catalog: Catalog, judge: Judge) -> None:
+    table = _java_table(catalog, judge, "cl", ("changelog-producer", "input"))
+    answers = _three_commits(judge, table)
+    java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
+    ours = catalog.get_table("db.cl")
+    assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows
+    assert len(java_rows) == 1000
+    with pytest.raises(UnsupportedFeatureError, match="changelog-producer' = 'input'"):
+        write(ours, _rows(range(3), "ours"))
