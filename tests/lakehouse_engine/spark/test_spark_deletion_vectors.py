@@ -30,3 +30,11 @@ def test_a_dv_table_reads_through_sparks_parquet_reader_without_the_marked_rows(
     # A projection and a filter on top of the anti-join keep the positions right.
     ids = sorted(r[0] for r in read(spark, table, snapshot_id=snapshot, columns=["id"]).where("id > 100").collect())
     assert ids == sorted(r[1] for r in JAVA_READS[snapshot] if r[1] > 100)
+
+
+def test_the_lakehouse_data_source_applies_the_vectors_on_executors(spark: Any, tmp_path: Path) -> None:
+    copy_table(tmp_path)
+    table = Catalog(str(tmp_path)).get_table("db.t")
+    df = read(spark, table, snapshot_id=6, native=False)
+    assert "BatchScan lakehouse" in df._jdf.queryExecution().executedPlan().toString()
+    assert sorted(tuple(r) for r in df.collect()) == sorted(tuple(r[1:]) for r in JAVA_READS[6])
