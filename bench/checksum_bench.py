@@ -80,12 +80,12 @@ def index_check_figures(rows: int, repeat: int, workdir: Path) -> dict[str, Any]
     table = catalog.get_table("bench.dyn")
     write_commit(table, make_bench_data(rows, 1)[0])
     snapshot = table.latest_snapshot()
-    partition = table.manifest_io().live_entries(snapshot)[0].partition
+    partition = table.store.manifest_io().live_entries(snapshot)[0].partition
     checked = dynamic.check_index_covers_data
 
     def restore(check: Any) -> None:
         dynamic.check_index_covers_data = check
-        dynamic.DynamicBucketAssigner(table, snapshot).index(partition)
+        dynamic.DynamicBucketAssigner(table.store, snapshot).index(partition)
 
     try:
         best = best_of_alternating(repeat, {"on": lambda: restore(checked),

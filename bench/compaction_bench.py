@@ -156,7 +156,7 @@ def full_compaction_bench(rows_per_run: int = 1_000_000, runs: int = 5, repeat: 
             stats = table.bucket_stats().to_pylist()
             if len(stats) != 1 or stats[0]["sorted_runs"] != runs:
                 raise AssertionError(f"expected {runs} sorted runs in one bucket before compacting, got {stats}")
-            entries = table.manifest_io().live_entries(table.latest_snapshot())
+            entries = table.store.manifest_io().live_entries(table.latest_snapshot())
             bucket_dir = table.path_factory.bucket_dir([], 0)
             paths = [f"{bucket_dir}/{e.file.file_name}" for e in entries]
             input_bytes = sum(e.file.file_size for e in entries)
@@ -211,7 +211,7 @@ def _walk_new_snapshots(table: FileStoreTable, after_id: int, seen: set[str]) ->
                            "compactions": 0, "snapshots": 0}
     if latest is None:
         return out
-    mio = table.manifest_io()
+    mio = table.store.manifest_io()
     for snapshot_id in range(after_id + 1, latest.id + 1):
         snapshot = table.snapshot(snapshot_id)
         kind = "flush" if snapshot.commit_kind == "APPEND" else "compact"

@@ -80,7 +80,7 @@ def _read(table: FileStoreTable) -> pa.Table:
 
 def schema_evolution_figures(rows: int, repeat: int, workdir: Path) -> list[dict[str, Any]]:
     evolved, single = build_tables(rows, workdir / "warehouse")
-    versions = {e.file.schema_id for e in evolved.manifest_io().live_entries(evolved.latest_snapshot())}
+    versions = {e.file.schema_id for e in evolved.store.manifest_io().live_entries(evolved.latest_snapshot())}
     assert versions == {0, 1, 2, 3, 4}, versions
     a, b = _read(evolved), _read(single)
     assert a.num_rows == b.num_rows == rows // 5 * 5 and a.schema == b.schema

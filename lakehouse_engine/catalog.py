@@ -16,7 +16,8 @@ from lakehouse_engine.errors import (
     UnsupportedError,
 )
 from lakehouse_engine.invisible_chars import invisible_character, printable
-from lakehouse_engine.io import FileIO, storage_errors
+from lakehouse_engine.io import storage_errors
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
 from lakehouse_engine.path_factory import PathFactory
@@ -133,7 +134,7 @@ class Catalog:
     def __init__(self, warehouse: str, options: Mapping[str, str] | None = None):
         self.warehouse = warehouse
         self.options = dict(options or {})
-        self.file_io, self.root = FileIO.for_warehouse(warehouse, self.options)
+        self.file_io, self.root = warehouse_file_io(warehouse, self.options)
 
     # ---- databases -----------------------------------------------------------
     def database_path(self, name: str) -> str:
@@ -318,7 +319,7 @@ class Catalog:
 
     def get_tag(self, identifier: str | Identifier, tag_name: str) -> GetTagResponse:
         """Tag `tag_name`: its snapshot, creation time and retention; TagNotExistError when missing."""
-        return get_tag_response(self.get_table(identifier), tag_name)
+        return get_tag_response(self.get_table(identifier).store, tag_name)
 
     def delete_tag(self, identifier: str | Identifier, tag_name: str) -> None:
         """Delete tag `tag_name`; TagNotExistError when there is none (as pypaimon's catalog)."""

@@ -6,7 +6,7 @@ import errno
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -72,22 +72,6 @@ class FileIO:
         # The catalog options this FileIO was made from (endpoint, credentials, lock), so a
         # Spark task can re-open the same warehouse.
         self.options: dict[str, str] = {}
-
-    @staticmethod
-    def for_warehouse(warehouse: str, options: Mapping[str, str] | None = None) -> tuple[FileIO, str]:
-        """The FileIO and the root path inside it for a warehouse path or URI; `options` carry an
-        object store's endpoint, credentials and commit settings (see docs/deploying.md)."""
-        scheme = warehouse.split("://", 1)[0].lower() if "://" in warehouse else ""
-        from lakehouse_engine.io_object_store import OBJECT_STORE_SCHEMES, ObjectStoreFileIO
-
-        if scheme in OBJECT_STORE_SCHEMES:
-            return ObjectStoreFileIO.for_uri(warehouse, options or {})
-        if "://" in warehouse and not warehouse.startswith("file://"):
-            fs, root = pafs.FileSystem.from_uri(warehouse)
-            return FileIO(fs), root.rstrip("/")
-        if warehouse.startswith("file://"):
-            warehouse = warehouse[len("file://"):]
-        return FileIO(pafs.LocalFileSystem()), os.path.abspath(warehouse)
 
     # ---- reads --------------------------------------------------------------
     def exists(self, path: str) -> bool:

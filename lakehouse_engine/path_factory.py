@@ -67,24 +67,48 @@ def partition_path_component(key: str, value: str) -> str:
     return name
 
 
-class PathFactory:
-    """Paths of one table's files; unique names come from a per-writer uuid and a counter."""
+MAIN_BRANCH = "main"
+BRANCH_PREFIX = "branch-"
 
-    def __init__(self, table_path: str, data_file_prefix: str = "data-"):
+
+def branch_path(table_path: str, branch: str) -> str:
+    """The directory holding branch `branch`'s snapshots, schemas and tags: the table directory
+    for the main branch, else `branch/branch-<name>/` under it (Paimon's BranchManager layout)."""
+    table_path = table_path.rstrip("/")
+    if branch == MAIN_BRANCH:
+        return table_path
+    return f"{table_path}/branch/{BRANCH_PREFIX}{branch}"
+
+
+class PathFactory:
+    """Paths of one table's files; unique names come from a per-writer uuid and a counter.
+
+    Snapshots, schemas and tags live under the metadata root (the branch's directory); manifests,
+    index files and data files under the table directory, which every branch shares.
+    """
+
+    def __init__(self, table_path: str, data_file_prefix: str = "data-", branch: str = MAIN_BRANCH):
         self.table_path = table_path.rstrip("/")
+        self.branch = branch
+        self.metadata_path = branch_path(self.table_path, branch)
         self.data_file_prefix = data_file_prefix
         self._uuid = str(uuid.uuid4())
         self._counter = itertools.count()
 
-    # ---- metadata dirs ---------------------------------------------------------
+    # ---- metadata dirs (the branch's) ----------------------------------------------
     @property
     def schema_dir(self) -> str:
-        return f"{self.table_path}/schema"
+        return f"{self.metadata_path}/schema"
 
     @property
     def snapshot_dir(self) -> str:
-        return f"{self.table_path}/snapshot"
+        return f"{self.metadata_path}/snapshot"
 
+    @property
+    def tag_dir(self) -> str:
+        return f"{self.metadata_path}/tag"
+
+    # ---- shared by every branch -------------------------------------------------------
     @property
     def manifest_dir(self) -> str:
         return f"{self.table_path}/manifest"
@@ -92,10 +116,6 @@ class PathFactory:
     @property
     def index_dir(self) -> str:
         return f"{self.table_path}/index"
-
-    @property
-    def tag_dir(self) -> str:
-        return f"{self.table_path}/tag"
 
     def schema_path(self, schema_id: int) -> str:
         return f"{self.schema_dir}/schema-{schema_id}"

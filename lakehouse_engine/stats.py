@@ -16,7 +16,7 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind
 from lakehouse_engine.mergetree.compact.levels import Levels
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 INDEX_STATS_SCHEMA = pa.schema([
     pa.field("partition", pa.string()),
@@ -49,7 +49,7 @@ BUCKET_STATS_SCHEMA = pa.schema([
 ])
 
 
-def bucket_stats(table: FileStoreTable, snapshot_id: int | None = None) -> pa.Table:
+def bucket_stats(table: FileStore, snapshot_id: int | None = None) -> pa.Table:
     """One row per (partition, bucket): file row counts (unmerged), files, sorted runs, levels, bytes.
 
     Only manifests are read; no data file is opened.
@@ -79,7 +79,7 @@ def bucket_stats(table: FileStoreTable, snapshot_id: int | None = None) -> pa.Ta
 
 
 
-def index_stats(table: FileStoreTable, snapshot_id: int | None = None) -> pa.Table:
+def index_stats(table: FileStore, snapshot_id: int | None = None) -> pa.Table:
     """One row per live index file of the snapshot (the latest when None), by partition and bucket."""
     snapshot = table.resolve_snapshot(snapshot_id)
     if snapshot is None or not snapshot.index_manifest:
@@ -99,7 +99,7 @@ def index_stats(table: FileStoreTable, snapshot_id: int | None = None) -> pa.Tab
     }, schema=INDEX_STATS_SCHEMA)
 
 
-def files_added(table: FileStoreTable, snapshot_ids: list[int]) -> pa.Table:
+def files_added(table: FileStore, snapshot_ids: list[int]) -> pa.Table:
     """The data files these snapshots added (the ADD entries of their delta manifests)."""
     io = table.manifest_io()
     codec = table.partition_codec()
@@ -122,7 +122,7 @@ def files_added(table: FileStoreTable, snapshot_ids: list[int]) -> pa.Table:
     return pa.table(rows, schema=FILES_ADDED_SCHEMA)
 
 
-def committed_snapshots(table: FileStoreTable, commit_user: str, commit_identifier: int) -> list[int]:
+def committed_snapshots(table: FileStore, commit_user: str, commit_identifier: int) -> list[int]:
     """The snapshots a commit of (`commit_user`, `commit_identifier`) landed as, oldest first (its
     data snapshot, then its compaction); empty when it never landed or its snapshots expired."""
     from lakehouse_engine.write.commit_retry import snapshots_of_commit

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -11,49 +10,73 @@ import pyarrow as pa
 from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.mergetree.merge import MergeFunction, build_merge_function
-from lakehouse_engine.options import (
-    DATA_FILE_PREFIX,
-    MANIFEST_COMPRESSION,
-    SCAN_SNAPSHOT_ID,
-    SCAN_TAG_NAME,
-    CoreOptions,
-)
-from lakehouse_engine.options.support import check_supported
-from lakehouse_engine.partition import PartitionCodec
-from lakehouse_engine.path_factory import PathFactory
+from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.path_factory import MAIN_BRANCH, PathFactory
 from lakehouse_engine.schema import BucketMode, DataField, TableSchema
-from lakehouse_engine.store.manifest_io import ManifestIO
+from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.store.snapshot_manager import SnapshotManager
-from lakehouse_engine.store.tag_manager import list_tags, tag_snapshot
 
 if TYPE_CHECKING:
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
-    from lakehouse_engine.mergetree.evolution import EvolvingFileReader
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
 
 
 class FileStoreTable:
-    """A table in a warehouse; cheap to create, holds no open files."""
+    """A table in a warehouse, the user's facade over its `FileStore` (`table.store`): builders,
+    snapshots, tags and one method per procedure. Cheap to create, holds no open files."""
 
-    def __init__(self, file_io: FileIO, name: str, path: str, schema: TableSchema):
-        self.file_io = file_io
-        self.name = name
-        self.path = path
-        self.schema = schema
-        self.options = schema.core_options
-        self.path_factory = PathFactory(path, self.options.require(DATA_FILE_PREFIX))
-        self._partition_codec: PartitionCodec | None = None
-        self._schemas: dict[int, TableSchema] = {schema.id: schema}
-        #: Options given to `copy` for this handle only; they carry over to `at_schema`.
-        self.dynamic_options: dict[str, str] = {}
+    def __init__(self, file_io: FileIO, name: str, path: str, schema: TableSchema,
+                 branch: str = MAIN_BRANCH):
+        self.store = FileStore(file_io, name, path, schema, branch)
         #: The catalog's Identifier of this table (set by `Catalog.get_table`), pypaimon's `identifier`.
         self.identifier: Any = None
-        self._merge_function: MergeFunction | None = None
+
+    @classmethod
+    def of(cls, store: FileStore, identifier: Any = None) -> FileStoreTable:
+        """The facade over an existing store."""
+        table = cls.__new__(cls)
+        table.store = store
+        table.identifier = identifier
+        return table
+
+    # ---- what the table is ---------------------------------------------------------------------
+    @property
+    def file_io(self) -> FileIO:
+        return self.store.file_io
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.store.schema
+
+    @property
+    def options(self) -> CoreOptions:
+        return self.store.options
+
+    @property
+    def path_factory(self) -> PathFactory:
+        return self.store.path_factory
+
+    @property
+    def dynamic_options(self) -> dict[str, str]:
+        """Options given to `copy` for this handle only; they carry over to `at_schema`."""
+        return self.store.dynamic_options
+
+    @property
+    def branch(self) -> str:
+        """The branch this handle reads and writes (`main` unless chosen)."""
+        return self.store.branch
 
     # ---- pypaimon's attribute names -----------------------------------------------------------
     @property
@@ -93,53 +116,23 @@ class FileStoreTable:
     def total_buckets(self) -> int:
         return self.options.bucket
 
-    # ---- components ------------------------------------------------------------------
-    def partition_codec(self) -> PartitionCodec:
-        if self._partition_codec is None:
-            self._partition_codec = PartitionCodec(self.schema)
-        return self._partition_codec
-
     def bucket_mode(self) -> BucketMode:
         """How rows find their bucket: fixed, dynamic, cross-partition, unaware or postpone."""
-        return self.schema.bucket_mode
-
-    def merge_function(self) -> MergeFunction:
-        """How records of one key merge in this table: one object, built once, used by writes,
-        reads and compaction alike."""
-        if self._merge_function is None:
-            self._merge_function = build_merge_function(
-                self.options, self.schema.trimmed_primary_keys, self.schema.primary_keys)
-        return self._merge_function
+        return self.store.bucket_mode()
 
     def snapshot_manager(self) -> SnapshotManager:
-        return SnapshotManager(self.file_io, self.path_factory, self.name)
+        """pypaimon's SnapshotManager of this table."""
+        return self.store.snapshot_manager()
 
     def schema_manager(self) -> SchemaManager:
-        return SchemaManager(self.file_io, self.path_factory, self.name)
-
-    def schema_by_id(self, schema_id: int) -> TableSchema:
-        """Schema version `schema_id` of this table (the one data files of that version were
-        written with), read once per table handle."""
-        found = self._schemas.get(schema_id)
-        if found is None:
-            found = self._schemas[schema_id] = self.schema_manager().schema(schema_id)
-        return found
-
-    def file_reader(self, for_rewrite: bool = False) -> EvolvingFileReader:
-        """Reads this table's data files of any schema version as columns of `self.schema`."""
-        from lakehouse_engine.mergetree.evolution import EvolvingFileReader
-
-        return EvolvingFileReader(self.file_io, self.schema, self.schema_by_id, self.name, for_rewrite)
-
-    def manifest_io(self) -> ManifestIO:
-        return ManifestIO(self.file_io, self.path_factory, self.partition_codec(), self.schema.id,
-                          self.options.require(MANIFEST_COMPRESSION))
+        """pypaimon's SchemaManager of this table."""
+        return self.store.schema_manager()
 
     # ---- pypaimon-style entry points --------------------------------------------------------
     def new_batch_write_builder(self) -> BatchWriteBuilder:
         from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
-        return BatchWriteBuilder(self)
+        return BatchWriteBuilder(self.store, expire=self.expire_after_commit)
 
     def new_postpone_fixed_bucket_write_builder(self) -> BatchWriteBuilder:
         """pypaimon's builder for a batch write into a postpone-bucket table (`bucket` = -2).
@@ -155,50 +148,35 @@ class FileStoreTable:
             raise SchemaError(
                 f"table {self.name} has 'bucket' = {self.options.bucket}; the postpone fixed-bucket "
                 f"write builder is for postpone-bucket tables ('bucket' = -2)")
-        return BatchWriteBuilder(self)
+        return BatchWriteBuilder(self.store, expire=self.expire_after_commit)
 
     def new_stream_write_builder(self) -> StreamWriteBuilder:
         """A builder for a stream of commits with explicit, increasing commit identifiers."""
         from lakehouse_engine.write.write_builder import StreamWriteBuilder
 
-        return StreamWriteBuilder(self)
+        return StreamWriteBuilder(self.store, expire=self.expire_after_commit)
 
     def new_read_builder(self) -> ReadBuilder:
         from lakehouse_engine.read.read_builder import ReadBuilder
 
-        return ReadBuilder(self)
+        return ReadBuilder(self.store)
 
     def copy(self, dynamic_options: Mapping[str, str]) -> FileStoreTable:
         """The same table with extra options for this handle only (e.g. `scan.snapshot-id`)."""
-        options = dict(self.schema.options)
-        options.update({str(k): str(v) for k, v in dynamic_options.items()})
-        check_supported(options, [str(k) for k in dynamic_options])
-        CoreOptions(options).validate()  # a bad dynamic option fails here, naming the option
-        table = FileStoreTable(self.file_io, self.name, self.path, replace(self.schema, options=options))
-        table.identifier = self.identifier
-        table.dynamic_options = {**self.dynamic_options, **{str(k): str(v) for k, v in dynamic_options.items()}}
-        table._schemas.update({i: s for i, s in self._schemas.items() if i != self.schema.id})
-        return table
+        return FileStoreTable.of(self.store.copy(dict(dynamic_options)), self.identifier)
 
     def at_schema(self, schema_id: int) -> FileStoreTable:
         """This table as schema version `schema_id` saw it (fields, keys, options), for reading a
         snapshot made under that version; this handle's dynamic options still apply."""
-        if schema_id == self.schema.id:
-            return self
-        old = self.schema_by_id(schema_id)
-        table = FileStoreTable(self.file_io, self.name, self.path,
-                               replace(old, options={**old.options, **self.dynamic_options}))
-        table.identifier = self.identifier
-        table.dynamic_options = dict(self.dynamic_options)
-        table._schemas.update({i: s for i, s in self._schemas.items() if i != schema_id})
-        return table
+        store = self.store.at_schema(schema_id)
+        return self if store is self.store else FileStoreTable.of(store, self.identifier)
 
     # ---- snapshots -----------------------------------------------------------------------
     def latest_snapshot(self) -> Snapshot | None:
-        return self.snapshot_manager().latest_snapshot()
+        return self.store.latest_snapshot()
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self.snapshot_manager().snapshot(snapshot_id)
+        return self.store.snapshot(snapshot_id)
 
     def snapshots(self) -> list[Snapshot]:
         sm = self.snapshot_manager()
@@ -207,43 +185,33 @@ class FileStoreTable:
     def resolve_snapshot(self, snapshot_id: int | None = None, tag: str | None = None) -> Snapshot | None:
         """The snapshot a read sees: `snapshot_id`, a tag, the `scan.snapshot-id` / `scan.tag-name`
         options, else the latest."""
-        tag = tag or self.options.get(SCAN_TAG_NAME)
-        if snapshot_id is None and tag:
-            return tag_snapshot(self, tag)
-        if snapshot_id is None:
-            snapshot_id = self.options.get(SCAN_SNAPSHOT_ID)
-        sm = self.snapshot_manager()
-        if snapshot_id is None:
-            return sm.latest_snapshot()
-        if snapshot_id <= 0:
-            raise SnapshotNotExistError(f"snapshot id {snapshot_id} of table {self.name} is not valid")
-        return sm.snapshot(snapshot_id)
+        return self.store.resolve_snapshot(snapshot_id, tag)
 
     # ---- maintenance (Paimon's procedures, one method each) ---------------------------------
     def compact(self, full: bool = False, partitions: list[dict[str, Any]] | None = None) -> list[int]:
         """Compact buckets (all, or those of `partitions`); commits COMPACT snapshots, returns their ids."""
         from lakehouse_engine.compact.table_compact import compact_table
 
-        return compact_table(self, full=full, partitions=partitions)
+        return compact_table(self.store, full=full, partitions=partitions, expire=self.expire_after_commit)
 
     def compact_postpone(self, partitions: list[dict[str, Any]] | None = None) -> list[int]:
         """Move the rows of a postpone-bucket table ('bucket' = -2) waiting in bucket-postpone
         (of `partitions`, or all) into real buckets, one COMPACT snapshot; no other compaction."""
         from lakehouse_engine.compact.postpone import compact_postpone
 
-        return compact_postpone(self, partitions)
+        return compact_postpone(self.store, partitions, expire=self.expire_after_commit)
 
     def rescale(self, bucket_num: int, partitions: list[dict[str, Any]] | None = None) -> list[int]:
         """Rewrite partitions (all when None) into `bucket_num` buckets as one OVERWRITE snapshot."""
         from lakehouse_engine.maintenance.rescale import rescale
 
-        return rescale(self, bucket_num, partitions)
+        return rescale(self.store, bucket_num, partitions)
 
     def bucket_stats(self, snapshot_id: int | None = None) -> pa.Table:
         """One row per (partition, bucket): records, files, sorted runs, levels, bytes (manifests only)."""
         from lakehouse_engine.stats import bucket_stats
 
-        return bucket_stats(self, snapshot_id)
+        return bucket_stats(self.store, snapshot_id)
 
     # ---- what the table holds (manifests only; lakehouse_engine.stats) ----------------------
     def index_stats(self, snapshot_id: int | None = None) -> pa.Table:
@@ -251,14 +219,14 @@ class FileStoreTable:
         file_size); a dynamic-bucket table's HASH files count the keys of each bucket."""
         from lakehouse_engine.stats import index_stats
 
-        return index_stats(self, snapshot_id)
+        return index_stats(self.store, snapshot_id)
 
     def files_added(self, snapshot_ids: list[int]) -> pa.Table:
         """The data files these snapshots added: snapshot_id, partition, bucket, file_name,
         level, row_count, file_size."""
         from lakehouse_engine.stats import files_added
 
-        return files_added(self, snapshot_ids)
+        return files_added(self.store, snapshot_ids)
 
     def committed_snapshots(self, commit_user: str, commit_identifier: int | None = None) -> list[int]:
         """The snapshot ids a commit of `commit_user` landed as, oldest first; empty when it did
@@ -267,7 +235,7 @@ class FileStoreTable:
         from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER
 
         ident = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else commit_identifier
-        return committed_snapshots(self, commit_user, ident)
+        return committed_snapshots(self.store, commit_user, ident)
 
     def preview_buckets(self, data: pa.Table) -> pa.Int32Array:
         """The bucket each row of `data` would be written to now (as a batch write assigns it:
@@ -287,7 +255,7 @@ class FileStoreTable:
         """
         from lakehouse_engine.maintenance.expire import expire_snapshots
 
-        return expire_snapshots(self, retain_max=retain_max, retain_min=retain_min,
+        return expire_snapshots(self.store, retain_max=retain_max, retain_min=retain_min,
                                 older_than=older_than, max_deletes=max_deletes)
 
     def expire_after_commit(self) -> None:
@@ -295,7 +263,7 @@ class FileStoreTable:
         options. Best effort: a failure is logged, never raised (the commit has landed)."""
         from lakehouse_engine.maintenance.expire import expire_after_commit
 
-        expire_after_commit(self)
+        expire_after_commit(self.store)
 
     def create_tag(self, name: str, snapshot_id: int | None = None, ignore_if_exists: bool = False,
                    time_retained: str | None = None) -> None:
@@ -306,14 +274,14 @@ class FileStoreTable:
         """
         from lakehouse_engine.maintenance.tags import create_tag
 
-        create_tag(self, name, snapshot_id, ignore_if_exists=ignore_if_exists, time_retained=time_retained)
+        create_tag(self.store, name, snapshot_id, ignore_if_exists=ignore_if_exists, time_retained=time_retained)
 
     def delete_tag(self, name: str) -> bool:
         """Delete tag `name` (and files only it kept); False when there is no such tag (pypaimon)."""
         from lakehouse_engine.maintenance.tags import TagNotExistError, delete_tag
 
         try:
-            delete_tag(self, name)
+            delete_tag(self.store, name)
         except TagNotExistError:
             return False
         return True
@@ -322,17 +290,17 @@ class FileStoreTable:
         """Point existing tag `name` at `snapshot_id` (the latest when None); TagNotExistError if none."""
         from lakehouse_engine.maintenance.tags import replace_tag
 
-        replace_tag(self, name, snapshot_id, time_retained)
+        replace_tag(self.store, name, snapshot_id, time_retained)
 
     def rename_tag(self, old_name: str, new_name: str) -> None:
         """Rename a tag; TagNotExistError / TagAlreadyExistError (both ValueErrors) name the problem."""
         from lakehouse_engine.maintenance.tags import rename_tag
 
-        rename_tag(self, old_name, new_name)
+        rename_tag(self.store, old_name, new_name)
 
     def tags(self) -> dict[str, Snapshot]:
         """Tag name -> the snapshot it keeps."""
-        return list_tags(self)
+        return self.store.tags()
 
     def list_tags(self) -> list[str]:
         """The tag names, sorted (pypaimon's `list_tags`; `tags()` also gives their snapshots)."""
@@ -342,32 +310,32 @@ class FileStoreTable:
         """pypaimon's TagManager of this table."""
         from lakehouse_engine.maintenance.tags import TagManager
 
-        return TagManager(self)
+        return TagManager(self.store)
 
     # ---- partitions --------------------------------------------------------------------------
     def list_partitions(self) -> list[PartitionStatistics]:
         """Partitions of the latest snapshot with rows, files, bytes, buckets and last file time."""
         from lakehouse_engine.maintenance.partitions import list_partitions
 
-        return list_partitions(self)
+        return list_partitions(self.store)
 
     def drop_partitions(self, partitions: Sequence[Mapping[str, object]]) -> int:
         """Delete every row of `partitions` in one OVERWRITE snapshot; returns its id."""
         from lakehouse_engine.maintenance.partitions import drop_partitions
 
-        return drop_partitions(self, partitions)
+        return drop_partitions(self.store, partitions)
 
     def truncate(self) -> int | None:
         """Delete every row in one OVERWRITE snapshot; its id (None when there is no snapshot)."""
         from lakehouse_engine.maintenance.partitions import truncate
 
-        return truncate(self)
+        return truncate(self.store)
 
     def rollback_to(self, snapshot_or_tag: int | str) -> None:
         """Make a snapshot (by id) or a tag (by name) the latest again; later snapshots go."""
         from lakehouse_engine.maintenance.rollback import rollback_to
 
-        rollback_to(self, snapshot_or_tag)
+        rollback_to(self.store, snapshot_or_tag)
 
     def rollback_to_timestamp(self, timestamp_millis: int) -> int:
         """Roll back to the newest snapshot committed at or before `timestamp_millis` (epoch ms);
@@ -384,7 +352,7 @@ class FileStoreTable:
         """Delete files no snapshot or tag references, older than `older_than` (epoch ms; default 1 day ago)."""
         from lakehouse_engine.maintenance.orphans import remove_orphan_files
 
-        return remove_orphan_files(self, older_than=older_than, dry_run=dry_run)
+        return remove_orphan_files(self.store, older_than=older_than, dry_run=dry_run)
 
     def __repr__(self) -> str:
         return f"FileStoreTable({self.name!r}, {self.path!r})"

@@ -87,17 +87,17 @@ def _assignment(table: FileStoreTable) -> set[tuple[Any, ...]]:
     clear_manifest_cache()
     fresh = Catalog(str(Path(table.path).parents[1])).get_table(table.name)
     snapshot = fresh.latest_snapshot()
-    partition = fresh.manifest_io().live_entries(snapshot)[0].partition
+    partition = fresh.store.manifest_io().live_entries(snapshot)[0].partition
     hashes = hash_rows([pa.array(np.arange(30, dtype=np.int64))], fresh.schema.types_of(["id"]))
-    assigner = DynamicBucketAssigner(fresh, snapshot)
-    buckets = assigner.assign(fresh.partition_codec().from_binary(partition), hashes)
+    assigner = DynamicBucketAssigner(fresh.store, snapshot)
+    buckets = assigner.assign(fresh.store.partition_codec().from_binary(partition), hashes)
     return set(zip(hashes.tolist(), buckets.tolist(), strict=True))
 
 
 def _files(table: FileStoreTable) -> dict[str, tuple[Path, Callable[[], set[tuple[Any, ...]]]]]:
     """One file of each kind, and the operation that uses it."""
     snap = table.latest_snapshot()
-    mio = table.manifest_io()
+    mio = table.store.manifest_io()
     paths = table.path_factory
     base = mio.read_manifest_list(snap.delta_manifest_list)
     entry = mio.live_entries(snap)[0]

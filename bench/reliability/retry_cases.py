@@ -28,6 +28,7 @@ import pyarrow as pa
 from lakehouse_engine import Catalog, LakehouseError, Schema
 from lakehouse_engine.errors import PostCommitError
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.table_commit import TableCommit
@@ -93,7 +94,7 @@ def make_template(catalog: Catalog, kind: str) -> Template:
     w.close()
     # What the batch makes the table read, told by committing it once on a throwaway copy.
     probe = _copy(table, Path(table.path).parent / f"probe-{uuid.uuid4().hex}")
-    TableCommit(probe, wb.commit_user).commit(messages)
+    TableCommit(probe.store, wb.commit_user).commit(messages)
     after = contents(probe)
     shutil.rmtree(probe.path)
     return Template(table, pickle.dumps(messages), wb.commit_user, before, after,
@@ -102,14 +103,14 @@ def make_template(catalog: Catalog, kind: str) -> Template:
 
 def _copy(table: FileStoreTable, dest: Path, file_io: FileIO | None = None) -> FileStoreTable:
     shutil.copytree(table.path, dest)
-    return FileStoreTable(file_io or FileIO.for_warehouse(str(dest))[0], table.name, str(dest), table.schema)
+    return FileStoreTable(file_io or warehouse_file_io(str(dest))[0], table.name, str(dest), table.schema)
 
 
 def count_operations(template: Template, workdir: Path) -> list[tuple[str, str]]:
     """The mutating file operations (kind, path) of committing the template's batch."""
     io = FaultInjectingFileIO.local()
     table = _copy(template.table, workdir / f"count-{uuid.uuid4().hex}", io)
-    TableCommit(table, template.commit_user).commit(pickle.loads(template.messages))
+    TableCommit(table.store, template.commit_user).commit(pickle.loads(template.messages))
     return io.operations
 
 
@@ -143,7 +144,7 @@ def data_snapshot(table: FileStoreTable, data_files: set[str]) -> int | None:
     from lakehouse_engine.write.commit_retry import snapshot_adding
 
     clear_manifest_cache()
-    return snapshot_adding(table, data_files, 0)
+    return snapshot_adding(table.store, data_files, 0)
 
 
 def run_case(template: Template, workdir: Path, k: int, mode: FaultMode, retry: str) -> CaseResult:
@@ -158,14 +159,14 @@ def run_case(template: Template, workdir: Path, k: int, mode: FaultMode, retry: 
     case = workdir / f"case-{k}-{mode}-{retry.replace(' ', '-')}"
     io = FaultInjectingFileIO.local(fail_at=k, mode=mode)
     table = _copy(template.table, case, io)
-    committer = TableCommit(table, template.commit_user)
+    committer = TableCommit(table.store, template.commit_user)
     error: BaseException | None = None
     first_ids: list[int] = []
     try:
         first_ids = committer.commit(pickle.loads(template.messages))
     except (OSError, LakehouseError) as exc:
         error = exc
-    plain = FileStoreTable(FileIO.for_warehouse(str(case))[0], table.name, str(case), table.schema)
+    plain = FileStoreTable(warehouse_file_io(str(case))[0], table.name, str(case), table.schema)
     landed_at = data_snapshot(plain, template.data_files)
     messages = pickle.loads(template.messages)
     if retry == "same committer" and error is None:

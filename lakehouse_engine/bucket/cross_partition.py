@@ -30,16 +30,17 @@ from lakehouse_engine.format.float_order import canonical_nan_array
 from lakehouse_engine.mergetree.merge import DELETE, INSERT, UPDATE_AFTER
 from lakehouse_engine.options import CROSS_PARTITION_UPSERT_INDEX_TTL, MERGE_ENGINE
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.read.read_builder import ReadBuilder
 
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class GlobalIndex:
     """primary key -> (partition, bucket) for a whole table."""
 
-    def __init__(self, table: FileStoreTable, snapshot: Snapshot | None):
+    def __init__(self, table: FileStore, snapshot: Snapshot | None):
         self.table = table
         schema = table.schema
         self.key_names = list(schema.primary_keys)
@@ -83,7 +84,7 @@ class GlobalIndex:
         if snapshot is not None:
             now = int(time.time() * 1000)
             # The table's own read path (as Paimon's IndexBootstrap): the keys as readers see them.
-            builder = self.table.new_read_builder().with_projection(self.key_names).with_snapshot(snapshot.id)
+            builder = ReadBuilder(self.table).with_projection(self.key_names).with_snapshot(snapshot.id)
             read = builder.new_read()
             for split in builder.new_scan().plan().splits():
                 born = max((f.creation_time_millis or now) for f in split.files)
@@ -152,7 +153,7 @@ class GlobalIndex:
 class CrossPartitionRouter:
     """Rewrites a batch for a cross-partition table: moves, deletes and buckets, per merge engine."""
 
-    def __init__(self, table: FileStoreTable, snapshot: Snapshot | None):
+    def __init__(self, table: FileStore, snapshot: Snapshot | None):
         self.table = table
         self.index = GlobalIndex(table, snapshot)
         self.merge_engine = table.options.require(MERGE_ENGINE)

@@ -33,7 +33,7 @@ from lakehouse_engine.options import DYNAMIC_BUCKET_MAX_BUCKETS, DYNAMIC_BUCKET_
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot
     from lakehouse_engine.partition import Partition
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 HASH_INDEX = "HASH"
 
@@ -78,7 +78,7 @@ class IndexChange:
 class DynamicBucketAssigner:
     """Assigns buckets for one writer (one assigner of `num_assigners`) of a dynamic-bucket table."""
 
-    def __init__(self, table: FileStoreTable, snapshot: Snapshot | None, num_assigners: int = 1,
+    def __init__(self, table: FileStore, snapshot: Snapshot | None, num_assigners: int = 1,
                  assigner_id: int = 0, fresh: bool = False):
         if num_assigners < 1 or not 0 <= assigner_id < num_assigners:
             raise LakehouseError(f"assigner {assigner_id} of {num_assigners} is not a valid assigner")

@@ -25,10 +25,10 @@ from lakehouse_engine.store.manifest_io import check_file_name
 
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
-def read_hash_index_file(table: FileStoreTable, entry: IndexManifestEntry,
+def read_hash_index_file(table: FileStore, entry: IndexManifestEntry,
                          index_manifest: str) -> np.ndarray:
     """The key hashes of one HASH index file, checked against the size and row count recorded.
 
@@ -59,7 +59,7 @@ def read_hash_index_file(table: FileStoreTable, entry: IndexManifestEntry,
     return hashes
 
 
-def data_files_by_partition(table: FileStoreTable,
+def data_files_by_partition(table: FileStore,
                             snapshot: Snapshot) -> dict[bytes, dict[int, list[DataFileMeta]]]:
     """The live data files of `snapshot`, per partition and bucket (one pass over its manifests)."""
     out: dict[bytes, dict[int, list[DataFileMeta]]] = defaultdict(lambda: defaultdict(list))
@@ -68,7 +68,7 @@ def data_files_by_partition(table: FileStoreTable,
     return out
 
 
-def check_index_covers_data(table: FileStoreTable, snapshot: Snapshot, partition: bytes,
+def check_index_covers_data(table: FileStore, snapshot: Snapshot, partition: bytes,
                             entries: dict[int, IndexManifestEntry], index: PartitionHashIndex,
                             files_by_bucket: Mapping[int, list[DataFileMeta]]) -> None:
     """Raise CorruptFileError naming the index file when a key of a bucket's data files (the

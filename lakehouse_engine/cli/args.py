@@ -14,6 +14,7 @@ from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.errors import InvalidIdentifierError
 
 if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
     from lakehouse_engine.table import FileStoreTable
 
 _EPOCH_MILLIS_RE = re.compile(r"^\d+$")
@@ -130,7 +131,7 @@ def partition_specs(text: str) -> list[dict[str, str]]:
 
 
 # ---- checks against the table -----------------------------------------------------------------
-def check_columns(table: FileStoreTable, columns: Sequence[str]) -> list[str]:
+def check_columns(table: FileStoreTable | FileStore, columns: Sequence[str]) -> list[str]:
     """`columns` when all are fields of the table (or `col.field` of a ROW column); UsageError
     naming the others and the fields."""
     from lakehouse_engine.read.nested_projection import projection_path
@@ -154,7 +155,7 @@ def typed_partitions(table: FileStoreTable, specs: Sequence[dict[str, str]] | No
     keys = list(table.schema.partition_keys)
     if not keys:
         raise UsageError(f"--partitions was given but table {table.name} is not partitioned")
-    default_name = table.partition_codec().default_name
+    default_name = table.store.partition_codec().default_name
     typed = []
     for spec in specs:
         values: dict[str, Any] = {}
@@ -177,8 +178,8 @@ def check_partitions_match(table: FileStoreTable, specs: Sequence[dict[str, Any]
     if not specs:
         return
     snapshot = table.latest_snapshot()
-    codec = table.partition_codec()
-    binaries = {e.partition for e in table.manifest_io().live_entries(snapshot)} if snapshot else set()
+    codec = table.store.partition_codec()
+    binaries = {e.partition for e in table.store.manifest_io().live_entries(snapshot)} if snapshot else set()
     live = [codec.from_binary(b) for b in binaries]
     unmatched = [spec for spec in specs if not any(p.matches([spec]) for p in live)]
     if unmatched:

@@ -235,10 +235,10 @@ def run_tags(args: argparse.Namespace, ctx: Context) -> None:
 def run_files(args: argparse.Namespace, ctx: Context) -> None:
     table = ctx.table(args.warehouse, args.table)
     snapshot = table.snapshot(args.snapshot) if args.snapshot else table.latest_snapshot()
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     records: list[dict[str, Any]] = []
     with ctx.progress(f"reading manifests of {table.name}"):
-        entries = table.manifest_io().live_entries(snapshot)
+        entries = table.store.manifest_io().live_entries(snapshot)
     for e in entries:
         part = codec.from_binary(e.partition)
         f = e.file

@@ -22,7 +22,7 @@ from lakehouse_engine.options import COMPACTION_MAX_FILE_NUM, COMPACTION_MIN_FIL
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 def pick_append_files(files: Sequence[DataFileMeta], target_size: int, min_num: int, max_num: int,
@@ -43,13 +43,13 @@ def pick_append_files(files: Sequence[DataFileMeta], target_size: int, min_num: 
     return []
 
 
-def _options(table: FileStoreTable) -> tuple[int, int, int]:
+def _options(table: FileStore) -> tuple[int, int, int]:
     opts = table.options
     return (opts.target_file_size(False), opts.require(COMPACTION_MIN_FILE_NUM),
             opts.require(COMPACTION_MAX_FILE_NUM))
 
 
-def plan_append_compaction(table: FileStoreTable, full: bool,
+def plan_append_compaction(table: FileStore, full: bool,
                            partitions: Sequence[Mapping[str, Any]] | None) -> list[CompactTask]:
     snapshot = table.latest_snapshot()
     if snapshot is None:
@@ -72,7 +72,7 @@ def plan_append_compaction(table: FileStoreTable, full: bool,
     return tasks
 
 
-def run_append_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage | None:
+def run_append_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | None:
     target, min_num, max_num = _options(table)
     picked = pick_append_files(task.files, target, min_num, max_num, task.full)
     if not picked:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -23,13 +23,16 @@ from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite
+from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
-def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
-    """Move every postpone file (of `partitions`, or all) into real buckets; one COMPACT snapshot."""
+def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] | None = None,
+                     expire: Callable[[], None] | None = None) -> list[int]:
+    """Move every postpone file (of `partitions`, or all) into real buckets; one COMPACT snapshot.
+    `expire` runs after the commit landed."""
     codec = table.partition_codec()
     codec.check_spec_keys(partitions or [], table.name, "compact")
     snapshot = table.latest_snapshot()
@@ -52,8 +55,7 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
     buckets = {p: counts.get(p, default) for p in postponed}
     # The moved rows land as level-0 runs (regular compaction follows), as the output of this
     # compaction: one atomic COMPACT adds them and deletes the postpone files.
-    writer = TableWrite(table, f"postpone-compact-{uuid.uuid4()}", fixed_buckets=buckets,
-                        default_buckets=default, write_only=True, as_compaction=True)
+    writer = TableWrite.for_postpone_compaction(table, f"postpone-compact-{uuid.uuid4()}", buckets, default)
     schema = table.schema.arrow_schema()
     columns = schema.names + [VALUE_KIND]
     file_schema = table.schema.data_file_arrow_schema()
@@ -72,5 +74,5 @@ def compact_postpone(table: FileStoreTable, partitions: Sequence[Mapping[str, An
             writer.write_rows(rows.select(schema.names), kinds)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))
     moved = writer.prepare_commit()
-    commit = table.new_batch_write_builder().new_commit()
+    commit = BatchWriteBuilder(table, expire=expire).new_commit()
     return commit.commit(moved + deletes)

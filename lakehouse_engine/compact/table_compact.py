@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
@@ -16,14 +16,15 @@ from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import parallel_map
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
 
-def plan_compaction(table: FileStoreTable, full: bool = False,
+def plan_compaction(table: FileStore, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
     codec = table.partition_codec()
@@ -55,7 +56,7 @@ def plan_compaction(table: FileStoreTable, full: bool = False,
     return tasks
 
 
-def run_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage | None:
+def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | None:
     """Compact one bucket as the task says; the files it writes are in the returned message."""
     if not table.schema.has_primary_key:
         from lakehouse_engine.compact.append import run_append_compact_task
@@ -73,17 +74,19 @@ def run_compact_task(table: FileStoreTable, task: CompactTask) -> CommitMessage 
                          compact_before=before, compact_after=after)
 
 
-def compact_table(table: FileStoreTable, full: bool = False,
-                  partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+def compact_table(table: FileStore, full: bool = False,
+                  partitions: Sequence[Mapping[str, Any]] | None = None,
+                  expire: Callable[[], None] | None = None) -> list[int]:
     """Compact (buckets on all cores) and commit COMPACT snapshots; returns their ids.
 
-    A postpone-bucket table first moves its postponed rows into real buckets.
+    A postpone-bucket table first moves its postponed rows into real buckets. `expire` runs
+    after each commit that landed (the facade passes the table's snapshot expiry).
     """
     ids: list[int] = []
     if table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
-        ids += compact_postpone(table, partitions)
+        ids += compact_postpone(table, partitions, expire)
     tasks = plan_compaction(table, full, partitions)
     if not tasks:
         return ids
@@ -91,6 +94,6 @@ def compact_table(table: FileStoreTable, full: bool = False,
     messages = [m for m in results if m is not None]
     if not messages:
         return ids
-    commit = table.new_batch_write_builder().new_commit()
+    commit = BatchWriteBuilder(table, expire=expire).new_commit()
     return ids + commit.commit(messages)
 

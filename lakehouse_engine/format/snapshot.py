@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError
@@ -11,7 +12,27 @@ from lakehouse_engine.format.json_spec import JsonKey, JsonObject, dumps
 CURRENT_VERSION = 3
 #: The commit identifier of a batch (non-streaming) commit: Java's Long.MAX_VALUE.
 BATCH_COMMIT_IDENTIFIER = 0x7FFF_FFFF_FFFF_FFFF
-COMMIT_KINDS = frozenset({"APPEND", "COMPACT", "OVERWRITE", "ANALYZE"})
+
+
+class CommitKind(str, Enum):
+    """What a snapshot's commit did (Paimon's `Snapshot.CommitKind`, the `commitKind` JSON value).
+
+    A `str` enum: a member equals its JSON text, so snapshots read from files compare with it.
+    """
+
+    APPEND = "APPEND"
+    COMPACT = "COMPACT"
+    OVERWRITE = "OVERWRITE"
+    ANALYZE = "ANALYZE"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+COMMIT_KINDS = frozenset(k.value for k in CommitKind)
 
 # The keys of a snapshot file in the order pypaimon 2.1.0 writes them; `logOffsets` (Java only)
 # is placed where Java puts it. Optional keys are left out when None.

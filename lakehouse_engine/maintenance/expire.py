@@ -53,7 +53,7 @@ from lakehouse_engine.options import (
 )
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -69,7 +69,7 @@ class ExpireConfig:
     max_deletes: int
 
     @staticmethod
-    def of(table: FileStoreTable, retain_max: int | None = None, retain_min: int | None = None,
+    def of(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
            older_than: int | None = None, max_deletes: int | None = None) -> ExpireConfig:
         """Arguments given win; the others come from the table's `snapshot.*` options.
 
@@ -102,7 +102,7 @@ class ExpireConfig:
         return ExpireConfig(retain_max, retain_min, older_than, max_deletes)
 
 
-def expire_snapshots(table: FileStoreTable, retain_max: int | None = None, retain_min: int | None = None,
+def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
                      older_than: int | None = None, max_deletes: int | None = None) -> int:
     """Expire snapshots past the retention bounds; returns how many snapshot files were deleted.
 
@@ -130,7 +130,7 @@ def expire_snapshots(table: FileStoreTable, retain_max: int | None = None, retai
     return expire_until(table, earliest, end)
 
 
-def expire_after_commit(table: FileStoreTable) -> None:
+def expire_after_commit(table: FileStore) -> None:
     """Expire snapshots beyond the table's retention options after a commit.
 
     The commit has landed when this runs, so a failure is logged, never raised: raising would
@@ -144,7 +144,7 @@ def expire_after_commit(table: FileStoreTable) -> None:
                     "succeeded and the next commit will try again", table.name, exc)
 
 
-def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
+def expire_until(table: FileStore, begin: int, end: int) -> int:
     """Expire every snapshot with an id below `end` and the files only they reference.
 
     `begin` is the earliest snapshot as the hints tell it; nothing happens unless end > begin.
@@ -192,7 +192,7 @@ def expire_until(table: FileStoreTable, begin: int, end: int) -> int:
     return len(expiring)
 
 
-def plan_expiry(table: FileStoreTable, expiring: list[Snapshot], retained: Snapshot,
+def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
                 tags: Iterable[Snapshot]) -> References:
     """The files to delete when `expiring` go and `retained` (and every later snapshot) stays.
 
@@ -226,7 +226,7 @@ def plan_expiry(table: FileStoreTable, expiring: list[Snapshot], retained: Snaps
     return going
 
 
-def _tagged_data_files(table: FileStoreTable, tags: list[Snapshot], first: int, retained: int,
+def _tagged_data_files(table: FileStore, tags: list[Snapshot], first: int, retained: int,
                        paths: DataPaths) -> set[str]:
     """Data files of the tags that can hold a file the deltas of [first, retained] delete.
 
@@ -249,7 +249,7 @@ def _tagged_data_files(table: FileStoreTable, tags: list[Snapshot], first: int, 
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def _first_snapshot_from(table: FileStoreTable, sid: int) -> Snapshot | None:
+def _first_snapshot_from(table: FileStore, sid: int) -> Snapshot | None:
     """The snapshot `sid`, or the next one that exists (None when there is none)."""
     snapshots = table.snapshot_manager()
     latest = snapshots.latest_snapshot_id()
@@ -261,13 +261,13 @@ def _first_snapshot_from(table: FileStoreTable, sid: int) -> Snapshot | None:
     return None
 
 
-def _tags(table: FileStoreTable) -> dict[str, Snapshot]:
+def _tags(table: FileStore) -> dict[str, Snapshot]:
     from lakehouse_engine.maintenance.tags import list_tags
 
     return list_tags(table)
 
 
-def _tolerant(table: FileStoreTable, snapshot: Snapshot, read: Callable[[Snapshot], _T],
+def _tolerant(table: FileStore, snapshot: Snapshot, read: Callable[[Snapshot], _T],
               default: _T) -> _T:
     """Read what an expiring snapshot references; an unreadable part is skipped, not fatal.
 

@@ -20,7 +20,7 @@ from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
 from lakehouse_engine.maintenance.references import DataPaths, snapshot_references, tag_references
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 DEFAULT_OLDER_THAN_MS = 24 * 60 * 60 * 1000
 #: `.<name>.<uuid>.tmp` (put-if-absent, ours and Paimon's) and `<name>.<uuid>.tmp` (hint files).
@@ -30,7 +30,7 @@ _METADATA_PREFIXES = ("manifest-", "index-manifest-")
 _ATTEMPTS = 3
 
 
-def remove_orphan_files(table: FileStoreTable, older_than: int | None = None,
+def remove_orphan_files(table: FileStore, older_than: int | None = None,
                         dry_run: bool = False) -> list[str]:
     """Delete (or with `dry_run`, only list) orphan files last modified before `older_than`.
 
@@ -57,7 +57,7 @@ def remove_orphan_files(table: FileStoreTable, older_than: int | None = None,
     return orphans
 
 
-def used_files(table: FileStoreTable) -> set[str]:
+def used_files(table: FileStore) -> set[str]:
     """Paths of every file some snapshot or tag references.
 
     A snapshot expired while this reads it is skipped, and the whole read is retried: a file

@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.maintenance.expire import expire_after_commit
+from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 T = TypeVar("T")
 
@@ -49,7 +52,7 @@ class PartitionStatistics:
         return ",".join(f"{k}={v}" for k, v in self.spec.items())
 
 
-def list_partitions(table: FileStoreTable) -> list[PartitionStatistics]:
+def list_partitions(table: FileStore) -> list[PartitionStatistics]:
     """Every partition of `table`'s latest snapshot with its statistics, sorted by name."""
     snapshot = table.latest_snapshot()
     if snapshot is None:
@@ -84,7 +87,7 @@ def page_partitions(partitions: list[PartitionStatistics], max_results: int | No
     return PagedList(partitions, None)
 
 
-def drop_partitions(table: FileStoreTable, partitions: Sequence[Mapping[str, object]]) -> int:
+def drop_partitions(table: FileStore, partitions: Sequence[Mapping[str, object]]) -> int:
     """Delete every row of `partitions` (full or partial specs) in one OVERWRITE snapshot; its id.
 
     Raises LakehouseError, changing nothing, for an empty list or a key that is not a partition
@@ -100,13 +103,13 @@ def drop_partitions(table: FileStoreTable, partitions: Sequence[Mapping[str, obj
     return _overwrite(table, specs)
 
 
-def truncate(table: FileStoreTable) -> int | None:
+def truncate(table: FileStore) -> int | None:
     """Delete every row of `table` in one OVERWRITE snapshot; its id (None: nothing to truncate)."""
     if table.latest_snapshot() is None:
         return None
     return _overwrite(table, [{}])
 
 
-def _overwrite(table: FileStoreTable, specs: list[dict[str, object]]) -> int:
-    commit = table.new_batch_write_builder().new_commit()
+def _overwrite(table: FileStore, specs: list[dict[str, object]]) -> int:
+    commit = BatchWriteBuilder(table, expire=partial(expire_after_commit, table)).new_commit()
     return (commit.truncate_table() if specs == [{}] else commit.truncate_partitions(specs))[0]

@@ -30,7 +30,7 @@ from lakehouse_engine.format.manifest_entries import (
 from lakehouse_engine.format.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 @dataclass
@@ -67,7 +67,7 @@ class References:
         """Every referenced name in the `manifest/` directory."""
         return self.manifests | self.manifest_lists | self.index_manifests
 
-    def all_paths(self, table: FileStoreTable) -> set[str]:
+    def all_paths(self, table: FileStore) -> set[str]:
         """Every referenced file as an absolute path."""
         paths = table.path_factory
         return ({paths.manifest_path(n) for n in self.metadata_names()}
@@ -85,7 +85,7 @@ def _local(path: str) -> str:
 class DataPaths:
     """Absolute paths of data files; decodes each partition once per (partition, bucket)."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore):
         self.table = table
         self._dirs: dict[tuple[bytes, int], str] = {}
 
@@ -111,7 +111,7 @@ class DataPaths:
         return self.of(entry.partition, entry.bucket, entry.file)
 
 
-def index_file_path(table: FileStoreTable, entry: IndexManifestEntry) -> str:
+def index_file_path(table: FileStore, entry: IndexManifestEntry) -> str:
     if entry.external_path:
         return _local(entry.external_path)
     return f"{table.path_factory.index_dir}/{entry.file_name}"
@@ -128,7 +128,7 @@ def _manifest_lists(snapshot: Snapshot) -> list[tuple[str, int | None]]:
 
 
 # ---- reading ----------------------------------------------------------------------------------
-def index_files(table: FileStoreTable, index_manifest: str) -> set[str]:
+def index_files(table: FileStore, index_manifest: str) -> set[str]:
     """Paths of the index files an index manifest keeps live (ADDs not deleted after)."""
     live: dict[str, str] = {}
     for e in table.manifest_io().read_index_manifest(index_manifest):
@@ -139,12 +139,12 @@ def index_files(table: FileStoreTable, index_manifest: str) -> set[str]:
     return set(live.values())
 
 
-def _entries(table: FileStoreTable, list_name: str, size: int | None) -> list[ManifestEntry]:
+def _entries(table: FileStore, list_name: str, size: int | None) -> list[ManifestEntry]:
     mio = table.manifest_io()
     return mio.read_entries(mio.read_manifest_list(list_name, size))
 
 
-def live_data_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
+def live_data_files(table: FileStore, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
     """Paths of every data file live in `snapshot` (a merge of its base and delta manifests)."""
     paths = paths or DataPaths(table)
     mio = table.manifest_io()
@@ -152,7 +152,7 @@ def live_data_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths 
     return {p for e in merged if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 
-def delta_changes(table: FileStoreTable, snapshot: Snapshot,
+def delta_changes(table: FileStore, snapshot: Snapshot,
                   paths: DataPaths | None = None) -> tuple[set[str], set[str]]:
     """(added, deleted) data file paths of the snapshot's delta; a path in both only changed level."""
     paths = paths or DataPaths(table)
@@ -163,7 +163,7 @@ def delta_changes(table: FileStoreTable, snapshot: Snapshot,
     return added, deleted
 
 
-def changelog_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
+def changelog_files(table: FileStore, snapshot: Snapshot, paths: DataPaths | None = None) -> set[str]:
     """Paths of the changelog files a snapshot produced (none unless a changelog producer ran)."""
     if not snapshot.changelog_manifest_list:
         return set()
@@ -173,7 +173,7 @@ def changelog_files(table: FileStoreTable, snapshot: Snapshot, paths: DataPaths 
             if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 
-def metadata_references(table: FileStoreTable, snapshots: Iterable[Snapshot]) -> References:
+def metadata_references(table: FileStore, snapshots: Iterable[Snapshot]) -> References:
     """Manifest lists, manifests, index manifests and index files of `snapshots` (no data files)."""
     mio = table.manifest_io()
     refs = References()
@@ -200,7 +200,7 @@ def consecutive_runs(snapshots: Iterable[Snapshot]) -> list[list[Snapshot]]:
     return runs
 
 
-def snapshot_references(table: FileStoreTable, snapshots: Sequence[Snapshot],
+def snapshot_references(table: FileStore, snapshots: Sequence[Snapshot],
                         paths: DataPaths | None = None) -> References:
     """Everything `snapshots` reference; data files are the union of their live files.
 
@@ -217,7 +217,7 @@ def snapshot_references(table: FileStoreTable, snapshots: Sequence[Snapshot],
     return refs
 
 
-def tag_references(table: FileStoreTable, tags: Iterable[Snapshot],
+def tag_references(table: FileStore, tags: Iterable[Snapshot],
                    paths: DataPaths | None = None) -> References:
     """Everything tagged snapshots reference; each tag is merged on its own (tags need not be a chain)."""
     paths = paths or DataPaths(table)
@@ -233,7 +233,7 @@ def tag_references(table: FileStoreTable, tags: Iterable[Snapshot],
     return refs
 
 
-def delete_files(table: FileStoreTable, refs: References) -> None:
+def delete_files(table: FileStore, refs: References) -> None:
     """Delete unreferenced files: data and index files, then manifests, then the lists naming them.
 
     Deletes are quiet (a file already gone is what we want); an interrupted run leaves orphans.

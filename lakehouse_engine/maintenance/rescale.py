@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.maintenance.expire import expire_after_commit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
@@ -28,7 +30,7 @@ from lakehouse_engine.write.table_commit import TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 def _partition_predicate(pb: PredicateBuilder, values: Mapping[str, Any]) -> Predicate | None:
@@ -36,7 +38,7 @@ def _partition_predicate(pb: PredicateBuilder, values: Mapping[str, Any]) -> Pre
     return pb.and_predicates(leaves) if leaves else None
 
 
-def rescale(table: FileStoreTable, bucket_num: int,
+def rescale(table: FileStore, bucket_num: int,
             partitions: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
     """Rewrite `partitions` (all when None) into `bucket_num` buckets; returns the snapshot id."""
     if not isinstance(bucket_num, int) or bucket_num <= 0:
@@ -58,8 +60,8 @@ def rescale(table: FileStoreTable, bucket_num: int,
             chosen.append((binary, part.as_dict()))
     if not chosen:
         return []
-    writer = TableWrite(table, f"rescale-{uuid.uuid4()}", fixed_buckets={b: bucket_num for b, _ in chosen},
-                        default_buckets=bucket_num, write_only=True)
+    writer = TableWrite.for_rescale(table, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
+                                    bucket_num)
     pb = PredicateBuilder(table.schema.field_names)
     read = TableRead(table, for_rewrite=True)
     for _, values in chosen:
@@ -70,7 +72,7 @@ def rescale(table: FileStoreTable, bucket_num: int,
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
-    ids = TableCommit(table, writer.commit_user, specs, expire=table.expire_after_commit).commit(messages)
+    ids = TableCommit(table, writer.commit_user, specs, expire=partial(expire_after_commit, table)).commit(messages)
     if partitions is None and mode is BucketMode.HASH_FIXED:
         # Every partition has the new count now: so must the table option, which other engines'
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).

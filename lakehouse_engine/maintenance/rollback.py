@@ -49,12 +49,12 @@ from lakehouse_engine.maintenance.tags import list_tags, tag_path, tag_snapshot
 from lakehouse_engine.store.snapshot_manager import EARLIEST, LATEST
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
 
-def rollback_to(table: FileStoreTable, snapshot_or_tag: int | str) -> None:
+def rollback_to(table: FileStore, snapshot_or_tag: int | str) -> None:
     """Make snapshot `snapshot_or_tag` (an id) or tag `snapshot_or_tag` (a name) the latest.
 
     Raises:
@@ -113,7 +113,7 @@ def rollback_to(table: FileStoreTable, snapshot_or_tag: int | str) -> None:
     delete_files(table, doomed)
 
 
-def _target(table: FileStoreTable, snapshot_or_tag: int | str) -> Snapshot:
+def _target(table: FileStore, snapshot_or_tag: int | str) -> Snapshot:
     """The snapshot to roll back to: a tag's, an existing snapshot, or an expired one a tag holds."""
     if isinstance(snapshot_or_tag, str):
         return tag_snapshot(table, snapshot_or_tag)
@@ -136,7 +136,7 @@ def _target(table: FileStoreTable, snapshot_or_tag: int | str) -> Snapshot:
         f"and no tag holds it")
 
 
-def _plan(table: FileStoreTable, target: Snapshot, removed: list[Snapshot],
+def _plan(table: FileStore, target: Snapshot, removed: list[Snapshot],
           kept_tags: list[Snapshot]) -> References:
     """Files the removed snapshots reference that neither the target nor a kept tag does.
 

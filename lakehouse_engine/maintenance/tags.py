@@ -22,7 +22,7 @@ from lakehouse_engine.maintenance.references import (
     tag_references,
 )
 from lakehouse_engine.options import parse_duration_ms
-from lakehouse_engine.store.tag_manager import (
+from lakehouse_engine.store.tag_files import (
     TAG_ONLY_FIELDS,
     TAG_PREFIX,
     InvalidTagNameError,
@@ -39,7 +39,7 @@ from lakehouse_engine.store.tag_manager import (
 )
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None, *,
+def create_tag(table: FileStore, name: str, snapshot_id: int | None = None, *,
                ignore_if_exists: bool = False, time_retained: str | None = None) -> None:
     """Keep snapshot `snapshot_id` (the latest when None) under `name`.
 
@@ -82,7 +82,7 @@ def create_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None,
     _check_still_there(table, name, snapshot, path)
 
 
-def _snapshot_to_tag(table: FileStoreTable, snapshot_id: int | None) -> Snapshot:
+def _snapshot_to_tag(table: FileStore, snapshot_id: int | None) -> Snapshot:
     snapshots = table.snapshot_manager()
     if snapshot_id is None:
         snapshot = snapshots.latest_snapshot()
@@ -93,7 +93,7 @@ def _snapshot_to_tag(table: FileStoreTable, snapshot_id: int | None) -> Snapshot
     return snapshots.snapshot(snapshot_id)
 
 
-def _check_still_there(table: FileStoreTable, name: str, snapshot: Snapshot, path: str) -> None:
+def _check_still_there(table: FileStore, name: str, snapshot: Snapshot, path: str) -> None:
     # Expiry deletes a snapshot file first and reads the tags afterwards (see expire.py). If the
     # snapshot is still there now, any expiry of it will see this tag and keep its files; if it
     # is gone, an expiry may already be deleting them, so the tag would keep nothing.
@@ -123,7 +123,7 @@ def _retained_seconds(time_retained: str) -> float:
         raise InvalidOptionError(f"time_retained {time_retained!r} of a tag: {e}") from None
 
 
-def get_tag(table: FileStoreTable, name: str) -> Snapshot:
+def get_tag(table: FileStore, name: str) -> Snapshot:
     """Tag `name` as stored, with its tag-only fields in `extra` (TagNotExistError when missing)."""
     tag = read_tag(table, tag_path(table, name))
     if tag is None:
@@ -132,7 +132,7 @@ def get_tag(table: FileStoreTable, name: str) -> Snapshot:
     return tag
 
 
-def replace_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None,
+def replace_tag(table: FileStore, name: str, snapshot_id: int | None = None,
                 time_retained: str | None = None) -> None:
     """Point the existing tag `name` at snapshot `snapshot_id` (the latest when None).
 
@@ -155,7 +155,7 @@ def replace_tag(table: FileStoreTable, name: str, snapshot_id: int | None = None
             f"replaced; the tag is unchanged")
 
 
-def rename_tag(table: FileStoreTable, old_name: str, new_name: str) -> None:
+def rename_tag(table: FileStore, old_name: str, new_name: str) -> None:
     """Rename tag `old_name` to `new_name`; the new file is complete before the old one goes.
 
     Raises:
@@ -176,7 +176,7 @@ def rename_tag(table: FileStoreTable, old_name: str, new_name: str) -> None:
     table.file_io.delete_file(old_path, quiet=False)
 
 
-def delete_tag(table: FileStoreTable, name: str) -> None:
+def delete_tag(table: FileStore, name: str) -> None:
     """Delete tag `name`, and the files only it kept when its snapshot has expired (as Paimon does).
 
     The tag file is deleted before those files: if anything fails in between, what is left are
@@ -195,7 +195,7 @@ def delete_tag(table: FileStoreTable, name: str) -> None:
         delete_files(table, doomed)
 
 
-def _files_only_tag_keeps(table: FileStoreTable, name: str, tag: Snapshot) -> References | None:
+def _files_only_tag_keeps(table: FileStore, name: str, tag: Snapshot) -> References | None:
     """Files tag `name` references that no retained snapshot and no other tag does (None: keep all)."""
     snapshots = table.snapshot_manager()
     ids = snapshots.list_snapshot_ids()  # not the EARLIEST hint: every snapshot counts here
@@ -226,7 +226,7 @@ class GetTagResponse:
     tag_time_retained: str | None = None
 
 
-def get_tag_response(table: FileStoreTable, name: str) -> GetTagResponse:
+def get_tag_response(table: FileStore, name: str) -> GetTagResponse:
     tag = get_tag(table, name)
     created, retained = tag.extra.get("tagCreateTime"), tag.extra.get("tagTimeRetained")
     create_ms = None
@@ -258,7 +258,7 @@ def iso8601_duration(seconds: float) -> str:
 class TagManager:
     """pypaimon's `TagManager` of one table: the same calls, on this module's functions."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore):
         self.table = table
 
     def tag_directory(self) -> str:
@@ -289,7 +289,11 @@ class TagManager:
         replace_tag(self.table, tag_name, snapshot.id, time_retained)
 
     def delete_tag(self, tag_name: str) -> bool:
-        return bool(self.table.delete_tag(tag_name))
+        try:
+            delete_tag(self.table, tag_name)
+        except TagNotExistError:
+            return False
+        return True
 
     def rename_tag(self, old_name: str, new_name: str) -> None:
         rename_tag(self.table, old_name, new_name)

@@ -41,9 +41,6 @@ from lakehouse_engine.options import (
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.threads import parallel_map
 
-# The name the merge order's key boundaries had before the engines moved to `merge_engines`.
-_key_change_mask = key_change_mask
-
 __all__ = [
     "AGGREGATE_FUNCTIONS", "DELETE", "INSERT", "ROW_KIND_CODES", "UPDATE_AFTER", "UPDATE_BEFORE",
     "MergeFunction", "build_merge_function", "merge_columns_needed", "merge_indices", "merge_records",

@@ -21,7 +21,7 @@ from lakehouse_engine.schema import TableSchema
 from lakehouse_engine.types import ROW, DataType
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 def projection_path(schema: TableSchema, name: str) -> list[str] | None:
@@ -51,7 +51,7 @@ class NestedProjectionRead(TableRead):
     """A TableRead whose projection holds nested ROW paths: reads their top-level columns, then
     takes the fields out of them."""
 
-    def __init__(self, table: FileStoreTable, projection: Sequence[str],
+    def __init__(self, table: FileStore, projection: Sequence[str],
                  predicate: Predicate | None = None, limit: int | None = None):
         schema = table.schema
         paths = []

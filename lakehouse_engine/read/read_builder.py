@@ -18,13 +18,13 @@ from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import DataField
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class ReadBuilder:
     """Collects read settings, then builds a TableScan and a TableRead that agree on them."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore):
         self.table = table
         self._projection: list[str] | None = None
         self._predicate: Predicate | None = None
@@ -33,7 +33,7 @@ class ReadBuilder:
         self._tag: str | None = None
         self._keep_schema = False
         # The table a time-travel read sees (resolved once: the scan, read and types agree).
-        self._time_travel_table: FileStoreTable | None = None
+        self._time_travel_table: FileStore | None = None
 
     def with_projection(self, projection: Sequence[str]) -> ReadBuilder:
         """Read only these columns; `col.field` reads one field of a ROW column (as `col_field`)."""
@@ -42,14 +42,14 @@ class ReadBuilder:
             self._check_projection(self.table)
         return self
 
-    def _check_projection(self, table: FileStoreTable) -> None:
+    def _check_projection(self, table: FileStore) -> None:
         names = table.schema.field_names
         unknown = [p for p in self._projection or () if projection_path(table.schema, p) is None]
         if unknown:
             raise SchemaError(f"projection names unknown fields {unknown} of table {table.name} "
                               f"(schema {table.schema.id}: {', '.join(names)})")
 
-    def read_table(self) -> FileStoreTable:
+    def read_table(self) -> FileStore:
         """The table as the snapshot read saw it: time travel (`with_snapshot`, `with_tag`, the
         `scan.snapshot-id` / `scan.tag-name` options) reads a snapshot with its own schema."""
         options = self.table.schema.options

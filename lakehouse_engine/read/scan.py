@@ -36,7 +36,7 @@ from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
 from lakehouse_engine.schema import TableSchema
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class Plan:
@@ -58,7 +58,7 @@ class Plan:
 class TableScan:
     """Plans the splits of one snapshot (latest unless the table's scan options or a call pick one)."""
 
-    def __init__(self, table: FileStoreTable, predicate: Predicate | None = None,
+    def __init__(self, table: FileStore, predicate: Predicate | None = None,
                  snapshot_id: int | None = None, tag: str | None = None):
         self.table = table
         self.predicate = predicate

@@ -25,13 +25,13 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.threads import cores, parallel_map
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class TableRead:
     """Reads splits of one table with an optional projection, predicate and row limit."""
 
-    def __init__(self, table: FileStoreTable, projection: Sequence[str] | None = None,
+    def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
                  predicate: Predicate | None = None, limit: int | None = None, for_rewrite: bool = False):
         self.table = table
         self._reader = table.file_reader(for_rewrite)

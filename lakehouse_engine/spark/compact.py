@@ -22,8 +22,7 @@ from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import MESSAGE_COLUMN, MESSAGE_SCHEMA
 from lakehouse_engine.table import FileStoreTable
-from lakehouse_engine.write.commit_message import CommitMessage
-from lakehouse_engine.write.table_commit import delete_message_files
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 
 _TASK_ID = "id"
 _MESSAGE_ARROW_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary(), nullable=False)])
@@ -64,15 +63,15 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
     ref = TableRef.of(table, warehouse)
     opened = ref.open()
     wanted = None if buckets is None else [(dict(spec), int(bucket)) for spec, bucket in buckets]
-    opened.partition_codec().check_spec_keys([*(partitions or []), *(spec for spec, _ in wanted or [])],
+    opened.store.partition_codec().check_spec_keys([*(partitions or []), *(spec for spec, _ in wanted or [])],
                                              opened.name, "compact")
     ids: list[int] = []
     if opened.bucket_mode() is BucketMode.POSTPONE_MODE:
         ids += _compact_postponed(opened, partitions, wanted)
     if wanted is not None and not any(bucket != POSTPONE_BUCKET for _, bucket in wanted):
         return ids
-    codec = opened.partition_codec()
-    tasks = [t for t in plan_compaction(opened, full, partitions)
+    codec = opened.store.partition_codec()
+    tasks = [t for t in plan_compaction(opened.store, full, partitions)
              if wanted is None or _bucket_wanted(codec.from_binary(t.partition), t.bucket, wanted)]
     if not tasks:
         return ids
@@ -86,7 +85,7 @@ def compact(spark: SparkSession, table: FileStoreTable | str | Identifier, full:
         return ids + commit.commit(messages)
     except CommitTimeoutError:
         # Nothing was committed: drop the files the compaction wrote (not the ones it only moved).
-        delete_message_files(opened, messages, compaction_only=True)
+        delete_message_files(opened.store, messages, compaction_only=True)
         raise
     finally:
         commit.close()
@@ -98,12 +97,13 @@ def _compact_postponed(table: FileStoreTable, partitions: Sequence[PartitionSpec
     from lakehouse_engine.compact.postpone import compact_postpone
 
     if wanted is None:
-        return compact_postpone(table, list(partitions) if partitions else None)
+        return compact_postpone(table.store, list(partitions) if partitions else None,
+                                table.expire_after_commit)
     specs = [spec for spec, bucket in wanted if bucket == POSTPONE_BUCKET]
     if partitions:
         specs = [s for s in (_intersect(a, b) for a in specs for b in partitions) if s is not None]
     # (compact_postpone takes no partitions as "all": only call it with some.)
-    return compact_postpone(table, specs) if specs else []
+    return compact_postpone(table.store, specs, table.expire_after_commit) if specs else []
 
 
 def _bucket_wanted(partition: Partition, bucket: int, wanted: Sequence[tuple[PartitionSpec, int]]) -> bool:
@@ -131,7 +131,7 @@ class CompactRunner:
         payloads = []
         for batch in batches:
             for index in batch.column(_TASK_ID).to_pylist():
-                message = run_compact_task(table, self.tasks[index])
+                message = run_compact_task(table.store, self.tasks[index])
                 if message is not None:
                     payloads.append(pickle.dumps(message))
         if payloads:

@@ -40,37 +40,18 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
-from pyspark.sql.types import DataType as SparkType
+from pyspark.sql.types import StructType
 
 from lakehouse_engine import types as t
 from lakehouse_engine.errors import (
     InvalidOptionError,
     LakehouseError,
     SchemaError,
-    UnsupportedError,
 )
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
 from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.spark.spark_types import spark_schema
 from lakehouse_engine.spark.tables import TableRef, check_writable
 from lakehouse_engine.spark.write import check_columns, commit_messages, new_commit, write_batches
 from lakehouse_engine.table import FileStoreTable
@@ -86,11 +67,6 @@ OPTION_MERGE_ONLY = "merge-only"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _READ_BATCH_ROWS = 65_536
 
-_SPARK_TYPES: dict[str, SparkType] = {
-    t.BOOLEAN: BooleanType(), t.TINYINT: ByteType(), t.SMALLINT: ShortType(), t.INT: IntegerType(),
-    t.BIGINT: LongType(), t.FLOAT: FloatType(), t.DOUBLE: DoubleType(), t.DATE: DateType(),
-    t.TIMESTAMP: TimestampNTZType(), t.TIMESTAMP_LTZ: TimestampType(),
-}
 # Types whose Spark filter literals compare the same way in Arrow (not floats: NaN; not LTZ).
 _PUSHABLE_ROOTS = frozenset({t.BOOLEAN, t.TINYINT, t.SMALLINT, t.INT, t.BIGINT, t.DECIMAL, t.STRING,
                              t.VARCHAR, t.CHAR, t.DATE, t.TIMESTAMP})
@@ -98,38 +74,6 @@ _COMPARISONS: dict[type, str] = {
     EqualTo: "equal", GreaterThan: "greater_than", GreaterThanOrEqual: "greater_or_equal",
     LessThan: "less_than", LessThanOrEqual: "less_or_equal",
 }
-
-
-# ---- schemas --------------------------------------------------------------------------------
-def spark_type(dtype: t.DataType, column: str) -> SparkType:
-    """The Spark type a column of this Paimon type is read as (TIMESTAMP is TIMESTAMP_NTZ)."""
-    if dtype.is_string:
-        return StringType()
-    if dtype.is_binary:
-        return BinaryType()
-    if dtype.is_decimal:
-        return DecimalType(dtype.precision or 10, dtype.scale or 0)
-    if dtype.root == t.ARRAY and dtype.element is not None:
-        return ArrayType(spark_type(dtype.element, column), dtype.element.nullable)
-    if dtype.root == t.MAP and dtype.key is not None and dtype.value is not None:
-        return MapType(spark_type(dtype.key, column), spark_type(dtype.value, column), dtype.value.nullable)
-    if dtype.root == t.ROW:
-        return StructType([StructField(f.name, spark_type(f.type, f"{column}.{f.name}"), f.type.nullable)
-                           for f in dtype.fields or ()])
-    found = _SPARK_TYPES.get(dtype.root)
-    if found is None:
-        raise UnsupportedError(f"column '{column}' has type {dtype}, which Spark reads do not support yet")
-    return found
-
-
-def spark_schema(table: FileStoreTable, columns: Sequence[str] | None = None) -> StructType:
-    """The Spark schema of a table's columns (all, or `columns` in that order)."""
-    names = list(columns) if columns else table.schema.field_names
-    fields = []
-    for name in names:
-        f = table.schema.field(name)
-        fields.append(StructField(name, spark_type(f.type, name), f.type.nullable))
-    return StructType(fields)
 
 
 # ---- options --------------------------------------------------------------------------------
@@ -140,7 +84,7 @@ def partition_filter(table: FileStoreTable, spec: str) -> Predicate | None:
     """
     keys = list(table.schema.partition_keys)
     builder = PredicateBuilder(table.schema.field_names)
-    default_name = table.partition_codec().default_name
+    default_name = table.store.partition_codec().default_name
     alternatives = []
     for part in (p.strip() for p in spec.split(";")):
         if not part:

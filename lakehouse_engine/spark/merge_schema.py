@@ -18,7 +18,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.schema_change import SchemaChange
-from lakehouse_engine.spark.datasource import spark_schema
+from lakehouse_engine.spark.spark_types import spark_schema
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.types import DataType

@@ -39,8 +39,8 @@ from lakehouse_engine.spark.datasource import (
     OPTION_WAREHOUSE,
     native_split,
     partition_filter,
-    spark_schema,
 )
+from lakehouse_engine.spark.spark_types import spark_schema
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.table import FileStoreTable
 

@@ -158,7 +158,7 @@ def fixed_buckets(table: FileStoreTable, rows: pa.Table, hashes: np.ndarray,
     default = table.options.bucket
     if all(c == default for c in bucket_counts.values()):
         return bucket_of(hashes, default)
-    part_ids, partitions = groups if groups is not None else table.partition_codec().group_rows(rows)
+    part_ids, partitions = groups if groups is not None else table.store.partition_codec().group_rows(rows)
     counts = np.array([bucket_counts.get(p.binary, default) for p in partitions], dtype=np.int64)
     return bucket_of(hashes, counts[part_ids])
 
@@ -190,7 +190,7 @@ class RowPacker:
         hashes = hash_rows([rows.column(k) for k in keys], schema.types_of(keys))
         if not schema.partition_keys:
             return fixed_buckets(table, rows, hashes, self.bucket_counts).astype(np.int64) % self.num_tasks
-        part_ids, partitions = table.partition_codec().group_rows(rows)
+        part_ids, partitions = table.store.partition_codec().group_rows(rows)
         buckets = fixed_buckets(table, rows, hashes, self.bucket_counts, (part_ids, partitions))
         spread = np.array([zlib.crc32(p.binary) for p in partitions], dtype=np.int64)
         return (buckets.astype(np.int64) + spread[part_ids]) % self.num_tasks

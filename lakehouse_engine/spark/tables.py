@@ -151,4 +151,4 @@ def partition_bucket_counts(table: FileStoreTable) -> dict[bytes, int]:
     if latest is None:
         return {}
     return {e.partition: e.total_buckets
-            for e in table.manifest_io().live_entries(latest) if e.total_buckets > 0}
+            for e in table.store.manifest_io().live_entries(latest) if e.total_buckets > 0}

@@ -99,7 +99,7 @@ def write(df: DataFrame, table_or_identifier: FileStoreTable | str | Identifier,
     # Rejects a bad overwrite before any file is written.
     commit = new_commit(table, static_partition, commit_user)
     if commit_user is not None:
-        landed = snapshots_of_commit(table, commit_user, BATCH_COMMIT_IDENTIFIER, None)
+        landed = snapshots_of_commit(table.store, commit_user, BATCH_COMMIT_IDENTIFIER, None)
         if landed.by_kind:
             return sorted(landed.by_kind.values())
     # The tasks write under the driver's commit user, so its commit knows the messages are its own.
@@ -168,7 +168,7 @@ def commit_messages(table: FileStoreTable, commit: TableCommit, messages: list[C
 def check_in_partition(table: FileStoreTable, messages: list[CommitMessage],
                        static_partition: Mapping[str, Any]) -> None:
     """InvalidDataError when a message holds files outside the partition being overwritten."""
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     for m in messages:
         values = codec.from_binary(m.partition).as_dict()
         outside = {k: values.get(k) for k, v in static_partition.items() if str(values.get(k)) != str(v)}
@@ -274,19 +274,13 @@ class _TaskSink:
         writer = self._writers.get(write_only)
         if writer is None:
             table = self.table.copy({WRITE_ONLY.key: "true"}) if write_only else self.table
-            builder = table.new_batch_write_builder()
-            if self.commit_user is not None:
-                builder.commit_user = self.commit_user
-            if self.overwrite is not None:
-                builder.overwrite(self.overwrite)
-            if self.num_assigners > 1:
-                if self.assigner_id is None:
-                    raise LakehouseError(
-                        f"table {self.table.name}: rows reached a dynamic bucket write task "
-                        f"without being routed to an assigner")
-                writer = builder.new_write(num_assigners=self.num_assigners, assigner_id=self.assigner_id)
-            else:
-                writer = builder.new_write()
+            commit_user = self.commit_user or table.new_batch_write_builder().commit_user
+            if self.num_assigners > 1 and self.assigner_id is None:
+                raise LakehouseError(
+                    f"table {self.table.name}: rows reached a dynamic bucket write task "
+                    f"without being routed to an assigner")
+            writer = TableWrite.for_spark_task(table.store, commit_user, (self.assigner_id or 0) if self.num_assigners > 1 else 0,
+                                               self.num_assigners, overwrite=self.overwrite is not None)
             self._writers[write_only] = writer
         return writer
 
@@ -295,7 +289,7 @@ class _TaskSink:
             self._writer(self.write_only).write_arrow(data)
             return
         rows = conform_to_schema(data, self.table.schema.arrow_schema(), self.table.name)
-        part_ids, partitions = self.table.partition_codec().group_rows(rows)
+        part_ids, partitions = self.table.store.partition_codec().group_rows(rows)
         assigner = self._writer(False).dynamic_assigner()  # its restored index tells
         aligned = np.array([assigner.aligned(p.binary) for p in partitions], dtype=bool)
         if aligned.all():

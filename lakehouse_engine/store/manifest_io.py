@@ -186,15 +186,18 @@ class ManifestIO:
         return name, len(data)
 
     # ---- index manifests ----------------------------------------------------------
-    def read_index_manifest(self, name: str) -> list[IndexManifestEntry]:
-        """Every live index file of a snapshot (an index manifest lists them all, not a delta)."""
-        return self._read_cached(name, "index manifest", decode_index_manifest_entries)
+    def read_index_manifest(self, name: str, listed_in: str | None = None) -> list[IndexManifestEntry]:
+        """Every live index file of a snapshot (an index manifest lists them all, not a delta);
+        `listed_in` (the snapshot or tag naming it) is named in errors too."""
+        return self._read_cached(name, "index manifest", decode_index_manifest_entries,
+                                 referrer=listed_in)
 
     def index_entries(self, snapshot: Snapshot | None) -> list[IndexManifestEntry]:
         """Every live index file of `snapshot` (none for a snapshot without an index manifest)."""
         if snapshot is None or not snapshot.index_manifest:
             return []
-        return self.read_index_manifest(snapshot.index_manifest)
+        return self.read_index_manifest(snapshot.index_manifest,
+                                        snapshot.file or self.paths.snapshot_path(snapshot.id))
 
     def write_index_manifest(self, entries: Sequence[IndexManifestEntry]) -> str:
         name = self.paths.new_index_manifest_name()

@@ -25,7 +25,7 @@ from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 UNAWARE_BUCKET = 0
 
@@ -41,7 +41,7 @@ class RestoredState:
     bucket_files: dict[tuple[bytes, int], list[DataFileMeta]] = field(default_factory=dict)
 
     @staticmethod
-    def read(table: FileStoreTable) -> RestoredState:
+    def read(table: FileStore) -> RestoredState:
         latest = table.snapshot_manager().latest_snapshot()
         state = RestoredState(latest)
         mio = table.manifest_io()
@@ -65,7 +65,7 @@ class RestoredState:
 class BucketRouter:
     """Assigns buckets to the rows of one TableWrite."""
 
-    def __init__(self, table: FileStoreTable, mode: BucketMode, restored: Callable[[], RestoredState],
+    def __init__(self, table: FileStore, mode: BucketMode, restored: Callable[[], RestoredState],
                  num_buckets: int, fixed_buckets: Mapping[bytes, int] | None = None,
                  num_assigners: int = 1, assigner_id: int = 0, fresh: bool = False):
         """`restored` gives the writer's (lazily read) RestoredState; `fixed_buckets`: bucket

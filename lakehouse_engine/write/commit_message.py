@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
 
 
 @dataclass
@@ -34,3 +39,24 @@ class CommitMessage:
 
     def is_empty(self) -> bool:
         return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files)
+
+
+def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
+                         compaction_only: bool = False) -> None:
+    """Delete the files `messages` wrote, which will not be committed.
+
+    A file a compaction only moved up a level is the same physical file as its committed
+    original and is never deleted. With `compaction_only`, the new data files and index files
+    (committed by the APPEND before the compaction) are kept too.
+    """
+    codec = table.partition_codec()
+    for m in messages:
+        d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+        upgraded = {f.file_name for f in m.compact_before}
+        written = [f for f in m.compact_after if f.file_name not in upgraded]
+        if not compaction_only:
+            written += m.new_files
+            for e in m.new_index_files:
+                table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
+        for f in written:
+            table.file_io.delete_file(f"{d}/{f.file_name}")

@@ -24,32 +24,31 @@ from lakehouse_engine.errors import (
     StorageError,
 )
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 #: How far the clocks of the writer that timed a data file and the committer that timed a
 #: snapshot may disagree: snapshots up to this long before a file's creation are searched too.
 CLOCK_SKEW_ALLOWANCE_MS = 60_000
-COMPACT = "COMPACT"
 
 
 @dataclass
 class Landed:
     """What a walk over the snapshots found of one commit: snapshot id by commit kind."""
 
-    by_kind: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[CommitKind, int] = field(default_factory=dict)
     #: A later identifier of the same user landed: this one was committed (or given up) before it.
     superseded: bool = False
 
-    def get(self, kind: str) -> int | None:
+    def get(self, kind: CommitKind) -> int | None:
         """The snapshot of `kind` the commit landed in, if any."""
         return self.by_kind.get(kind)
 
 
-def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int,
+def snapshots_of_commit(table: FileStore, commit_user: str, identifier: int,
                         since_id: int | None) -> Landed:
     """The snapshots of (`commit_user`, `identifier`) newer than `since_id`.
 
@@ -66,13 +65,13 @@ def snapshots_of_commit(table: FileStoreTable, commit_user: str, identifier: int
             break
         if s.commit_identifier < identifier:
             break
-        landed.by_kind.setdefault(s.commit_kind, s.id)
-        if s.commit_kind != COMPACT:
+        landed.by_kind.setdefault(CommitKind(s.commit_kind), s.id)
+        if s.commit_kind != CommitKind.COMPACT:
             break  # a commit's data snapshot comes before its compaction: nothing older is ours
     return landed
 
 
-def filter_committed(table: FileStoreTable, commit_user: str, identifiers: Iterable[int]) -> set[int]:
+def filter_committed(table: FileStore, commit_user: str, identifiers: Iterable[int]) -> set[int]:
     """The identifiers of `commit_user` that have not been committed yet (Paimon's filterCommitted).
 
     As Paimon: the latest snapshot of the user proves every identifier up to its own committed.
@@ -86,12 +85,12 @@ def filter_committed(table: FileStoreTable, commit_user: str, identifiers: Itera
     return {i for i in wanted if i > latest_of_user.commit_identifier}
 
 
-def latest_snapshot_of_user(table: FileStoreTable, commit_user: str) -> Snapshot | None:
+def latest_snapshot_of_user(table: FileStore, commit_user: str) -> Snapshot | None:
     """The newest retained snapshot committed by `commit_user`, if any."""
     return next((s for s in newest_first(table) if s.commit_user == commit_user), None)
 
 
-def newest_first(table: FileStoreTable, after_id: int = 0) -> Iterator[Snapshot]:
+def newest_first(table: FileStore, after_id: int = 0) -> Iterator[Snapshot]:
     """The retained snapshots newer than `after_id`, from the latest back, stopping at the first
     one expired meanwhile (or never there, below a rollback): nothing older is left to look at."""
     snapshots = table.snapshot_manager()
@@ -102,7 +101,7 @@ def newest_first(table: FileStoreTable, after_id: int = 0) -> Iterator[Snapshot]
             return
 
 
-def snapshot_adding(table: FileStoreTable, file_names: set[str], not_before_millis: int) -> int | None:
+def snapshot_adding(table: FileStore, file_names: set[str], not_before_millis: int) -> int | None:
     """The id of the snapshot whose delta added every file of `file_names`, searching the
     snapshots committed since `not_before_millis` (minus the clock skew allowance); None if none."""
     if not file_names:
@@ -122,7 +121,7 @@ def snapshot_adding(table: FileStoreTable, file_names: set[str], not_before_mill
 class RetryGuard:
     """One committer's memory of the commits it tried, to tell a retry and find what it landed."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, restored: bool):
+    def __init__(self, table: FileStore, commit_user: str, restored: bool):
         """`restored`: the commit user was given, not new, so it may have committed before."""
         self.table = table
         self.commit_user = commit_user
@@ -134,7 +133,7 @@ class RetryGuard:
         self.retrying = False
 
     def filter_committed(self, messages: list[CommitMessage], new_entries: list[ManifestEntry],
-                         compact_entries: list[ManifestEntry], identifier: int, data_kind: str) -> Landed:
+                         compact_entries: list[ManifestEntry], identifier: int, data_kind: CommitKind) -> Landed:
         """The snapshots this commit already landed in (none on a first, fresh attempt: free)."""
         data_names = {e.file.file_name for e in new_entries}
         compact_names = {e.file.file_name for e in compact_entries if e.kind == FileKind.ADD} - {
@@ -159,7 +158,7 @@ class RetryGuard:
             # UUID-named, so a snapshot that added them all is this commit.
             born = min((f.creation_time_millis or 0 for m in messages for f in m.new_files + m.compact_after),
                        default=0)
-            for kind, group in ((data_kind, data_names), (COMPACT, compact_names)):
+            for kind, group in ((data_kind, data_names), (CommitKind.COMPACT, compact_names)):
                 sid = snapshot_adding(self.table, set(group), born)
                 if sid is not None:
                     landed.by_kind[kind] = sid
@@ -204,7 +203,7 @@ def storage_error(exc: OSError, message: str, kind: type[StorageError] = Storage
     return kind(exc.errno, f"{message}: {exc.strerror or exc}", exc.filename)
 
 
-def publish_snapshot(table: FileStoreTable, path: str, snapshot: Snapshot) -> bool:
+def publish_snapshot(table: FileStore, path: str, snapshot: Snapshot) -> bool:
     """Put-if-absent `snapshot` at `path`: True when it landed, False when another committer holds
     the id (a lost race). Any other failure raises StorageError: a full disk is not a lost race
     (SnapshotNotWritten when the file is surely not there)."""
@@ -232,7 +231,7 @@ def publish_snapshot(table: FileStoreTable, path: str, snapshot: Snapshot) -> bo
             and landed.base_manifest_list == snapshot.base_manifest_list)
 
 
-def post_commit_error(table: FileStoreTable, written: list[int], exc: BaseException) -> PostCommitError:
+def post_commit_error(table: FileStore, written: list[int], exc: BaseException) -> PostCommitError:
     """The error of a failure after the data of a commit landed in `written` (chain `exc` to it)."""
     # The cause is chained, not quoted: its own words are about the compaction's snapshot.
     why = (f"{type(exc).__name__} {exc.strerror or ''}".rstrip() if isinstance(exc, OSError)

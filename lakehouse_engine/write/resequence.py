@@ -36,10 +36,10 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, Man
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ BucketKey = tuple[bytes, int]
 class Resequencer:
     """Re-sequences the new files of one commit's messages (in place) above what already landed."""
 
-    def __init__(self, table: FileStoreTable, messages: list[CommitMessage]):
+    def __init__(self, table: FileStore, messages: list[CommitMessage]):
         """A re-sequencer of `messages`, which it rewrites in place when they overlap."""
         self.table = table
         self.messages = messages
@@ -218,7 +218,6 @@ class Resequencer:
 
     def _drop_compaction(self, key: BucketKey) -> None:
         """Drop the writer compaction of bucket `key` from every message: it embeds old numbers."""
-        from lakehouse_engine.write.table_commit import delete_message_files
 
         self.dropped.add(key)
         for m in self.messages:
@@ -232,7 +231,7 @@ class Resequencer:
             m.compact_before, m.compact_after = [], []
 
 
-def check_compaction_sees_older_files(table: FileStoreTable, changes: Sequence[ManifestEntry],
+def check_compaction_sees_older_files(table: FileStore, changes: Sequence[ManifestEntry],
                                       live: Sequence[ManifestEntry]) -> None:
     """CommitConflictError when a compaction into a bucket's top level left out a file that is not
     newer than what it merged.

@@ -16,16 +16,14 @@ from lakehouse_engine.errors import (
     SnapshotNotExistError,
     StorageError,
 )
-from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.features import check_writable
-from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
     merge_entries,
 )
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.options import (
     COMMIT_MAX_RETRIES,
     COMMIT_MAX_RETRY_WAIT,
@@ -36,9 +34,15 @@ from lakehouse_engine.options import (
     MANIFEST_TARGET_FILE_SIZE,
     WRITE_ONLY,
 )
-from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
+from lakehouse_engine.write.commit_planners import (
+    AppendPlanner,
+    CommitPlanner,
+    CompactPlanner,
+    IndexChanges,
+    OverwritePlanner,
+)
 from lakehouse_engine.write.commit_retry import (
-    COMPACT,
     RetryGuard,
     SnapshotNotWritten,
     message_entries,
@@ -46,14 +50,13 @@ from lakehouse_engine.write.commit_retry import (
     publish_snapshot,
     storage_error,
 )
-from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
+from lakehouse_engine.write.resequence import Resequencer
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
-APPEND, OVERWRITE = "APPEND", "OVERWRITE"
 # Rough encoded size of one manifest entry, to split merged manifests near their target size.
 _ENTRY_BYTES_ESTIMATE = 250
 
@@ -61,7 +64,7 @@ _ENTRY_BYTES_ESTIMATE = 250
 class TableCommit:
     """Commits the messages of one write (from any number of processes) as snapshots."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str,
+    def __init__(self, table: FileStore, commit_user: str,
                  overwrite_partition: Mapping[str, object] | Sequence[Mapping[str, object]] | None = None,
                  *, restored: bool = False, once: bool = True,
                  dynamic_partition_overwrite: bool | None = None,
@@ -107,7 +110,6 @@ class TableCommit:
         self._committed = False
         self._messages: list[CommitMessage] = []
         self._resequencer: Resequencer | None = None
-        self.bucket_changes: list[dict[str, object]] = []
         table.partition_codec().check_spec_keys(self.overwrite_specs or [], table.name, "overwrite")
 
     # ---- public ------------------------------------------------------------------
@@ -128,17 +130,15 @@ class TableCommit:
                 f"commits once (start a new write builder)")
         messages = list(messages)
         self._messages = messages
-        self.bucket_changes = [
-            {"partition": m.partition, "bucket": m.bucket, "inserted": m.inserted_keys, "updated": m.updated_keys}
-            for m in messages if m.inserted_keys is not None]
         new_entries, compact_entries = message_entries(messages)
-        data_kind = OVERWRITE if self.overwrite_specs is not None else APPEND if new_entries else None
+        data_kind: CommitKind | None = (CommitKind.OVERWRITE if self.overwrite_specs is not None
+                                        else CommitKind.APPEND if new_entries else None)
         if self.dynamic_overwrite:
             self._dynamic_partitions = {e.partition for e in new_entries}
             if not new_entries:
                 data_kind = None  # nothing written: a dynamic overwrite replaces no partition
         landed = self._retries.filter_committed(messages, new_entries, compact_entries, commit_identifier,
-                                                data_kind or APPEND)
+                                                data_kind or CommitKind.APPEND)
         written: list[int] = []
         if landed.superseded:
             log.info("table %s: commit %s of user %s landed before a later one of the same user; "
@@ -151,7 +151,7 @@ class TableCommit:
                 written.append(sid)
                 self._landed_files |= {e.file.file_name for e in new_entries}
             if compact_entries:
-                sid = landed.get(COMPACT)
+                sid = landed.get(CommitKind.COMPACT)
                 if sid is None:
                     sid = self._commit_compaction(messages, compact_entries, commit_identifier, written)
                 if sid is not None:
@@ -162,10 +162,10 @@ class TableCommit:
             self.expire()
         return written
 
-    def _commit_data(self, entries: list[ManifestEntry], kind: str, identifier: int) -> int:
+    def _commit_data(self, entries: list[ManifestEntry], kind: CommitKind, identifier: int) -> int:
         """Commit the APPEND or OVERWRITE snapshot; an I/O error becomes a StorageError."""
         try:
-            sid = self._try_commit(entries, kind, identifier)
+            sid = self._try_commit(self._planner(kind, entries), identifier)
         except StorageError:
             raise
         except OSError as exc:
@@ -184,7 +184,7 @@ class TableCommit:
             return None
         try:
             try:
-                return self._try_commit(entries, COMPACT, identifier)
+                return self._try_commit(self._planner(CommitKind.COMPACT, entries), identifier)
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
@@ -245,105 +245,83 @@ class TableCommit:
         self.close()
 
     # ---- the commit loop -----------------------------------------------------------
-    def _try_commit(self, entries: list[ManifestEntry], kind: str, identifier: int) -> int | None:
-        """Write manifests and race for the next snapshot id until this commit lands or retries run out."""
+    def _planner(self, kind: CommitKind, entries: list[ManifestEntry]) -> CommitPlanner:
+        if self._resequencer is None or self._resequencer.messages is not self._messages:
+            self._resequencer = Resequencer(self.table, self._messages)
+        if kind is CommitKind.OVERWRITE:
+            return OverwritePlanner(self.table, entries, self._messages, self._resequencer,
+                                    self.overwrite_specs or [{}],
+                                    self._dynamic_partitions if self.dynamic_overwrite else None)
+        planner = AppendPlanner if kind is CommitKind.APPEND else CompactPlanner
+        return planner(self.table, entries, self._messages, self._resequencer)
+
+    def _try_commit(self, planner: CommitPlanner, identifier: int) -> int | None:
+        """Race for the next snapshot id with the planner's changes until this commit lands or
+        retries run out; None when the planner has nothing to commit."""
         snapshots = self.table.snapshot_manager()
         mio = self.table.manifest_io()
         start = time.monotonic()
-        delta_meta: ManifestFileMeta | None = None
+        delta: ManifestFileMeta | None = None
         base_latest_id: int | None = snapshots.latest_snapshot_id()
-        if self._resequencer is None or self._resequencer.messages is not self._messages:
-            self._resequencer = Resequencer(self.table, self._messages)
-        if kind == COMPACT:
-            # A bucket whose new files were re-sequenced lost its writer compaction (old numbers).
-            entries = self._resequencer.without_dropped(entries)
-            if not entries:
-                return None
+        if not planner.prepare():
+            return None
         attempt = 0
         while True:
             latest = snapshots.latest_snapshot()
-            landed = self._already_committed(base_latest_id, latest, identifier, kind) if attempt else None
+            landed = self._already_committed(base_latest_id, latest, identifier, planner.kind) if attempt else None
             if landed is not None:
                 return landed
-            changes = list(entries)
             # Another engine may have turned on a feature this engine does not apply (deletion
             # vectors, a changelog producer) since the files were written: refuse, publish nothing.
             check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest))
-            # The files the latest snapshot holds: read once per attempt, for the kinds that check them.
-            live = mio.live_entries(latest) if kind in (OVERWRITE, COMPACT) else []
-            overwritten = self._overwrite_deletes(live) if kind == OVERWRITE else []
-            changes = overwritten + changes
-            if kind != COMPACT and self._resequencer.resequence(changes, latest):
-                # Rows of this commit now lie above what landed since they were written (later
-                # commit wins); the rewritten files have new names, so the delta manifest too.
-                entries, changes = self._resequencer.renamed(entries), self._resequencer.renamed(changes)
-                if delta_meta is not None and kind != OVERWRITE:
-                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(delta_meta.file_name))
-                delta_meta = None
-            if kind == COMPACT:
-                self._check_deletes_live(changes, live)
-                self._check_levels_disjoint(changes, live)
-                check_compaction_sees_older_files(self.table, changes, live)
-            if kind == APPEND:
-                self._check_bucket_counts(changes, latest)
-            index_manifest, index_files = self._index_manifest(latest, kind, overwritten)
+            planned = planner.plan(latest)
+            if planned.delta_stale and delta is not None:
+                self._delete_manifests([delta.file_name])
+                delta = None
+            # Manifest files of this attempt only: garbage when it loses the race.
             new_files: list[str] = []
-            if kind == OVERWRITE or delta_meta is None:
-                delta_meta = mio.write_manifest(changes) if changes else None
-                if delta_meta is not None and kind == OVERWRITE:
-                    new_files.append(delta_meta.file_name)
+            index_manifest = self._index_manifest(latest, planned.index, new_files)
+            if delta is None:
+                delta = mio.write_manifest(planned.changes) if planned.changes else None
+                if delta is not None and planner.delta_per_attempt:
+                    new_files.append(delta.file_name)
             base_metas = mio.data_manifests(latest) if latest else []
             if len(base_metas) > self.merge_min_count:
                 base_metas = self._merge_manifests(base_metas, new_files)
             base_name, base_size = mio.write_manifest_list(base_metas)
-            delta_name, delta_size = mio.write_manifest_list([delta_meta] if delta_meta else [])
-            new_files += [base_name, delta_name] + index_files
-            added = sum(e.file.row_count for e in changes if e.kind == FileKind.ADD)
-            deleted = sum(e.file.row_count for e in changes if e.kind == FileKind.DELETE)
-            new_id = (latest.id if latest else 0) + 1
-            snapshot = Snapshot(
-                # As Paimon: the latest schema when the snapshot is made, which a time-travel read
-                # of it uses; a writer holding an older schema wrote files tagged with theirs.
-                id=new_id, schema_id=self.table.schema_manager().latest_id_from(
-                    max(self.table.schema.id, latest.schema_id if latest else 0)),
-                base_manifest_list=base_name, delta_manifest_list=delta_name,
-                total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
-                delta_record_count=added - deleted,
-                commit_user=self.commit_user, commit_identifier=identifier, commit_kind=kind,
-                time_millis=int(time.time() * 1000),
-                base_manifest_list_size=base_size, delta_manifest_list_size=delta_size,
-                index_manifest=index_manifest,
-            )
-            path = self.table.path_factory.snapshot_path(new_id)
+            delta_name, delta_size = mio.write_manifest_list([delta] if delta else [])
+            new_files += [base_name, delta_name]
+            changelog = self._changelog_manifest_list(planned.changelog, new_files)
+            snapshot = self._snapshot(latest, planner.kind, identifier, planned.changes,
+                                      (base_name, base_size), (delta_name, delta_size), index_manifest, changelog)
+            path = self.table.path_factory.snapshot_path(snapshot.id)
             try:
                 put_millis = int(time.time() * 1000)
-                published = self._publish(path, snapshot)
+                published = publish_snapshot(self.table, path, snapshot)
             except SnapshotNotWritten:
                 # It did not land, so nothing references this attempt's manifests (best effort:
                 # the disk may be full; orphan removal gets whatever stays).
                 with contextlib.suppress(OSError):
-                    for name in new_files + ([delta_meta.file_name] if delta_meta else []):
-                        self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
+                    self._delete_manifests(new_files + ([delta.file_name] if delta else []))
                 raise
-            if published and latest is not None and snapshots.reused_expired_id(new_id, put_millis):
+            if published and latest is not None and snapshots.reused_expired_id(snapshot.id, put_millis):
                 # The id was one a concurrent expiry had deleted, not the next one: this snapshot
                 # is outside the table's chain and must not be acknowledged. Take it back, retry.
                 self.table.file_io.delete_file(path, quiet=False)
                 published = False
             if published:
-                snapshots.commit_latest_hint(new_id)
-                return new_id
-            # Another committer took this id: our lists (and merged manifests) are garbage now.
-            for name in new_files:
-                if delta_meta is None or name != delta_meta.file_name or kind == OVERWRITE:
-                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
-            if kind == OVERWRITE:
-                delta_meta = None
+                snapshots.commit_latest_hint(snapshot.id)
+                return snapshot.id
+            # Another committer took this id: our lists (and merged manifests) are garbage now;
+            # a delta manifest that does not depend on the latest snapshot is kept for the retry.
+            self._delete_manifests(new_files)
+            if planner.delta_per_attempt:
+                delta = None
             attempt += 1
             elapsed_ms = (time.monotonic() - start) * 1000
             if attempt > self.max_retries or (self.timeout_ms is not None and elapsed_ms > self.timeout_ms):
-                if delta_meta is not None:
-                    self.table.file_io.delete_file(self.table.path_factory.manifest_path(delta_meta.file_name))
+                if delta is not None:
+                    self._delete_manifests([delta.file_name])
                 raise CommitTimeoutError(
                     f"commit to table {self.table.name} lost the race for a snapshot id {attempt} "
                     f"time(s) in {elapsed_ms:.0f} ms (commit.max-retries={self.max_retries}); "
@@ -351,66 +329,64 @@ class TableCommit:
             wait = min(self.max_wait_ms, self.min_wait_ms * (2 ** min(attempt, 20)))
             time.sleep(wait * random.uniform(0.5, 1.0) / 1000.0)
 
-    def _publish(self, path: str, snapshot: Snapshot) -> bool:
-        """Put-if-absent the snapshot file: True when it landed, False on a lost race; any other
-        failure raises (a full disk is not a lost race)."""
-        return publish_snapshot(self.table, path, snapshot)
+    def _snapshot(self, latest: Snapshot | None, kind: CommitKind, identifier: int,
+                  changes: list[ManifestEntry], base: tuple[str, int], delta: tuple[str, int],
+                  index_manifest: str | None, changelog: tuple[str, int, int] | None) -> Snapshot:
+        """The snapshot after `latest` this attempt publishes."""
+        added = sum(e.file.row_count for e in changes if e.kind == FileKind.ADD)
+        deleted = sum(e.file.row_count for e in changes if e.kind == FileKind.DELETE)
+        return Snapshot(
+            # As Paimon: the latest schema when the snapshot is made, which a time-travel read
+            # of it uses; a writer holding an older schema wrote files tagged with theirs.
+            id=(latest.id if latest else 0) + 1, schema_id=self.table.schema_manager().latest_id_from(
+                max(self.table.schema.id, latest.schema_id if latest else 0)),
+            base_manifest_list=base[0], delta_manifest_list=delta[0],
+            total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
+            delta_record_count=added - deleted,
+            commit_user=self.commit_user, commit_identifier=identifier, commit_kind=kind.value,
+            time_millis=int(time.time() * 1000),
+            base_manifest_list_size=base[1], delta_manifest_list_size=delta[1],
+            index_manifest=index_manifest,
+            changelog_manifest_list=changelog[0] if changelog else None,
+            changelog_manifest_list_size=changelog[1] if changelog else None,
+            changelog_record_count=changelog[2] if changelog else None,
+        )
 
-    def _index_manifest(self, latest: Snapshot | None, kind: str,
-                        overwritten: list[ManifestEntry]) -> tuple[str | None, list[str]]:
-        """The index manifest of the new snapshot (and the new files it took), checking that no
-        other dynamic-bucket writer changed the index of a partition this commit extends
-        (`overwritten`: the DELETE entries of an overwrite)."""
+    def _delete_manifests(self, names: Sequence[str]) -> None:
+        for name in dict.fromkeys(names):
+            self.table.file_io.delete_file(self.table.path_factory.manifest_path(name))
+
+    def _index_manifest(self, latest: Snapshot | None, changes: IndexChanges | None,
+                        new_files: list[str]) -> str | None:
+        """The index manifest of the new snapshot: the latest one's, with `changes` applied
+        (a new index manifest, added to `new_files`, only when something changed)."""
         current = latest.index_manifest if latest else None
-        added = [e for m in self._messages for e in m.new_index_files]
-        if kind == COMPACT or (not added and kind != OVERWRITE):
-            return current, []
+        if changes is None:
+            return current
         mio = self.table.manifest_io()
         entries = mio.read_index_manifest(current) if current else []
-        if kind == OVERWRITE:
-            doomed = {e.partition for e in overwritten}
-            doomed |= {e.partition for e in added}
-            if not added and not any(e.partition in doomed for e in entries):
-                return current, []
-            kept = [e for e in entries if e.partition not in doomed]
-        else:
-            by_partition: dict[bytes, set[str]] = {}
-            for e in entries:
-                by_partition.setdefault(e.partition, set()).add(e.file_name)
-            codec = self.table.partition_codec()
-            for m in self._messages:
-                changed = m.index_base is not None and by_partition.get(m.partition, set()) != set(m.index_base)
-                if m.new_index_files and changed:
-                    raise CommitConflictError(
-                        f"table {self.table.name}, partition "
-                        f"{codec.from_binary(m.partition).path_string() or '(none)'}: another writer "
-                        f"assigned new keys to dynamic buckets since this write started, so this "
-                        f"commit could duplicate keys; nothing was committed, write the batch again")
-            replaced = {(e.partition, e.bucket) for e in added}
-            kept = [e for e in entries if (e.partition, e.bucket) not in replaced]
-        name = mio.write_index_manifest(kept + added)
-        return name, [name]
+        kept = [e for e in entries if not changes.removes(e)]
+        if not changes.added and len(kept) == len(entries):
+            return current
+        name = mio.write_index_manifest(kept + changes.added)
+        new_files.append(name)
+        return name
 
-    def _check_bucket_counts(self, changes: list[ManifestEntry], latest: Snapshot | None) -> None:
-        """A writer holding an old bucket count must not write into a rescaled partition."""
-        if latest is None or not any(e.total_buckets > 0 for e in changes):
-            return
-        current: dict[bytes, int] = {}
-        for e in self.table.manifest_io().live_entries(latest):
-            if e.total_buckets > 0:
-                current[e.partition] = e.total_buckets
-        codec = self.table.partition_codec()
-        for e in changes:
-            have = current.get(e.partition)
-            if e.total_buckets > 0 and have is not None and have != e.total_buckets:
-                raise CommitConflictError(
-                    f"table {self.table.name}: tried to write partition "
-                    f"{codec.from_binary(e.partition).path_string() or '(none)'} with {e.total_buckets} "
-                    f"buckets, but it now has {have} (rescaled by another job); nothing was committed, "
-                    f"start a new write")
+    def _changelog_manifest_list(self, changelog: list[ManifestEntry],
+                                 new_files: list[str]) -> tuple[str, int, int] | None:
+        """The changelog manifest list of the new snapshot (name, size, record count), None when
+        the commit has no changelog files."""
+        if not changelog:
+            return None
+        mio = self.table.manifest_io()
+        meta = mio.write_manifest(changelog)
+        new_files.append(meta.file_name)
+        name, size = mio.write_manifest_list([meta])
+        new_files.append(name)
+        return name, size, sum(e.file.row_count for e in changelog)
 
     def _already_committed(self, base_id: int | None, latest: Snapshot | None, identifier: int,
-                           kind: str) -> int | None:
+                           kind: CommitKind) -> int | None:
         """The id of a snapshot after `base_id` that is ours (same user, identifier and kind)."""
         if latest is None:
             return None
@@ -427,61 +403,6 @@ class TableCommit:
                 return sid
         return None
 
-    def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
-        """DELETE entries for every live file in the partitions being overwritten."""
-        specs = self.overwrite_specs or [{}]
-        codec = self.table.partition_codec()
-        out = []
-        for e in live:
-            if self.dynamic_overwrite:
-                if e.partition not in self._dynamic_partitions:
-                    continue
-            elif not codec.from_binary(e.partition).matches(specs):
-                continue
-            out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
-        return out
-
-    def _check_deletes_live(self, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
-        deleted = [e.identifier for e in changes if e.kind == FileKind.DELETE]
-        if len(deleted) != len(set(deleted)):
-            raise CommitConflictError(
-                f"commit to table {self.table.name} deletes the same file twice: two compactions of "
-                f"one bucket in one commit; nothing was committed")
-        live_ids = {e.identifier for e in live}
-        gone = [e.file.file_name for e in changes
-                if e.kind == FileKind.DELETE and e.identifier not in live_ids]
-        if gone:
-            raise CommitConflictError(
-                f"commit to table {self.table.name} deletes files that are no longer live "
-                f"(another compaction or overwrite removed them): {gone[:5]}")
-
-    def _check_levels_disjoint(self, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
-        """Above level 0 each level of a bucket is one sorted run: after this commit no two of its
-        files may overlap in key range (two compactions that raced into the same level would)."""
-        schema = self.table.schema
-        if not schema.has_primary_key:
-            return
-        touched = {(e.partition, e.bucket, e.file.level) for e in changes
-                   if e.kind == FileKind.ADD and e.file.level > 0}
-        if not touched:
-            return
-        gone = {e.identifier for e in changes if e.kind == FileKind.DELETE}
-        key_types = schema.types_of(schema.trimmed_primary_keys)
-        by_level: dict[tuple[bytes, int, int], list[ManifestEntry]] = {}
-        for e in live + [c for c in changes if c.kind == FileKind.ADD]:
-            where = (e.partition, e.bucket, e.file.level)
-            if where in touched and e.identifier not in gone:
-                by_level.setdefault(where, []).append(e)
-        for (_, bucket, level), entries in by_level.items():
-            ranges = sorted((comparable_key(deserialize_row(e.file.min_key, key_types)),
-                             comparable_key(deserialize_row(e.file.max_key, key_types)), e.file.file_name)
-                            for e in entries)
-            for (_, hi, a), (lo, _, b) in zip(ranges, ranges[1:], strict=False):
-                if lo <= hi:
-                    raise CommitConflictError(
-                        f"commit to table {self.table.name}: files {a} and {b} of bucket {bucket} would "
-                        f"overlap at level {level} (a concurrent compaction wrote there); nothing was committed")
-
     def _merge_manifests(self, metas: list[ManifestFileMeta], new_files: list[str]) -> list[ManifestFileMeta]:
         """Rewrite many small manifests as few: merged ADD entries only, near the target size each."""
         mio = self.table.manifest_io()
@@ -493,25 +414,4 @@ class TableCommit:
             new_files.append(meta.file_name)
             merged.append(meta)
         return merged
-
-
-def delete_message_files(table: FileStoreTable, messages: Sequence[CommitMessage],
-                         compaction_only: bool = False) -> None:
-    """Delete the files `messages` wrote, which will not be committed.
-
-    A file a compaction only moved up a level is the same physical file as its committed
-    original and is never deleted. With `compaction_only`, the new data files and index files
-    (committed by the APPEND before the compaction) are kept too.
-    """
-    codec = table.partition_codec()
-    for m in messages:
-        d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
-        upgraded = {f.file_name for f in m.compact_before}
-        written = [f for f in m.compact_after if f.file_name not in upgraded]
-        if not compaction_only:
-            written += m.new_files
-            for e in m.new_index_files:
-                table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
-        for f in written:
-            table.file_io.delete_file(f"{d}/{f.file_name}")
 

@@ -19,7 +19,7 @@ from lakehouse_engine.errors import (
     SchemaError,
 )
 from lakehouse_engine.format.features import refused_options
-from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
@@ -34,13 +34,26 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
-from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
+from lakehouse_engine.write.write_roles import (
+    COMPACTION_OUTPUT,
+    NEW_DATA,
+    OVERWRITE_DATA,
+    REWRITE,
+    TABLE_BUCKETS,
+    BucketAssignment,
+    DynamicAssigner,
+    FixedBuckets,
+    FlushLookup,
+    OutputRole,
+    assigner_of,
+)
 
 if TYPE_CHECKING:
     from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
     from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -59,28 +72,26 @@ class _BucketBuffer:
     levels: Levels | None = None
     compact_before: list[DataFileMeta] = field(default_factory=list)
     compact_after: list[DataFileMeta] = field(default_factory=list)
+    #: Index files the flush lookup made for this bucket since the last commit message.
+    lookup_index_files: list[IndexManifestEntry] = field(default_factory=list)
 
 
 class TableWrite:
     """Writes batches into a table's buckets; `prepare_commit` returns the CommitMessages to commit."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, num_assigners: int = 1,
-                 assigner_id: int = 0, overwrite: bool = False,
-                 fixed_buckets: Mapping[bytes, int] | None = None, default_buckets: int | None = None,
-                 write_only: bool | None = None, as_compaction: bool = False):
-        """A writer for `table`.
+    def __init__(self, table: FileStore, commit_user: str,
+                 buckets: BucketAssignment = TABLE_BUCKETS, role: OutputRole = NEW_DATA,
+                 flush_lookup: FlushLookup | None = None):
+        """A writer for `table` under `commit_user`.
 
         Args:
-            num_assigners, assigner_id: for dynamic-bucket tables written by several processes at
-                once, this writer is assigner `assigner_id` of `num_assigners` and only receives
-                keys with `abs(hash % num_assigners) == assigner_id`.
-            overwrite: the write replaces partitions, so dynamic bucket indexes start empty.
-            fixed_buckets, default_buckets: write with fixed buckets, `fixed_buckets[partition]`
-                (else `default_buckets`) per partition, whatever the table's mode (postpone-bucket
-                compaction and rescale use this).
-            write_only: skip compaction in the writer (None: the table's `write-only` option).
-            as_compaction: the rows are moved, not new (postpone-bucket compaction): the files
-                written come as the compaction's output (`compact_after`) of the messages.
+            buckets: how rows get their bucket: the table's mode, fixed counts per partition
+                (postpone compaction, rescale) or assigner i of n (a dynamic-bucket table written
+                by n processes at once).
+            role: what the files are to the commit: new data, data replacing partitions, a
+                rewrite, or a compaction's output.
+            flush_lookup: looks up each flushed run in the bucket's older levels; what it makes
+                (index files) goes into the bucket's commit message.
         """
         self.table = table
         self.schema = table.schema
@@ -89,14 +100,16 @@ class TableWrite:
         self.options = opts
         refused_options(table.name, opts.raw, for_write=True)  # before any file is written
         self.primary_key = self.schema.has_primary_key
-        num_buckets = opts.bucket
+        self.role = role
+        self.flush_lookup = flush_lookup
+        fixed = buckets if isinstance(buckets, FixedBuckets) else None
+        assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
-        self.mode = BucketMode.HASH_FIXED if fixed_buckets is not None else table.bucket_mode()
-        if fixed_buckets is not None:
-            num_buckets = default_buckets or 1
-        self.buckets = BucketRouter(table, self.mode, self._restore, num_buckets, fixed_buckets,
-                                    num_assigners, assigner_id, fresh=overwrite)
-        self.overwrite = overwrite
+        self.mode = BucketMode.HASH_FIXED if fixed is not None else table.bucket_mode()
+        self.buckets = BucketRouter(table, self.mode, self._restore,
+                                    fixed.default if fixed is not None else opts.bucket,
+                                    fixed.counts if fixed is not None else None,
+                                    assigner.num_assigners, assigner.assigner_id, fresh=role.replaces)
         self.partitions = PartitionCodec(self.schema)
         self.key_names = self.schema.trimmed_primary_keys if self.primary_key else []
         self.write_buffer_size = opts.require(WRITE_BUFFER_SIZE)
@@ -107,13 +120,33 @@ class TableWrite:
         self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
-        self.write_only = opts.require(WRITE_ONLY) if write_only is None else write_only
-        self.as_compaction = as_compaction
+        self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
+
+    @classmethod
+    def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
+                                default_buckets: int) -> TableWrite:
+        """The writer of postpone-bucket compaction: rows moved into fixed buckets (a partition's
+        count, else `default_buckets`), its files the compaction's output."""
+        return cls(table, commit_user, FixedBuckets(bucket_counts, default_buckets), COMPACTION_OUTPUT)
+
+    @classmethod
+    def for_rescale(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
+                    bucket_num: int) -> TableWrite:
+        """The writer of rescale: the partitions' rows rewritten into `bucket_counts` buckets."""
+        return cls(table, commit_user, FixedBuckets(bucket_counts, bucket_num), REWRITE)
+
+    @classmethod
+    def for_spark_task(cls, table: FileStore, commit_user: str, assigner_id: int, num_assigners: int,
+                       overwrite: bool) -> TableWrite:
+        """The writer of one Spark write task: assigner `assigner_id` of `num_assigners` of a
+        dynamic-bucket table (else the table's buckets), writing new or replacing data."""
+        return cls(table, commit_user, assigner_of(assigner_id, num_assigners),
+                   OVERWRITE_DATA if overwrite else NEW_DATA)
 
     # ---- restoring what the table already holds -------------------------------------
     def _restore(self) -> RestoredState:
@@ -271,6 +304,10 @@ class TableWrite:
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
+        if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:
+            older = self._levels(buf).all_files()
+            found = self.flush_lookup.lookup(buf.partition, buf.bucket, written, older)
+            buf.lookup_index_files.extend(found.index_files)
         buf.new_files.extend(written)
         if self.primary_key and not self.write_only and buf.bucket >= 0:
             levels = self._levels(buf)
@@ -329,7 +366,7 @@ class TableWrite:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
         messages = []
         self._flush_all(list(self._buffers.values()))
-        if self.primary_key and not self.write_only and not self.overwrite:
+        if self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
             parallel_map(self._compact_at_commit, touched)
@@ -340,9 +377,9 @@ class TableWrite:
         index_changes = self.assigner.prepare_index_files() if self.assigner is not None else {}
         for key, buf in self._buffers.items():
             change = index_changes.get(key)
-            if buf.new_files or buf.compact_before or buf.compact_after or change:
+            if buf.new_files or buf.compact_before or buf.compact_after or change or buf.lookup_index_files:
                 new_files, after = list(buf.new_files), list(buf.compact_after)
-                if self.as_compaction:
+                if self.role.compaction_output:
                     new_files, after = [], new_files + after
                 message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
                                         new_files, list(buf.compact_before), after,
@@ -354,14 +391,15 @@ class TableWrite:
                     if change is not None:
                         message.new_index_files = [change.entry]
                         message.deleted_index_files = [change.replaced] if change.replaced else []
+                message.new_index_files += buf.lookup_index_files
                 messages.append(message)
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
+                buf.lookup_index_files = []
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
         """Delete the files of messages that will never be committed; with no messages (pypaimon's
         `abort()`), the files this writer wrote and has not handed out in messages yet, and close."""
-        from lakehouse_engine.write.table_commit import delete_message_files
 
         if messages is None:
             pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,

@@ -11,16 +11,20 @@ from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.commit_retry import filter_committed
 from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.table_write import TableWrite
+from lakehouse_engine.write.write_roles import NEW_DATA, OVERWRITE_DATA, assigner_of
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 
 class BatchWriteBuilder:
     """Creates the TableWrite and TableCommit of one batch write; they share a commit user."""
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStore, expire: Callable[[], None] | None = None):
+        """Writes to `table`'s store; `expire` runs after each commit that landed (the facade
+        passes its snapshot expiry)."""
         self.table = table
+        self.expire = expire
         prefix = table.options.get(COMMIT_USER_PREFIX)
         self.commit_user = f"{prefix}_{uuid.uuid4()}" if prefix else str(uuid.uuid4())
         self.static_partition: dict[str, object] | None = None
@@ -40,13 +44,13 @@ class BatchWriteBuilder:
 
     def new_write(self, num_assigners: int = 1, assigner_id: int = 0) -> TableWrite:
         """A writer; dynamic-bucket tables written by n processes give each its assigner id."""
-        return TableWrite(self.table, self.commit_user, num_assigners=num_assigners,
-                          assigner_id=assigner_id, overwrite=self.static_partition is not None)
+        return TableWrite(self.table, self.commit_user, assigner_of(assigner_id, num_assigners),
+                          NEW_DATA if self.static_partition is None else OVERWRITE_DATA)
 
     def new_commit(self) -> TableCommit:
         """The committer: commits once (a retry after an error is recognised, see `commit`)."""
         return TableCommit(self.table, self.commit_user, self.static_partition, restored=self._restored,
-                           expire=self.table.expire_after_commit)
+                           expire=self.expire)
 
 
 class StreamWriteBuilder(BatchWriteBuilder):
@@ -64,14 +68,14 @@ class StreamWriteBuilder(BatchWriteBuilder):
     def new_commit(self) -> StreamTableCommit:
         """A committer for many commits, each `commit(messages, commit_identifier)`."""
         return StreamTableCommit(self.table, self.commit_user, restored=self._restored,
-                                 expire=self.table.expire_after_commit)
+                                 expire=self.expire)
 
 
 class StreamTableCommit(TableCommit):
     """Commits rounds of messages, each under a commit identifier that increases (a checkpoint id);
     a round whose identifier already landed for this commit user is skipped (exactly once)."""
 
-    def __init__(self, table: FileStoreTable, commit_user: str, *, restored: bool = False,
+    def __init__(self, table: FileStore, commit_user: str, *, restored: bool = False,
                  expire: Callable[[], None] | None = None):
         """A reusable committer for `commit_user`."""
         super().__init__(table, commit_user, None, restored=restored, once=False, expire=expire)

@@ -8,7 +8,7 @@ compared, sorted, with a model of the table, and checks look at where rows live 
 * dynamic: two tables we fill (partitioned, and not; updates and deletes through `rowkind.field`;
   one commit by two parallel assigners) that pypaimon reads and upserts into, and a table
   pypaimon creates and fills that we upsert into. Each key in exactly one bucket, the one its
-  partition's HASH index gives it; no indexed key ever moves; `bucket_changes` counts exactly.
+  partition's HASH index gives it; no indexed key ever moves; the messages' key counts are exact.
 * postpone: rows in `bucket-postpone/` are invisible to both engines until `table.compact()`;
   then a partition rescaled before keeps its count while a new one gets the default.
 * rescale: a partitioned fixed-bucket table rescaled 2 -> 7 -> 3, read by both at each step
@@ -256,7 +256,9 @@ def commit(table: FileStoreTable, schema: pa.Schema, batches: Sequence[Sequence[
         model.apply(rows)
     snapshot = table.latest_snapshot()
     assert snapshot is not None
-    return Written(snapshot.id, list(c.bucket_changes), [r for rows in batches for r in rows])
+    changes = [{"partition": m.partition, "bucket": m.bucket, "inserted": m.inserted_keys,
+                "updated": m.updated_keys} for m in messages if m.inserted_keys is not None]
+    return Written(snapshot.id, changes, [r for rows in batches for r in rows])
 
 
 def our_rows(table: FileStoreTable, schema: pa.Schema, snapshot: int | None = None) -> list[tuple[Any, ...]]:
@@ -305,11 +307,11 @@ class Layout:
 
 def layout(table: FileStoreTable, snapshot_id: int) -> Layout:
     snapshot = table.snapshot(snapshot_id)
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     names = table.schema.trimmed_primary_keys
     types = table.schema.types_of(names)
     out = Layout()
-    for e in table.manifest_io().live_entries(snapshot):
+    for e in table.store.manifest_io().live_entries(snapshot):
         part = codec.from_binary(e.partition)
         path = f"{table.path_factory.bucket_dir(part.spec, e.bucket)}/{e.file.file_name}"
         data = pq.read_table(pa.BufferReader(table.file_io.read_bytes(path)), columns=names)
@@ -322,7 +324,7 @@ def layout(table: FileStoreTable, snapshot_id: int) -> Layout:
         out.totals[part.path_string()].add(e.total_buckets)
     if snapshot.index_manifest:
         seen: set[tuple[str, int]] = set()
-        for ie in table.manifest_io().read_index_manifest(snapshot.index_manifest):
+        for ie in table.store.manifest_io().read_index_manifest(snapshot.index_manifest):
             if ie.index_type != "HASH":
                 continue
             part_name = codec.from_binary(ie.partition).path_string()
@@ -342,7 +344,7 @@ def key_hashes(table: FileStoreTable, schema: pa.Schema, rows: Sequence[Row]) ->
     names = table.schema.trimmed_primary_keys
     data = pa.Table.from_pylist(list(rows), schema=schema)
     hashes = hash_rows([data.column(n) for n in names], table.schema.types_of(names)).tolist()
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     out = {}
     for r, h in zip(rows, hashes, strict=True):
         part = codec.from_values(tuple(r[p] for p in table.schema.partition_keys)).path_string()
@@ -377,8 +379,8 @@ def expected_changes(before: Layout, after: Layout, hashes: Mapping[Key, int]) -
 
 
 def reported_changes(table: FileStoreTable, changes: list[dict[str, Any]]) -> Counter[tuple[str, int, str]]:
-    """`commit.bucket_changes` as counts per (partition, bucket, 'inserted' / 'updated')."""
-    codec = table.partition_codec()
+    """The messages' key counts (`inserted_keys`, `updated_keys`) as counts per (partition, bucket, 'inserted' / 'updated')."""
+    codec = table.store.partition_codec()
     out: Counter[tuple[str, int, str]] = Counter()
     for c in changes:
         part = codec.from_binary(c["partition"]).path_string()
@@ -529,7 +531,7 @@ class Postpone(Scenario):
         table = self.table(self.THEIRS)
         latest = table.latest_snapshot()
         assert latest is not None
-        self.their_postponed = [e.file.file_name for e in table.manifest_io().live_entries(latest)
+        self.their_postponed = [e.file.file_name for e in table.store.manifest_io().live_entries(latest)
                                 if e.bucket == POSTPONE]
         self.their_before = our_rows(table, PART_SCHEMA)
         self.their_compacted = table.compact()
@@ -687,7 +689,7 @@ def test_pypaimon_upserts_into_our_dynamic_table(world: dict[str, Scenario], nam
 @pytest.mark.parametrize("name", list(Dynamic.TABLES))
 def test_we_upsert_after_pypaimon_into_our_dynamic_table(world: dict[str, Scenario], name: str) -> None:
     """Our next commit reads the index pypaimon wrote: keys it inserted keep their buckets, our
-    `bucket_changes` counts what was new and what was updated, and both engines read the model."""
+    the messages count what was new and what was updated, and both engines read the model."""
     s: Dynamic = scenario(world, Dynamic, 1)
     schema = Dynamic.TABLES[name][0]
     table = s.table(name)

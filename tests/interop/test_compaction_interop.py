@@ -109,7 +109,7 @@ def test_we_compact_tables_pypaimon_wrote(tmp_path: Path, pypaimon: Callable[...
         pq.write_table(b, paths[-1])
     before = pypaimon(PYPAIMON_WRITE, warehouse=str(tmp_path / "wh"), batches=paths)
     table = Catalog(str(tmp_path / "wh")).get_table("db.theirs")
-    assert {e.file.level for e in table.manifest_io().live_entries(table.latest_snapshot())} == {0}
+    assert {e.file.level for e in table.store.manifest_io().live_entries(table.latest_snapshot())} == {0}
     assert table.compact(full=True)
     assert set(table.bucket_stats().column("sorted_runs").to_pylist()) == {1}
     ours = sorted([r["id"], r["dt"], r["v"], r["s"]] for r in read(table).to_pylist())

@@ -10,7 +10,6 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.compact.table_compact import compact_table
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
 
 SCHEMA = pa.schema([
@@ -95,7 +94,7 @@ def test_pypaimon_reads_our_nested_columns_in_every_format(tmp_path: Path, pypai
             write(table, pa.Table.from_pydict(DATA, schema=SCHEMA))
             write(table, pa.Table.from_pydict(UPDATE, schema=SCHEMA))
             if compacted:
-                compact_table(table, full=True)
+                table.compact(full=True)
             names.append(name)
     projection = ["id", "address.geo.lat"]
     theirs = pypaimon(PYPAIMON_READ, warehouse=str(warehouse),
@@ -132,9 +131,9 @@ def test_we_read_pypaimons_nested_columns_in_every_format(tmp_path: Path, pypaim
         table = catalog.get_table(f"db.{name}")
         assert table.schema.arrow_schema().remove_metadata() == schema
         if name == "postpone":
-            compact_table(table, full=True)  # postpone-bucket rows are visible after compaction
+            table.compact(full=True)  # postpone-bucket rows are visible after compaction
             table = catalog.get_table(f"db.{name}")
         assert rows(read(table), "id") == expected, name
         write(table, pa.Table.from_pydict({c: [spec["data"][c][0]] for c in columns}, schema=schema))
-        compact_table(catalog.get_table(f"db.{name}"), full=True)
+        catalog.get_table(f"db.{name}").compact(full=True)
         assert rows(read(catalog.get_table(f"db.{name}")), "id") == expected, name

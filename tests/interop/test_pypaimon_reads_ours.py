@@ -24,6 +24,7 @@ from lakehouse_engine import Catalog
 from tests.interop.model import (
     ALL_VALUE_TYPES,
     KEY_TYPES,
+    ORC_VALUE_TYPES,
     PARTITION_TYPES,
     PYPAIMON_READ,
     TWO_DATES,
@@ -53,7 +54,7 @@ def _specs() -> list[Spec]:
                 extra_options={"file.compression": "snappy", "manifest.compression": "deflate"}),
         # Data files in ORC and Avro (`file.format`); Avro holds timestamps up to microseconds.
         pk_spec("pk_b2_all_types_orc", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
-                n_keys=60, commits=3, bucket=2, value_types=ALL_VALUE_TYPES, seed=21,
+                n_keys=60, commits=3, bucket=2, value_types=ORC_VALUE_TYPES, seed=21,
                 extra_options={"file.format": "orc"}),
         pk_spec("pk_b2_all_types_avro", [pa.field("id", pa.int64())], [], lambda i: {"id": i},
                 n_keys=60, commits=3, bucket=2, value_types=[t for t in ALL_VALUE_TYPES if t != "timestamp_9"],

@@ -164,8 +164,8 @@ def test_corrupt_files_are_named(table) -> None:
 
 
 def test_corrupt_data_file_is_named(table) -> None:
-    entry = table.manifest_io().live_entries(table.latest_snapshot())[0]
-    part = table.partition_codec().from_binary(entry.partition)
+    entry = table.store.manifest_io().live_entries(table.latest_snapshot())[0]
+    part = table.store.partition_codec().from_binary(entry.partition)
     path = f"{table.path_factory.bucket_dir(part.spec, entry.bucket)}/{entry.file.file_name}"
     with open(path, "r+b") as f:
         f.truncate(20)

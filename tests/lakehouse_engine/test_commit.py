@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog, LakehouseError
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.int64())])
@@ -43,7 +43,7 @@ def test_racing_committer_processes_lose_nothing(catalog: Catalog) -> None:
 
 
 def test_put_if_absent_lets_exactly_one_writer_win(tmp_path: Path) -> None:
-    fio, _ = FileIO.for_warehouse(str(tmp_path))
+    fio, _ = warehouse_file_io(str(tmp_path))
     target = str(tmp_path / "snapshot-1")
     assert fio.try_put_if_absent(target, b"first")
     assert not fio.try_put_if_absent(target, b"second")
@@ -92,7 +92,7 @@ def test_many_commits_merge_manifests_and_stay_readable(catalog: Catalog) -> Non
     for i in range(12):
         write(table, pa.table({"id": [i % 7], "writer": [i]}, schema=SCHEMA))
     snap = table.latest_snapshot()
-    assert len(table.manifest_io().data_manifests(snap)) <= 7
+    assert len(table.store.manifest_io().data_manifests(snap)) <= 7
     assert sorted(read(table).column("writer").to_pylist()) == [5, 6, 7, 8, 9, 10, 11]
     assert snap.total_record_count == 12
 

@@ -76,7 +76,7 @@ def _fresh_write(table: FileStoreTable, ids: list[int], v: int) -> tuple[str, li
 
 def test_a_batch_commit_that_succeeded_still_refuses_a_second_commit(catalog: Catalog) -> None:
     template = make_template(catalog, "append")
-    commit = TableCommit(template.table, template.commit_user)
+    commit = TableCommit(template.table.store, template.commit_user)
     ids = commit.commit(pickle.loads(template.messages))
     with pytest.raises(LakehouseError, match="already used"):
         commit.commit(pickle.loads(template.messages))
@@ -90,11 +90,11 @@ def test_a_retry_with_other_messages_is_refused(catalog: Catalog) -> None:
     template = make_template(catalog, "append")
     table = template.table
     io = table.file_io
-    table.file_io = _failing_put(io, errno.ENOSPC)
-    commit = TableCommit(table, template.commit_user)
+    table.store.file_io = _failing_put(io, errno.ENOSPC)
+    commit = TableCommit(table.store, template.commit_user)
     with pytest.raises(StorageError):
         commit.commit(pickle.loads(template.messages))
-    table.file_io = io
+    table.store.file_io = io
     _, other = _fresh_write(table, [50], 1)
     with pytest.raises(LakehouseError, match="tried before with other messages"):
         commit.commit(other)
@@ -125,15 +125,15 @@ def test_a_full_disk_while_publishing_the_snapshot_is_a_storage_error_not_a_lost
     table = template.table
     files_before = files_on_disk(table)
     plain = table.file_io
-    table.file_io = failing = _failing_put(plain, errno.ENOSPC)
-    commit = TableCommit(table, template.commit_user)
+    table.store.file_io = failing = _failing_put(plain, errno.ENOSPC)
+    commit = TableCommit(table.store, template.commit_user)
     with pytest.raises(StorageError, match="snapshot-4") as err:
         commit.commit(pickle.loads(template.messages))
     assert not isinstance(err.value, CommitTimeoutError)
     assert err.value.errno == errno.ENOSPC and table.name in str(err.value)
     assert "nothing was committed" in str(err.value)
     assert failing.puts == 1  # not retried as if another committer had taken the id
-    table.file_io = plain
+    table.store.file_io = plain
     assert contents(table) == template.before
     # The attempt's manifests were removed again; only the batch's data files are new.
     new = files_on_disk(table) - files_before
@@ -147,10 +147,10 @@ def test_a_full_disk_after_the_snapshot_landed_returns_it(catalog: Catalog,
     template = make_template(catalog, "append")
     table = template.table
     plain = table.file_io
-    table.file_io = _failing_put(plain, errno.ENOSPC, land=True)
+    table.store.file_io = _failing_put(plain, errno.ENOSPC, land=True)
     with caplog.at_level(logging.WARNING):
-        ids = TableCommit(table, template.commit_user).commit(pickle.loads(template.messages))
-    table.file_io = plain
+        ids = TableCommit(table.store, template.commit_user).commit(pickle.loads(template.messages))
+    table.store.file_io = plain
     assert ids == [4] and table.snapshot(4).commit_user == template.commit_user
     assert contents(table) == template.after
 
@@ -190,8 +190,8 @@ def test_a_full_disk_after_the_data_landed_raises_post_commit_error_with_its_sna
     template = make_template(catalog, "aggregation")  # its commit compacts after the data
     table = template.table
     plain = table.file_io
-    table.file_io = _FullDiskAfterFirstSnapshot(plain)
-    commit = TableCommit(table, template.commit_user)
+    table.store.file_io = _FullDiskAfterFirstSnapshot(plain)
+    commit = TableCommit(table.store, template.commit_user)
     with caplog.at_level(logging.WARNING), pytest.raises(PostCommitError) as err:
         commit.commit(pickle.loads(template.messages))
     landed = table.snapshot_manager().latest_snapshot_id()
@@ -200,7 +200,7 @@ def test_a_full_disk_after_the_data_landed_raises_post_commit_error_with_its_sna
     assert isinstance(err.value.__cause__, OSError) and err.value.__cause__.errno == errno.ENOSPC
     assert "LATEST hint failed" in caplog.text
     assert pickle.loads(pickle.dumps(err.value)).snapshot_ids == [landed]
-    table.file_io = plain
+    table.store.file_io = plain
     assert contents(table) == template.after
     with pytest.raises(LakehouseError, match="cannot abort messages whose data this committer committed"):
         commit.abort(pickle.loads(template.messages))

@@ -330,7 +330,7 @@ def damaged(catalog: Catalog) -> FileStoreTable:
 
 def _metadata_file(table: FileStoreTable, kind: str) -> Path:
     snap = table.latest_snapshot()
-    mio = table.manifest_io()
+    mio = table.store.manifest_io()
     if kind == "snapshot":
         return Path(table.path_factory.snapshot_path(snap.id))
     if kind == "manifest list":
@@ -338,7 +338,7 @@ def _metadata_file(table: FileStoreTable, kind: str) -> Path:
     if kind == "manifest":
         return Path(table.path_factory.manifest_path(mio.read_manifest_list(snap.base_manifest_list)[0].file_name))
     entry = mio.live_entries(snap)[0]
-    spec = table.partition_codec().from_binary(entry.partition).spec
+    spec = table.store.partition_codec().from_binary(entry.partition).spec
     return Path(table.path_factory.bucket_dir(spec, entry.bucket), entry.file.file_name)
 
 

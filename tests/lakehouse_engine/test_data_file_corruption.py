@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.mergetree.data_file import read_data_file
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
@@ -44,7 +44,7 @@ def _rows(n: int, nulls: bool) -> pa.Table:
 def _one_file_table(catalog: Catalog, nulls: bool) -> tuple[FileStoreTable, Path]:
     table = create_table(catalog, f"flips_{nulls}", SCHEMA, primary_keys=["id"], options={"bucket": 1})
     write(table, _rows(20, nulls))
-    entry = table.manifest_io().live_entries(table.latest_snapshot())[0]
+    entry = table.store.manifest_io().live_entries(table.latest_snapshot())[0]
     return table, next(Path(table.path).rglob(entry.file.file_name))
 
 
@@ -131,7 +131,7 @@ def test_files_without_page_checksums_still_read(tmp_path: Path) -> None:
     theirs = rows.cast(SCHEMA.set(1, pa.field("name", pa.large_string())))
     path = tmp_path / "data-other-writer-0.parquet"
     pq.write_table(theirs, path)
-    got = read_data_file(FileIO.for_warehouse(str(tmp_path))[0], str(path), schema=SCHEMA)
+    got = read_data_file(warehouse_file_io(str(tmp_path))[0], str(path), schema=SCHEMA)
     assert got.equals(rows)
 
 
@@ -141,4 +141,4 @@ def test_a_column_of_another_type_than_the_schema_raises_naming_it(tmp_path: Pat
     # What a flipped scale in the footer reads as: the same digits, another DECIMAL.
     pq.write_table(rows.cast(SCHEMA.set(7, pa.field("price", pa.decimal128(10, 4)))), path)
     with pytest.raises(CorruptFileError, match="data-wrong-type-0.parquet.*'price'"):
-        read_data_file(FileIO.for_warehouse(str(tmp_path))[0], str(path), schema=SCHEMA)
+        read_data_file(warehouse_file_io(str(tmp_path))[0], str(path), schema=SCHEMA)

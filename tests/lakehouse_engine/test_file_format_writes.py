@@ -13,7 +13,6 @@ import pyarrow.orc as orc
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.compact.table_compact import compact_table
 from lakehouse_engine.errors import InvalidOptionError
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
 
@@ -91,7 +90,7 @@ def test_format_per_level_writes_level_zero_and_compacted_files_differently(cata
     write(table, DATA)
     write(table, DATA.slice(0, 1))
     assert [f.rsplit(".", 1)[1] for f in _files(table)] == ["avro", "avro"]
-    compact_table(table, full=True)  # merges both into one file of the top level (a single file
+    table.compact(full=True)  # merges both into one file of the top level (a single file
     table = catalog.get_table("db.t")  # would only change level, keeping its format, as in Paimon)
     live = [f.file_name for s in table.new_read_builder().new_scan().plan().splits() for f in s.files]
     assert [n.rsplit(".", 1)[1] for n in live] == ["orc"]
@@ -102,7 +101,7 @@ def test_postpone_bucket_files_are_avro_unless_file_format_is_set(catalog: Catal
     table = create_table(catalog, "p", SCHEMA, primary_keys=["id"], options={"bucket": "-2"})
     write(table, DATA)
     assert [f.rsplit(".", 1)[1] for f in _files(table)] == ["avro"]
-    compact_table(table, full=True)
+    table.compact(full=True)
     table = catalog.get_table("db.p")
     live = [f.file_name for s in table.new_read_builder().new_scan().plan().splits() for f in s.files]
     assert [n.rsplit(".", 1)[1] for n in live] == ["parquet"]
@@ -131,7 +130,7 @@ def test_a_format_that_cannot_hold_the_table_is_refused_and_nothing_is_created(
 
 
 def test_avro_files_of_paimons_java_writer_whose_schema_is_a_nullable_union_are_read(tmp_path: Any) -> None:
-    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.io_warehouse import warehouse_file_io
     from lakehouse_engine.mergetree.data_file import read_data_file
 
     record = {"type": "record", "name": "record", "namespace": "org.apache.paimon.avro.generated",
@@ -141,6 +140,6 @@ def test_avro_files_of_paimons_java_writer_whose_schema_is_a_nullable_union_are_
     with open(path, "wb") as f:
         fastavro.writer(f, ["null", record], [{"id": 1, "tags": ["a", None]}, {"id": 2, "tags": None}])
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("tags", pa.list_(pa.string()))])
-    file_io, root = FileIO.for_warehouse(str(tmp_path), {})
+    file_io, root = warehouse_file_io(str(tmp_path), {})
     table = read_data_file(file_io, f"{root}/data-1-0.avro", ["id", "tags"], schema)
     assert table.to_pylist() == [{"id": 1, "tags": ["a", None]}, {"id": 2, "tags": None}]

@@ -166,7 +166,7 @@ def _plain_table(catalog: Catalog, partitioned: bool = False, buckets: int = 2) 
 
 def _delta_manifest(t: FileStoreTable) -> Path:
     snap = t.latest_snapshot()
-    name = t.manifest_io().read_manifest_list(snap.delta_manifest_list)[0].file_name
+    name = t.store.manifest_io().read_manifest_list(snap.delta_manifest_list)[0].file_name
     return Path(t.path_factory.manifest_path(name))
 
 

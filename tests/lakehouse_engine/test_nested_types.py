@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.compact.table_compact import compact_table
 from lakehouse_engine.errors import InvalidOptionError, SchemaError
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
 
@@ -74,7 +73,7 @@ def test_nested_values_are_written_merged_and_compacted(catalog: Catalog, fmt: s
     write(table, SECOND)
     expected = [ROW1_SECOND, ROW2, ROW3]
     assert rows(read(table), "id") == expected
-    compact_table(table, full=True)
+    table.compact(full=True)
     assert rows(read(catalog.get_table("db.t")), "id") == expected
 
 

@@ -180,7 +180,7 @@ def test_without_resequencing_ties_resolve_alike_in_reads_and_full_compaction(
     writers = [_open(table, _batch([1, 2, 3], f"w{i}")) for i in range(4)]
     for w in writers:
         _commit(w)
-    files = [e.file for e in table.manifest_io().live_entries(table.latest_snapshot())]
+    files = [e.file for e in table.store.manifest_io().live_entries(table.latest_snapshot())]
     assert sorted((f.min_sequence_number, f.max_sequence_number) for f in files) == [(0, 2)] + [(3, 5)] * 4
     last = merge_order(files)[-1]  # the tie goes to the last file in merge order (by file name)
     last_value = pq.read_table(f"{table.path_factory.table_path}/bucket-0/{last.file_name}").column("v")[0].as_py()

@@ -289,7 +289,7 @@ EXPECTED = [
 
 def test_merge_on_read_over_files_of_five_schema_versions(catalog: Catalog, table) -> None:
     t = evolve_through_every_kind(catalog)
-    ids = {e.file.schema_id for e in t.manifest_io().live_entries(t.latest_snapshot())}
+    ids = {e.file.schema_id for e in t.store.manifest_io().live_entries(t.latest_snapshot())}
     assert ids == {0, 1, 2, 4}
     assert all_rows(t) == EXPECTED
     assert read(t).schema.field("qty").type == pa.int64()
@@ -298,7 +298,7 @@ def test_merge_on_read_over_files_of_five_schema_versions(catalog: Catalog, tabl
 def test_full_compaction_rewrites_old_files_into_the_latest_schema(catalog: Catalog, table) -> None:
     t = evolve_through_every_kind(catalog)
     t.compact(full=True)
-    ids = {e.file.schema_id for e in t.manifest_io().live_entries(t.latest_snapshot())}
+    ids = {e.file.schema_id for e in t.store.manifest_io().live_entries(t.latest_snapshot())}
     assert ids == {4}
     assert all_rows(t) == EXPECTED
 
@@ -347,7 +347,7 @@ def test_append_table_reads_and_compacts_old_files(catalog: Catalog) -> None:
     expected = [{"id": 1, "v": 1, "w": None}, {"id": 2, "v": 2**40, "w": "b"}]
     assert all_rows(t) == expected
     t.compact(full=True)
-    assert {e.file.schema_id for e in t.manifest_io().live_entries(t.latest_snapshot())} == {1}
+    assert {e.file.schema_id for e in t.store.manifest_io().live_entries(t.latest_snapshot())} == {1}
     assert all_rows(t) == expected
 
 

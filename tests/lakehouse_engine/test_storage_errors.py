@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog, LakehouseError, StorageError
-from lakehouse_engine.io import FileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, rows, write
@@ -95,7 +95,7 @@ def test_other_os_errors_name_their_cause(tmp_path: Path):
 
 
 def test_a_missing_file_stays_file_not_found(tmp_path: Path):
-    fio, _ = FileIO.for_warehouse(str(tmp_path))
+    fio, _ = warehouse_file_io(str(tmp_path))
     with pytest.raises(FileNotFoundError):
         fio.read_bytes(str(tmp_path / "nope"))
     with pytest.raises(StorageError, match=r"cannot read .* is a directory"):

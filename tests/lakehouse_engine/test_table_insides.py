@@ -46,8 +46,8 @@ def test_the_merge_function_is_built_once_per_table_from_its_options(tmp_path: o
         "bucket": "1", "merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
         "ignore-delete": "true"}))
     table = catalog.get_table("db.t")
-    function = table.merge_function()
-    assert function is table.merge_function()
+    function = table.store.merge_function()
+    assert function is table.store.merge_function()
     assert function.engine == "aggregation" and function.ignore_delete
     assert function.key_names == ("k",) and function.primary_keys == ("dt", "k")
     assert function.engine_options is not None and function.engine_options.explicit_functions == {"v": "sum"}

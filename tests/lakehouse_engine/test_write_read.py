@@ -53,7 +53,7 @@ def test_upserts_and_deletes_merge_to_the_latest_row_per_key(orders_table) -> No
 def test_duplicate_keys_in_one_batch_keep_the_last(orders_table) -> None:
     write(orders_table, orders([7, 7, 7], ["a", "a", "a"], ["1", "2", "3"]))
     assert [r["amount"] for r in read(orders_table).to_pylist()] == [Decimal("3.00")]
-    entries = orders_table.manifest_io().live_entries(orders_table.latest_snapshot())
+    entries = orders_table.store.manifest_io().live_entries(orders_table.latest_snapshot())
     assert [e.file.row_count for e in entries] == [1]
     assert entries[0].file.min_sequence_number == 2  # numbers were handed to all three rows
 
@@ -62,7 +62,7 @@ def test_sequence_numbers_continue_from_what_the_bucket_holds(orders_table) -> N
     write(orders_table, orders([1], ["a"], ["1"]))
     write(orders_table, orders([1], ["a"], ["2"]))
     files = sorted((e.file.min_sequence_number, e.file.max_sequence_number)
-                   for e in orders_table.manifest_io().live_entries(orders_table.latest_snapshot()))
+                   for e in orders_table.store.manifest_io().live_entries(orders_table.latest_snapshot()))
     assert files == [(0, 0), (1, 1)]
 
 
@@ -149,7 +149,7 @@ def test_small_write_buffer_flushes_several_sorted_runs_with_the_same_result(cat
         w.write_arrow(pa.table({"id": ids, "v": [f"batch-{i}"] * 200}, schema=schema))
         assert w._buffered_bytes <= 16 * 1024 + 200 * 64  # bounded by the buffer, not the input
     c.commit(w.prepare_commit())
-    files = t.manifest_io().live_entries(t.latest_snapshot())
+    files = t.store.manifest_io().live_entries(t.latest_snapshot())
     assert len(files) > 1 and all(e.file.level == 0 for e in files)
     got = {r["id"]: r["v"] for r in read(t).to_pylist()}
     assert len(got) == 2100
@@ -183,7 +183,7 @@ def test_files_roll_at_target_file_size(catalog: Catalog) -> None:
                      options={"bucket": "1", "target-file-size": "64 kb", "file.compression": "none"})
     n = 20_000
     write(t, pa.table({"id": list(range(n)), "s": [f"{i:032d}" for i in range(n)]}, schema=schema))
-    files = [e.file for e in t.manifest_io().live_entries(t.latest_snapshot())]
+    files = [e.file for e in t.store.manifest_io().live_entries(t.latest_snapshot())]
     assert len(files) >= 5
     assert sum(f.row_count for f in files) == n
     # One sorted run: files do not overlap, so the read needs no merge.
@@ -225,10 +225,10 @@ def test_append_tables_unaware_and_fixed_bucket(catalog: Catalog) -> None:
     write(unaware, pa.table({"id": [1, 1, 2], "dt": ["a", "a", "b"], "v": [1.0, 1.0, 2.0]}, schema=schema))
     write(unaware, pa.table({"id": [1], "dt": ["a"], "v": [3.0]}, schema=schema))
     assert sorted(read(unaware).column("v").to_pylist()) == [1.0, 1.0, 2.0, 3.0]
-    assert {e.bucket for e in unaware.manifest_io().live_entries(unaware.latest_snapshot())} == {0}
+    assert {e.bucket for e in unaware.store.manifest_io().live_entries(unaware.latest_snapshot())} == {0}
     fixed = create_table(catalog, "logb", schema, options={"bucket": "3", "bucket-key": "id"})
     write(fixed, pa.table({"id": list(range(30)), "dt": ["a"] * 30, "v": [0.5] * 30}, schema=schema))
-    entries = fixed.manifest_io().live_entries(fixed.latest_snapshot())
+    entries = fixed.store.manifest_io().live_entries(fixed.latest_snapshot())
     assert len({e.bucket for e in entries}) == 3 and all(e.total_buckets == 3 for e in entries)
     assert read(fixed).num_rows == 30
 

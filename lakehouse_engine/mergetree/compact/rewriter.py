@@ -9,7 +9,7 @@ Deletes are dropped only when the output is the highest level holding data.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -27,7 +27,25 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.threads import cores, parallel_map
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.mergetree.evolution import EvolvingFileReader
+    from lakehouse_engine.mergetree.merge import MergeFunction
+    from lakehouse_engine.path_factory import PathFactory
+    from lakehouse_engine.schema import TableSchema
+
+
+class BucketFiles(Protocol):
+    """What compacting a bucket needs of a table (the store layer's FileStore has it)."""
+
+    file_io: FileIO
+    schema: TableSchema
+    path_factory: PathFactory
+
+    def merge_function(self) -> MergeFunction: ...
+
+    def file_reader(self, for_rewrite: bool = False) -> EvolvingFileReader: ...
+
+    def schema_by_id(self, schema_id: int) -> TableSchema: ...
 
 # Input bytes merged in one go: bounds memory while keeping output files near their target.
 _REWRITE_BATCH_FACTOR = 4
@@ -36,7 +54,7 @@ _REWRITE_BATCH_FACTOR = 4
 class BucketCompactor:
     """Runs compaction units for one (partition, bucket) and reports the files before and after."""
 
-    def __init__(self, table: FileStoreTable, partition: Partition, bucket: int):
+    def __init__(self, table: BucketFiles, partition: Partition, bucket: int):
         self.table = table
         schema = table.schema
         opts = schema.core_options

@@ -62,14 +62,15 @@ def test_fifty_thousand_keys_fill_buckets_up_to_the_target(catalog: Catalog) -> 
     wb = table.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(batch(np.arange(50_000), 0))
-    c.commit(w.prepare_commit())
+    messages = w.prepare_commit()
+    c.commit(messages)
     stats = table.bucket_stats()
     counts = stats.column("record_count").to_pylist()
     assert len(counts) >= 50 and max(counts) <= 1000 and sum(counts) == 50_000
     assert set(stats.column("total_buckets").to_pylist()) == {-1}
-    assert sum(x["inserted"] for x in c.bucket_changes) == 50_000
-    assert sum(x["updated"] for x in c.bucket_changes) == 0
-    index = table.manifest_io().read_index_manifest(table.latest_snapshot().index_manifest)
+    assert sum(m.inserted_keys or 0 for m in messages) == 50_000
+    assert sum(m.updated_keys or 0 for m in messages) == 0
+    index = table.store.manifest_io().read_index_manifest(table.latest_snapshot().index_manifest)
     assert {e.index_type for e in index} == {"HASH"} and sum(e.row_count for e in index) == 50_000
 
 
@@ -109,7 +110,7 @@ def test_max_buckets_spreads_new_keys_over_existing_buckets(catalog: Catalog) ->
 
 def test_running_out_of_bucket_ids_is_a_clear_error(catalog: Catalog) -> None:
     table = dynamic_table(catalog, **{"dynamic-bucket.target-row-num": "1"})
-    assigner = DynamicBucketAssigner(table, None)
+    assigner = DynamicBucketAssigner(table.store, None)
     part = PartitionCodec(table.schema).from_values(("a",))
     idx = assigner.index(part.binary)
     idx.bucket_rows.update({b: 1 for b in range(32768)})  # every id taken, each bucket full
@@ -171,7 +172,7 @@ def test_overwrite_of_a_dynamic_partition_rebuilds_its_index(catalog: Catalog) -
     write(table, batch(np.arange(100), 0))
     write(table, batch(np.arange(5), 9), overwrite={"dt": "a"})
     assert read(table).num_rows == 5
-    index = table.manifest_io().read_index_manifest(table.latest_snapshot().index_manifest)
+    index = table.store.manifest_io().read_index_manifest(table.latest_snapshot().index_manifest)
     assert sum(e.row_count for e in index) == 5
     write(table, batch(np.arange(3, 8), 1))
     assert read(table).num_rows == 8
@@ -202,7 +203,7 @@ def test_batch_assignment_matches_paimons_key_by_key_rule(catalog: Catalog, num_
     rng = np.random.default_rng(11)
     pool = rng.integers(-2**31, 2**31 - 1, 300).astype(np.int32)
     pool = pool[assigner_of(pool, num_assigners) == 1 % num_assigners]
-    assigner = DynamicBucketAssigner(table, None, num_assigners, 1 % num_assigners)
+    assigner = DynamicBucketAssigner(table.store, None, num_assigners, 1 % num_assigners)
     expected_index: dict[int, int] = {}
     batches = [pool[:40],                                         # distinct new keys
                rng.choice(pool[:80], 120),                        # repeats, known and new keys mixed
@@ -254,11 +255,12 @@ def test_a_batch_repeating_new_keys_gives_each_key_one_bucket(catalog: Catalog) 
     wb = table.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(pa.table({"id": ids, "dt": ["a"] * len(ids), "v": np.arange(len(ids))}, schema=SCHEMA))
-    c.commit(w.prepare_commit())
+    messages = w.prepare_commit()
+    c.commit(messages)
     distinct = len(np.unique(ids))
     counts = Counter(bucket_of_each_key(table).values())
     assert sum(counts.values()) == distinct and sorted(counts) == list(range(len(counts)))
     assert all(n == 100 for b, n in counts.items() if b < len(counts) - 1)  # filled in order
-    assert sum(x["inserted"] for x in c.bucket_changes) == distinct
+    assert sum(m.inserted_keys or 0 for m in messages) == distinct
     last = {int(i): int(v) for i, v in zip(ids, np.arange(len(ids)), strict=True)}
     assert {r["id"]: r["v"] for r in read(table).to_pylist()} == last

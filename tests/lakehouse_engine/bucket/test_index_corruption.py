@@ -18,7 +18,7 @@ from tests.lakehouse_engine.conftest import snapshot_files, write
 
 def _index_file(table: FileStoreTable) -> Path:
     snap = table.latest_snapshot()
-    entries = table.manifest_io().read_index_manifest(snap.index_manifest)
+    entries = table.store.manifest_io().read_index_manifest(snap.index_manifest)
     name = next(e.file_name for e in entries if e.index_type == HASH_INDEX and e.bucket == 0)
     return Path(table.path_factory.index_dir) / name
 

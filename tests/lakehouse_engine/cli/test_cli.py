@@ -125,7 +125,7 @@ def fresh(tmp_path: Path) -> tuple[str, FileStoreTable]:
 
 
 def live_levels(table: FileStoreTable) -> list[int]:
-    return sorted(e.file.level for e in table.manifest_io().live_entries(table.latest_snapshot()))
+    return sorted(e.file.level for e in table.store.manifest_io().live_entries(table.latest_snapshot()))
 
 
 # ---- browsing -----------------------------------------------------------------------------------
@@ -326,8 +326,8 @@ def test_compact_of_one_partition_leaves_the_others(fresh: tuple[str, FileStoreT
     run = procedure("compact", warehouse, "db.orders", "--compact-strategy", "full",
                     "--partitions", f"dt={D1}")
     assert run.lines()[0].startswith("full compaction of db.orders: committed snapshot 4")
-    entries = table.manifest_io().live_entries(table.latest_snapshot())
-    codec = table.partition_codec()
+    entries = table.store.manifest_io().live_entries(table.latest_snapshot())
+    codec = table.store.partition_codec()
     levels = {codec.from_binary(e.partition).path_string(): e.file.level for e in entries}
     assert levels[f"dt={D1}"] > 0 and levels[f"dt={D2}"] == 0
 
@@ -412,7 +412,7 @@ def test_unknown_tags_fail_with_code_1_and_delete_nothing(fresh: tuple[str, File
 def test_rescale_changes_the_bucket_count(fresh: tuple[str, FileStoreTable]) -> None:
     warehouse, table = fresh
     procedure("rescale", warehouse, "db.orders", "--bucket-num", "3", "--json").json()
-    entries = table.manifest_io().live_entries(table.latest_snapshot())
+    entries = table.store.manifest_io().live_entries(table.latest_snapshot())
     assert {e.total_buckets for e in entries} == {3}
     rows = lakehouse("read", warehouse, "db.orders", "--json").json()["rows"]
     assert {r["order_id"]: (r["amount"], r["note"]) for r in rows} == LATEST_ROWS

@@ -51,7 +51,7 @@ def test_full_compaction_leaves_one_sorted_run_and_drops_deletes(catalog: Catalo
     ids = table.compact(full=True)
     assert len(ids) == 1 and table.latest_snapshot().commit_kind == "COMPACT"
     assert set(runs_per_bucket(table).values()) == {1}
-    entries = table.manifest_io().live_entries(table.latest_snapshot())
+    entries = table.store.manifest_io().live_entries(table.latest_snapshot())
     assert {e.file.level for e in entries} == {table.options.num_levels - 1}
     assert all(e.file.delete_row_count == 0 for e in entries)
     assert sum(e.file.row_count for e in entries) == len(before)
@@ -74,9 +74,9 @@ def test_large_lone_files_are_upgraded_not_rewritten(catalog: Catalog) -> None:
                          options={"bucket": "1", "write-only": "true", "compaction.file-size": "1 b"})
     write(table, batch(list(range(0, 100)), 0))
     write(table, batch(list(range(200, 300)), 1))  # no key overlap: two lone sections
-    before = {e.file.file_name for e in table.manifest_io().live_entries(table.latest_snapshot())}
+    before = {e.file.file_name for e in table.store.manifest_io().live_entries(table.latest_snapshot())}
     table.compact(full=True)
-    after = table.manifest_io().live_entries(table.latest_snapshot())
+    after = table.store.manifest_io().live_entries(table.latest_snapshot())
     assert {e.file.file_name for e in after} == before  # same physical files, new level
     assert {e.file.level for e in after} == {table.options.num_levels - 1}
 
@@ -86,7 +86,7 @@ def test_small_lone_files_are_rewritten_together(catalog: Catalog) -> None:
     write(table, batch(list(range(0, 100)), 0))
     write(table, batch(list(range(200, 300)), 1))
     table.compact(full=True)
-    after = table.manifest_io().live_entries(table.latest_snapshot())
+    after = table.store.manifest_io().live_entries(table.latest_snapshot())
     assert len(after) == 1 and after[0].file.row_count == 200 and after[0].file.file_source == 1
 
 
@@ -94,8 +94,8 @@ def test_a_compaction_that_lost_the_race_fails_cleanly_and_loses_nothing(catalog
     table = create_table(catalog, "t", SCHEMA, primary_keys=["id"], options={"bucket": "1", "write-only": "true"})
     for i in range(3):
         write(table, batch(list(range(i, i + 10)), i))
-    tasks = plan_compaction(table, full=True)
-    stale = [run_compact_task(table, t) for t in tasks]
+    tasks = plan_compaction(table.store, full=True)
+    stale = [run_compact_task(table.store, t) for t in tasks]
     table.compact(full=True)                      # another compaction gets there first
     write(table, batch([500], 7))                 # and an append lands after it
     expected = rows(read(table), "id")
@@ -147,13 +147,13 @@ def test_two_compactions_writing_overlapping_files_into_one_level_conflict(catal
                          options={"bucket": "1", "write-only": "true", "compaction.file-size": "1 b"})
     write(table, batch(list(range(0, 50)), 0))
     write(table, batch(list(range(25, 75)), 1))
-    tasks = plan_compaction(table, full=True)
-    first = [run_compact_task(table, t) for t in tasks]
+    tasks = plan_compaction(table.store, full=True)
+    first = [run_compact_task(table.store, t) for t in tasks]
     table.new_batch_write_builder().new_commit().commit([m for m in first if m is not None])
     # A second full compaction of the new state is fine; a stale one would delete gone files.
     write(table, batch(list(range(60, 80)), 2))
-    (task,) = plan_compaction(table, full=True)
-    message = run_compact_task(table, task)
+    (task,) = plan_compaction(table.store, full=True)
+    message = run_compact_task(table.store, task)
     assert message is not None
     # Forge a concurrent compaction's file: another file, same key range, same top level.
     top = [f for f in message.compact_after if f.level == table.options.num_levels - 1]

@@ -69,8 +69,8 @@ def files_on_disk(table: FileStoreTable) -> set[str]:
 def _snapshot_files(table: FileStoreTable, s: Snapshot) -> set[str]:
     """What one snapshot references, merged from its own manifests (no shortcuts)."""
     paths = table.path_factory
-    mio = table.manifest_io()
-    codec = table.partition_codec()
+    mio = table.store.manifest_io()
+    codec = table.store.partition_codec()
     lists = [s.base_manifest_list, s.delta_manifest_list] + (
         [s.changelog_manifest_list] if s.changelog_manifest_list else [])
     out = {paths.manifest_path(n) for n in lists}

@@ -183,7 +183,7 @@ def test_files_a_compaction_replaced_live_until_no_snapshot_needs_them(catalog: 
     assert table.snapshot_manager().earliest_snapshot_id() == before_compaction
     assert state(table, before_compaction) == states[before_compaction]
     assert_clean(table)
-    old_files = {e.file.file_name for e in table.manifest_io().live_entries(table.snapshot(before_compaction))}
+    old_files = {e.file.file_name for e in table.store.manifest_io().live_entries(table.snapshot(before_compaction))}
     table.expire_snapshots(retain_max=1)
     assert state(table) == states[latest]
     assert not old_files & {Path(p).name for p in files_on_disk(table)}
@@ -282,7 +282,7 @@ def _write_index_manifest(table: FileStoreTable, index_files: list[str]) -> str:
         path.parent.mkdir(exist_ok=True)
         if not path.exists():
             path.write_bytes(b"\x00\x00\x00\x01")
-        entries.append(IndexManifestEntry(FileKind.ADD, table.partition_codec().from_values(("2026-11-01",)).binary,
+        entries.append(IndexManifestEntry(FileKind.ADD, table.store.partition_codec().from_values(("2026-11-01",)).binary,
                                           0, "HASH", name, 4, 1))
     name = f"index-manifest-{uuid.uuid4()}-0"
     Path(table.path_factory.manifest_path(name)).write_bytes(encode_index_manifest_entries(entries))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.io import FileIO
 from lakehouse_engine.io_gcs_azure import (
     azure_settings,
     azure_store_kwargs,
@@ -14,6 +13,7 @@ from lakehouse_engine.io_gcs_azure import (
     gcs_store_kwargs,
 )
 from lakehouse_engine.io_object_store import ObjectStoreFileIO
+from lakehouse_engine.io_warehouse import warehouse_file_io
 
 
 def test_gcs_options_take_hadoops_names_then_the_environment() -> None:
@@ -56,13 +56,13 @@ def test_contradicting_or_missing_azure_options_are_refused_naming_the_option(
 
 
 def test_warehouse_uris_of_gcs_and_azure_open_an_object_store_file_io() -> None:
-    fio, root = FileIO.for_warehouse("gs://bucket/wh/", {"gs.storage.root.url": "http://127.0.0.1:1"})
+    fio, root = warehouse_file_io("gs://bucket/wh/", {"gs.storage.root.url": "http://127.0.0.1:1"})
     assert isinstance(fio, ObjectStoreFileIO) and fio.scheme == "gs" and root == "bucket/wh"
-    fio, root = FileIO.for_warehouse("abfs://lake@acct.dfs.core.windows.net/wh",
+    fio, root = warehouse_file_io("abfs://lake@acct.dfs.core.windows.net/wh",
                                      {"azure.account-key": "a2V5", "azure.endpoint": "http://127.0.0.1:1"})
     assert isinstance(fio, ObjectStoreFileIO) and fio.azure_account == "acct" and root == "lake/wh"
     with pytest.raises(InvalidOptionError, match="storage account"):
-        FileIO.for_warehouse("az://lake/wh", {"azure.account-key": "a2V5"})
+        warehouse_file_io("az://lake/wh", {"azure.account-key": "a2V5"})
 
 
 def test_azure_keys_and_sas_tokens_never_travel_in_a_spark_task() -> None:

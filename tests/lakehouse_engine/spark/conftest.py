@@ -73,4 +73,4 @@ def live_file_names(table: FileStoreTable) -> set[str]:
     latest = table.latest_snapshot()
     if latest is None:
         return set()
-    return {e.file.file_name for e in table.manifest_io().live_entries(latest)}
+    return {e.file.file_name for e in table.store.manifest_io().live_entries(latest)}

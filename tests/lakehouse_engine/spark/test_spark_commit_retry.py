@@ -13,6 +13,7 @@ import pytest
 import lakehouse_engine.spark as spark_write
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import PostCommitError
+from lakehouse_engine.format.snapshot import CommitKind
 from lakehouse_engine.write.table_commit import TableCommit
 from tests.lakehouse_engine.conftest import create_table, read
 
@@ -39,10 +40,10 @@ def test_a_rerun_with_the_same_commit_user_after_a_post_commit_error_applies_onc
     assert _sums(table) == {i: 3 for i in range(20)}
     real = TableCommit._try_commit
 
-    def full_disk_at_compaction(self: TableCommit, entries: list, kind: str, identifier: int) -> int | None:
-        if kind == "COMPACT":
+    def full_disk_at_compaction(self: TableCommit, planner: Any, identifier: int) -> int | None:
+        if planner.kind is CommitKind.COMPACT:
             raise OSError(errno.ENOSPC, "No space left on device", "manifest")
-        return real(self, entries, kind, identifier)
+        return real(self, planner, identifier)
 
     monkeypatch.setattr(TableCommit, "_try_commit", full_disk_at_compaction)
     with pytest.raises(PostCommitError) as err:

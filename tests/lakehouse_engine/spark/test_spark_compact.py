@@ -26,7 +26,7 @@ def test_full_compaction_runs_one_task_per_bucket_and_commits_once(spark: Any, c
         engine_write(table, orders(60, start=start, tag=tag))
     before = rows(read(table), "id")
     buckets = key_buckets(table)
-    planned = table_compact.plan_compaction(table, full=True, partitions=None)
+    planned = table_compact.plan_compaction(table.store, full=True, partitions=None)
     assert len(planned) == len(set(buckets.values())) == 6
 
     sc = spark.sparkContext
@@ -55,8 +55,8 @@ def test_compaction_of_chosen_partitions_only(spark: Any, catalog: Catalog) -> N
     latest = table.latest_snapshot()
     assert latest is not None and ids == [latest.id]
     per_partition: dict[str, int] = {}
-    for e in table.manifest_io().live_entries(latest):
-        dt = table.partition_codec().from_binary(e.partition).values[0]
+    for e in table.store.manifest_io().live_entries(latest):
+        dt = table.store.partition_codec().from_binary(e.partition).values[0]
         per_partition[dt] = per_partition.get(dt, 0) + 1
     assert per_partition == {"2026-11-21": 1, "2026-11-22": 2, "2026-11-23": 2}
     assert spark_compact(spark, table, full=False) == []  # nothing left that the picker wants
@@ -65,9 +65,9 @@ def test_compaction_of_chosen_partitions_only(spark: Any, catalog: Catalog) -> N
 def _files_per_bucket(table: FileStoreTable) -> dict[tuple[str, int], set[str]]:
     latest = table.latest_snapshot()
     assert latest is not None
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     out: dict[tuple[str, int], set[str]] = {}
-    for e in table.manifest_io().live_entries(latest):
+    for e in table.store.manifest_io().live_entries(latest):
         out.setdefault((codec.from_binary(e.partition).values[0], e.bucket), set()).add(e.file.file_name)
     return out
 

@@ -98,7 +98,7 @@ def _routed_tasks(spark: Any, table: Any, df: Any) -> dict[int, Counter[tuple[An
     from pyspark.sql import functions as F
 
     routed = route_rows(df, table, TableRef.of(table)).withColumn("task", F.spark_partition_id())
-    codec = table.partition_codec()
+    codec = table.store.partition_codec()
     keys = table.schema.bucket_keys
     per_task: dict[int, Counter[tuple[Any, int]]] = {}
     for row in routed.collect():

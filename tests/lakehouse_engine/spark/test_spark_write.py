@@ -364,7 +364,7 @@ def test_postpone_rows_are_invisible_until_compaction(spark: Any, catalog: Catal
 def _bucket_files(table: FileStoreTable) -> list[tuple[bytes, int]]:
     latest = table.latest_snapshot()
     assert latest is not None
-    return [(e.partition, e.bucket) for e in table.manifest_io().live_entries(latest)]
+    return [(e.partition, e.bucket) for e in table.store.manifest_io().live_entries(latest)]
 
 
 @pytest.mark.interop
@@ -402,12 +402,12 @@ def test_a_failed_dynamic_bucket_task_attempt_is_never_committed(
     index_on_disk = {p.name for p in (Path(table.path) / "index").iterdir()}
     latest = table.latest_snapshot()
     assert latest is not None and ids == [latest.id]
-    live_index = {e.file_name for e in table.manifest_io().read_index_manifest(latest.index_manifest)}
+    live_index = {e.file_name for e in table.store.manifest_io().read_index_manifest(latest.index_manifest)}
     assert failed_data and failed_data <= on_disk and failed_index and failed_index <= index_on_disk
     assert rows(read(table), "id") == rows(data, "id")  # every row exactly once
     _check_dynamic_layout(table, 3)
     assert not failed_data & live_file_names(table) and not failed_index & live_index
     assert live_file_names(table) | failed_data == on_disk  # the rest are orphans, nothing else
     assert live_index | failed_index == index_on_disk
-    assert np.array_equal(sorted(e.row_count for e in table.manifest_io().read_index_manifest(
+    assert np.array_equal(sorted(e.row_count for e in table.store.manifest_io().read_index_manifest(
         latest.index_manifest)), sorted(len(k) for k in _keys_per_bucket(table).values()))

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from lakehouse_engine.path_factory import PathFactory
 
 
-class TableFiles(Protocol):
-    """What tags need of a table (a FileStoreTable has it): its FileIO, paths and name."""
+class TagFiles(Protocol):
+    """What reading tags needs of a store (a TagFiles has it): its FileIO, paths and name."""
 
     file_io: FileIO
     path_factory: PathFactory
@@ -76,8 +76,8 @@ def validate_tag_name(name: str) -> str:
     return name
 
 
-def tag_path(table: TableFiles, name: str) -> str:
-    return f"{table.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
+def tag_path(store: TagFiles, name: str) -> str:
+    return f"{store.path_factory.tag_dir}/{TAG_PREFIX}{validate_tag_name(name)}"
 
 
 def as_snapshot(tag: Snapshot) -> Snapshot:
@@ -87,9 +87,9 @@ def as_snapshot(tag: Snapshot) -> Snapshot:
     return replace(tag, extra={k: v for k, v in tag.extra.items() if k not in TAG_ONLY_FIELDS})
 
 
-def read_tag(table: TableFiles, path: str) -> Snapshot | None:
+def read_tag(store: TagFiles, path: str) -> Snapshot | None:
     try:
-        text = table.file_io.read_text(path)
+        text = store.file_io.read_text(path)
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
@@ -97,27 +97,27 @@ def read_tag(table: TableFiles, path: str) -> Snapshot | None:
     return Snapshot.from_json(text, path)
 
 
-def tag_snapshot(table: TableFiles, name: str) -> Snapshot:
+def tag_snapshot(store: TagFiles, name: str) -> Snapshot:
     """The snapshot tag `name` keeps; TagNotExistError (a SnapshotNotExistError) when there is none."""
-    tag = read_tag(table, tag_path(table, name))
+    tag = read_tag(store, tag_path(store, name))
     if tag is None:
-        known = sorted(list_tags(table))
+        known = sorted(list_tags(store))
         listing = f"known tags: {', '.join(known)}" if known else "the table has no tags"
-        raise TagNotExistError(f"tag {name!r} of table {table.name} does not exist ({listing})")
+        raise TagNotExistError(f"tag {name!r} of table {store.name} does not exist ({listing})")
     return as_snapshot(tag)
 
 
-def list_tags(table: TableFiles) -> dict[str, Snapshot]:
+def list_tags(store: TagFiles) -> dict[str, Snapshot]:
     """Every tag of the table by name (sorted), with the snapshot it keeps.
 
     A tag file that cannot be decoded raises CorruptFileError: expiry and orphan removal must not
     delete files while they cannot tell what a tag keeps.
     """
     tags: dict[str, Snapshot] = {}
-    for file_name in sorted(table.file_io.list_names(table.path_factory.tag_dir)):
+    for file_name in sorted(store.file_io.list_names(store.path_factory.tag_dir)):
         if not file_name.startswith(TAG_PREFIX) or len(file_name) == len(TAG_PREFIX):
             continue  # temporary files of an unfinished write start with '.'
-        tag = read_tag(table, f"{table.path_factory.tag_dir}/{file_name}")
+        tag = read_tag(store, f"{store.path_factory.tag_dir}/{file_name}")
         if tag is not None:  # deleted since the listing
             tags[file_name[len(TAG_PREFIX):]] = as_snapshot(tag)
     return tags

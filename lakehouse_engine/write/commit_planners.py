@@ -1,0 +1,238 @@
+"""What a commit of each kind changes, planned against the latest snapshot of one attempt.
+
+`TableCommit` runs one attempt loop for every kind (race for the snapshot id, publish, clean up,
+back off); a planner per kind (APPEND, OVERWRITE, COMPACT) says what the next snapshot holds on
+top of the latest one: its manifest entries, its index manifest changes and, for later kinds of
+data, its changelog, and refuses (CommitConflictError) what cannot apply on top of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from lakehouse_engine.errors import CommitConflictError
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry, ManifestEntry
+from lakehouse_engine.format.snapshot import CommitKind, Snapshot
+from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
+
+
+def _keeps_all(entry: IndexManifestEntry) -> bool:
+    return False
+
+
+@dataclass
+class IndexChanges:
+    """The index files a commit adds, and which index files of the latest snapshot it drops."""
+
+    added: list[IndexManifestEntry] = field(default_factory=list)
+    removes: Callable[[IndexManifestEntry], bool] = _keeps_all
+
+
+@dataclass
+class PlannedChanges:
+    """One attempt's changes on top of the latest snapshot."""
+
+    #: The entries of the snapshot's delta manifest.
+    changes: list[ManifestEntry]
+    #: The delta manifest an earlier attempt wrote no longer holds these changes (files renamed).
+    delta_stale: bool = False
+    #: Changes to the index manifest; None keeps the latest snapshot's.
+    index: IndexChanges | None = None
+    #: The entries of the snapshot's changelog manifest list (none: the snapshot has no changelog).
+    changelog: list[ManifestEntry] = field(default_factory=list)
+
+
+class CommitPlanner:
+    """Plans the snapshots of one commit kind; `plan` runs once per attempt."""
+
+    kind: ClassVar[CommitKind]
+    #: The delta manifest depends on the latest snapshot: every attempt writes its own.
+    delta_per_attempt: ClassVar[bool] = False
+
+    def __init__(self, table: FileStore, entries: Sequence[ManifestEntry],
+                 messages: Sequence[CommitMessage], resequencer: Resequencer):
+        self.table = table
+        self.entries = list(entries)
+        self.messages = messages
+        self.resequencer = resequencer
+
+    def prepare(self) -> bool:
+        """Before the first attempt: False when there is nothing left to commit."""
+        return True
+
+    def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        """The changes of the next snapshot on top of `latest`; CommitConflictError when they
+        cannot apply on it (nothing is committed then)."""
+        raise NotImplementedError
+
+    def _resequence(self, changes: list[ManifestEntry], latest: Snapshot | None) -> tuple[list[ManifestEntry], bool]:
+        """Rows of this commit placed above what landed since they were written (later commit
+        wins); the rewritten files have new names, so the entries (and delta manifest) change."""
+        if not self.resequencer.resequence(changes, latest):
+            return changes, False
+        self.entries = self.resequencer.renamed(self.entries)
+        return self.resequencer.renamed(changes), True
+
+
+class AppendPlanner(CommitPlanner):
+    """New data files added to the buckets (and the dynamic-bucket index files that go with them)."""
+
+    kind = CommitKind.APPEND
+
+    def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        changes, renamed = self._resequence(list(self.entries), latest)
+        check_bucket_counts(self.table, changes, latest)
+        return PlannedChanges(changes, renamed, hash_index_changes(self.table, self.messages, latest))
+
+
+class OverwritePlanner(CommitPlanner):
+    """Every live file of the overwritten partitions deleted, the new files added."""
+
+    kind = CommitKind.OVERWRITE
+    delta_per_attempt = True
+
+    def __init__(self, table: FileStore, entries: Sequence[ManifestEntry],
+                 messages: Sequence[CommitMessage], resequencer: Resequencer,
+                 specs: Sequence[Mapping[str, object]], dynamic_partitions: set[bytes] | None):
+        """`specs`: the partitions replaced (`{}` the table); `dynamic_partitions`: for a dynamic
+        overwrite, the partitions of the committed files instead."""
+        super().__init__(table, entries, messages, resequencer)
+        self.specs = specs
+        self.dynamic_partitions = dynamic_partitions
+
+    def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        live = self.table.manifest_io().live_entries(latest)
+        overwritten = self._overwrite_deletes(live)
+        changes, renamed = self._resequence(overwritten + self.entries, latest)
+        added = [e for m in self.messages for e in m.new_index_files]
+        doomed = {e.partition for e in overwritten} | {e.partition for e in added}
+        return PlannedChanges(changes, renamed, IndexChanges(added, lambda e: e.partition in doomed))
+
+    def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
+        """DELETE entries for every live file in the partitions being overwritten."""
+        codec = self.table.partition_codec()
+        out = []
+        for e in live:
+            if self.dynamic_partitions is not None:
+                if e.partition not in self.dynamic_partitions:
+                    continue
+            elif not codec.from_binary(e.partition).matches(self.specs):
+                continue
+            out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
+        return out
+
+
+class CompactPlanner(CommitPlanner):
+    """Compaction inputs deleted and outputs added, checked against what else changed the buckets."""
+
+    kind = CommitKind.COMPACT
+
+    def prepare(self) -> bool:
+        # A bucket whose new files were re-sequenced lost its writer compaction (old numbers).
+        self.entries = self.resequencer.without_dropped(self.entries)
+        return bool(self.entries)
+
+    def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        live = self.table.manifest_io().live_entries(latest)
+        changes = list(self.entries)
+        check_deletes_live(self.table, changes, live)
+        check_levels_disjoint(self.table, changes, live)
+        check_compaction_sees_older_files(self.table, changes, live)
+        return PlannedChanges(changes)
+
+
+# ---- conflict checks and index changes ----------------------------------------------------------
+def hash_index_changes(table: FileStore, messages: Sequence[CommitMessage],
+                       latest: Snapshot | None) -> IndexChanges | None:
+    """The dynamic-bucket HASH index files of `messages`, replacing those of their buckets;
+    CommitConflictError when another writer changed the index of a partition this commit extends
+    since the write started (it could duplicate keys). None when the messages have no index file."""
+    added = [e for m in messages for e in m.new_index_files]
+    if not added:
+        return None
+    current = latest.index_manifest if latest else None
+    by_partition: dict[bytes, set[str]] = {}
+    for e in table.manifest_io().read_index_manifest(current) if current else []:
+        by_partition.setdefault(e.partition, set()).add(e.file_name)
+    codec = table.partition_codec()
+    for m in messages:
+        changed = m.index_base is not None and by_partition.get(m.partition, set()) != set(m.index_base)
+        if m.new_index_files and changed:
+            raise CommitConflictError(
+                f"table {table.name}, partition "
+                f"{codec.from_binary(m.partition).path_string() or '(none)'}: another writer "
+                f"assigned new keys to dynamic buckets since this write started, so this "
+                f"commit could duplicate keys; nothing was committed, write the batch again")
+    replaced = {(e.partition, e.bucket, e.index_type) for e in added}
+    return IndexChanges(added, lambda e: (e.partition, e.bucket, e.index_type) in replaced)
+
+
+def check_bucket_counts(table: FileStore, changes: list[ManifestEntry], latest: Snapshot | None) -> None:
+    """A writer holding an old bucket count must not write into a rescaled partition."""
+    if latest is None or not any(e.total_buckets > 0 for e in changes):
+        return
+    current: dict[bytes, int] = {}
+    for e in table.manifest_io().live_entries(latest):
+        if e.total_buckets > 0:
+            current[e.partition] = e.total_buckets
+    codec = table.partition_codec()
+    for e in changes:
+        have = current.get(e.partition)
+        if e.total_buckets > 0 and have is not None and have != e.total_buckets:
+            raise CommitConflictError(
+                f"table {table.name}: tried to write partition "
+                f"{codec.from_binary(e.partition).path_string() or '(none)'} with {e.total_buckets} "
+                f"buckets, but it now has {have} (rescaled by another job); nothing was committed, "
+                f"start a new write")
+
+
+def check_deletes_live(table: FileStore, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
+    """A compaction deletes only live files, each once."""
+    deleted = [e.identifier for e in changes if e.kind == FileKind.DELETE]
+    if len(deleted) != len(set(deleted)):
+        raise CommitConflictError(
+            f"commit to table {table.name} deletes the same file twice: two compactions of "
+            f"one bucket in one commit; nothing was committed")
+    live_ids = {e.identifier for e in live}
+    gone = [e.file.file_name for e in changes
+            if e.kind == FileKind.DELETE and e.identifier not in live_ids]
+    if gone:
+        raise CommitConflictError(
+            f"commit to table {table.name} deletes files that are no longer live "
+            f"(another compaction or overwrite removed them): {gone[:5]}")
+
+
+def check_levels_disjoint(table: FileStore, changes: list[ManifestEntry], live: list[ManifestEntry]) -> None:
+    """Above level 0 each level of a bucket is one sorted run: after this commit no two of its
+    files may overlap in key range (two compactions that raced into the same level would)."""
+    schema = table.schema
+    if not schema.has_primary_key:
+        return
+    touched = {(e.partition, e.bucket, e.file.level) for e in changes
+               if e.kind == FileKind.ADD and e.file.level > 0}
+    if not touched:
+        return
+    gone = {e.identifier for e in changes if e.kind == FileKind.DELETE}
+    key_types = schema.types_of(schema.trimmed_primary_keys)
+    by_level: dict[tuple[bytes, int, int], list[ManifestEntry]] = {}
+    for e in live + [c for c in changes if c.kind == FileKind.ADD]:
+        where = (e.partition, e.bucket, e.file.level)
+        if where in touched and e.identifier not in gone:
+            by_level.setdefault(where, []).append(e)
+    for (_, bucket, level), entries in by_level.items():
+        ranges = sorted((comparable_key(deserialize_row(e.file.min_key, key_types)),
+                         comparable_key(deserialize_row(e.file.max_key, key_types)), e.file.file_name)
+                        for e in entries)
+        for (_, hi, a), (lo, _, b) in zip(ranges, ranges[1:], strict=False):
+            if lo <= hi:
+                raise CommitConflictError(
+                    f"commit to table {table.name}: files {a} and {b} of bucket {bucket} would "
+                    f"overlap at level {level} (a concurrent compaction wrote there); nothing was committed")
