@@ -25,7 +25,7 @@ from lakehouse_engine.io import FileIO
 from lakehouse_engine.options import DELETION_VECTORS_ENABLED, CoreOptions
 
 if TYPE_CHECKING:
-    from lakehouse_engine.table import FileStoreTable
+    from lakehouse_engine.store.file_store import FileStore
 
 BucketDeletionFiles = dict[tuple[bytes, int], dict[str, DeletionFile]]
 
@@ -35,7 +35,7 @@ def deletion_vectors_enabled(options: CoreOptions) -> bool:
     return options.require(DELETION_VECTORS_ENABLED)
 
 
-def snapshot_deletion_files(table: FileStoreTable, snapshot: Snapshot) -> BucketDeletionFiles:
+def snapshot_deletion_files(table: FileStore, snapshot: Snapshot) -> BucketDeletionFiles:
     """(partition, bucket) -> data file name -> its deletion file, from `snapshot`'s index manifest.
 
     Every snapshot lists the index files live at it (not a delta), so time travel reads each

@@ -52,7 +52,7 @@ def test_a_java_deletion_vector_table_reads_as_paimon_reads_it_and_is_not_writte
     java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
     assert len(java_rows) == 1000  # Paimon's own reading
     ours = catalog.get_table("db.dv")
-    index_files = [e for e in ours.manifest_io().index_entries(ours.latest_snapshot())
+    index_files = [e for e in ours.store.manifest_io().index_entries(ours.latest_snapshot())
                    if e.index_type == "DELETION_VECTORS"]
     assert index_files, "Paimon 0.9 wrote no deletion vectors: the case is not the one under test"
     assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows

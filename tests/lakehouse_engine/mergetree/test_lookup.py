@@ -41,13 +41,13 @@ def table(tmp_path: Path) -> FileStoreTable:
 
 
 def _runs(t: FileStoreTable) -> list[list[DataFileMeta]]:
-    files = [e.file for e in t.manifest_io().live_entries(t.latest_snapshot())]
+    files = [e.file for e in t.store.manifest_io().live_entries(t.latest_snapshot())]
     by_seq = sorted({f.max_sequence_number > 599 for f in files}, reverse=True)
     return [[f for f in files if (f.max_sequence_number > 599) == newer] for newer in by_seq]
 
 
 def _tools(t: FileStoreTable) -> dict[str, Any]:
-    reader = t.file_reader()
+    reader = t.store.file_reader()
     bucket_dir = t.path_factory.bucket_dir("", 0)
     schema = t.schema.data_file_arrow_schema()
     types = t.schema.types_of(["k1", "k2"])

@@ -67,7 +67,7 @@ def test_splits_are_one_file_per_section_above_level_zero_with_their_vectors(tab
 
 def test_level_zero_of_a_dv_table_is_invisible(table: FileStoreTable) -> None:
     # Snapshot 1 holds only the first write's level-0 files: not yet looked up, so not read.
-    assert {e.file.level for e in table.manifest_io().live_entries(table.snapshot(1))} == {0}
+    assert {e.file.level for e in table.store.manifest_io().live_entries(table.snapshot(1))} == {0}
     assert read(table, snapshot_id=1).num_rows == 0
 
 
