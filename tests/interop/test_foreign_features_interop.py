@@ -35,7 +35,7 @@ def test_a_pypaimon_row_tracking_table_reads_right_and_refuses_our_writes(
         tmp_path: Path, pypaimon: Callable[..., Any]) -> None:
     pypaimon(WRITE, warehouse=str(tmp_path), options={"row-tracking.enabled": "true"}, partial=False)
     table = Catalog(str(tmp_path)).get_table("db.t")
-    files = table.manifest_io().live_entries(table.latest_snapshot())
+    files = table.store.manifest_io().live_entries(table.latest_snapshot())
     assert sorted(e.file.first_row_id for e in files) == [0, 2]  # type: ignore[type-var]
     assert sorted(r["id"] for r in read(table).to_pylist()) == [1, 2, 3]
     with pytest.raises(UnsupportedFeatureError, match="row-tracking.enabled' = 'true'.*row ids"):
@@ -50,7 +50,7 @@ def test_a_pypaimon_data_evolution_file_raises_naming_the_file(
     with pytest.raises(UnsupportedFeatureError, match=r"table db.t: .*data-evolution.enabled|data file data-.* uses data evolution"):
         read(table)
     # Without the option (a table altered back), the file itself still gives it away.
-    partial = [e.file.file_name for e in table.manifest_io().live_entries(table.latest_snapshot())
+    partial = [e.file.file_name for e in table.store.manifest_io().live_entries(table.latest_snapshot())
                if e.file.write_cols is not None]
     assert len(partial) == 1
     schema_file = Path(table.path) / "schema" / f"schema-{table.schema.id}"
