@@ -53,6 +53,8 @@ class DataSplit:
     # Per file of `files`, its deletion vector's place (None: no row deleted); None when the
     # table keeps no deletion vectors (pypaimon's `data_deletion_files`).
     data_deletion_files: list[DeletionFile | None] | None = None
+    #: The branch whose files these are, when not the scanned table's (`scan.fallback-branch`).
+    branch: str | None = None
 
     @property
     def files(self) -> list[DataFileMeta]:
