@@ -4,8 +4,9 @@ returns a row and before a write or compaction commits.
 
 One function per feature; each raises `UnsupportedFeatureError` naming the table, the file (or
 option) and the feature, or returns when the feature is absent. A feature this engine learns to
-apply loses its check here: deletion vectors are applied on read (`read/deletion_vectors.py`),
-so `deletion_vectors` now guards writes only, until the engine maintains them. `check_readable`
+apply loses its check here: deletion vectors are applied on read (`read/deletion_vectors.py`)
+and maintained by writes of primary-key tables, so `deletion_vectors` guards only the writes that
+would not maintain them (an append table's, a table whose option is off). `check_readable`
 and `check_writable` are what the scan and the writers call.
 """
 
@@ -31,8 +32,6 @@ _WRITE_ONLY_REFUSALS = frozenset({
     "write.sequence-number-init-mode", "manifest.sidecar.enabled", "index-file-in-data-file-dir",
     "metadata.iceberg-compatible", "file.compression.per.level", "record-level.expire-time",
     "record-level.time-field", "record-level.time-field-type", "scan.ignore-corrupt-files",
-    # Applied on read (read/deletion_vectors.py), refused for writes (`deletion_vectors`).
-    "deletion-vectors.enabled",
     "scan.ignore-lost-files", "manifest.format", "primary-key", "partition",
 })
 
@@ -42,17 +41,22 @@ def _raise(table: str, where: str, feature: str, why: str) -> None:
                                   f"not apply: {why}")
 
 
-def deletion_vectors(table: str, options: CoreOptions, index_entries: Iterable[IndexManifestEntry]) -> None:
-    """A write into a table with deletion vectors: they are read, not yet maintained (a write's
-    level-0 files would need a lookup to become visible; a compaction would bring marked rows back)."""
+def deletion_vectors(table: str, options: CoreOptions, index_entries: Iterable[IndexManifestEntry],
+                     primary_key: bool = True) -> None:
+    """A write into a table with deletion vectors this engine does not maintain: vectors of a table
+    whose `deletion-vectors.enabled` is off, or of an append table (Paimon's append DV tables; its
+    compaction would bring marked rows back). Primary-key DV tables are maintained
+    (write/deletion_vectors.py)."""
+    enabled = options.require(DELETION_VECTORS_ENABLED)
+    if enabled and not primary_key:
+        _raise(table, "option 'deletion-vectors.enabled' on an append table", "deletion vectors",
+               "this engine maintains deletion vectors of primary-key tables only")
+    if enabled:
+        return
     for e in index_entries:
         if e.index_type == DELETION_VECTORS_INDEX:
             _raise(table, f"index file {e.file_name} (bucket {e.bucket})", "deletion vectors",
-                   "this engine reads them but does not maintain them on write or compaction")
-    if options.get(DELETION_VECTORS_ENABLED):
-        _raise(table, "option 'deletion-vectors.enabled'", "deletion vectors",
-               "this engine reads them but does not maintain them: its level-0 files would stay "
-               "invisible to every reader of the table")
+                   "the table's 'deletion-vectors.enabled' is off, so this engine would not maintain them")
 
 
 def data_evolution(table: str, entry: ManifestEntry) -> None:
@@ -115,10 +119,10 @@ def check_readable(table: str, options: CoreOptions, snapshot: Snapshot,
 
 
 def check_writable(table: str, options: CoreOptions, snapshot: Snapshot | None,
-                   index_entries: Iterable[IndexManifestEntry]) -> None:
+                   index_entries: Iterable[IndexManifestEntry], primary_key: bool = True) -> None:
     """Every check before a write or compaction into a table whose latest snapshot is `snapshot`:
     a write must not add files its other readers would misread."""
     refused_options(table, options.raw, for_write=True)
-    deletion_vectors(table, options, index_entries)
+    deletion_vectors(table, options, index_entries, primary_key)
     if snapshot is not None:
         snapshot_version(table, snapshot)

@@ -290,14 +290,17 @@ _reading = OptionGroup("Reading")
 SOURCE_SPLIT_TARGET_SIZE = _reading.memory("source.split.target-size", 128 << 20, "Target size of a read split.", _positive)
 SOURCE_SPLIT_OPEN_FILE_COST = _reading.memory("source.split.open-file-cost", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
+SCAN_FALLBACK_BRANCH = _reading.string("scan.fallback-branch", None, "A batch read takes the partitions this table's branch lacks from the named branch (docs/branches.md).")
+
 _changes = OptionGroup("Changelog and deletion vectors")
 CHANGELOG_PRODUCER = _changes.enum(
     "changelog-producer", "none", "Which changelog files a write or compaction produces for streaming readers.",
     ("none", "input", "lookup", "full-compaction"),
     refused="this engine writes no changelog files yet, so a streaming reader would find no changes; leave it 'none' (streaming readers then read the delta files)")
 DELETION_VECTORS_ENABLED = _changes.boolean(
-    "deletion-vectors.enabled", False, "Mark deleted rows of compacted files in deletion vectors; level-0 files are then invisible to readers.",
-    refused="this engine reads deletion vectors but writes none yet, and Paimon's readers skip level-0 files of such a table, so rows would go missing in every other engine; leave it false (docs/deletion-vectors.md)")
+    "deletion-vectors.enabled", False, "Mark the rows a commit replaces or deletes in older files in deletion vectors, so reads need no merge; every commit compacts its level-0 files (invisible to readers) through a lookup (docs/deletion-vectors.md). Primary-key tables; not with the first-row merge engine or changelog-producer full-compaction.")
+DELETION_VECTOR_INDEX_FILE_TARGET_SIZE = _changes.memory(
+    "deletion-vector.index-file.target-size", 2 << 20, "Target size of a deletion-vector index file: a bucket's vectors roll into the next file past it.", _positive)
 
 
 class CoreOptions:

@@ -70,8 +70,9 @@ _DDL = ("guards SQL DDL in Java engines; this engine's schema changes follow Pai
 _SYSTEM = "applies to system tables ($audit_log, $binlog), which this engine does not serve"
 _CHANGELOG = ("applies to changelog files, which this engine does not write ('changelog-producer' "
               "other than 'none' is refused)")
-_DV = ("applies to deletion-vector files, which this engine does not write "
-       "('deletion-vectors.enabled' is refused)")
+_DV = ("tunes how Java writes or keeps deletion vectors (its 64-bit bitmap format, merge-on-read "
+       "fallbacks); readers tell the bitmap formats apart by their magic number, and the vectors this "
+       "engine writes (32-bit, as Paimon 0.9) are read the same by every engine")
 _BLOB = ("applies to BLOB and vector columns, which this engine does not create ('blob-field' and "
          "'vector-field' are refused)")
 _VARIANT = "applies to VARIANT columns, which this engine does not support"
@@ -168,7 +169,7 @@ _stored(_CHANGELOG, "changelog-producer.row-deduplicate",
         "changelog.num-retained.max", "changelog.num-retained.min", "changelog.time-retained",
         "delete.force-produce-changelog")
 _stored(_DV, "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read",
-        "deletion-vectors.modifiable", "deletion-vector.index-file.target-size")
+        "deletion-vectors.modifiable")
 _stored(_BLOB, "blob-as-descriptor", "blob-compaction.enabled", "blob-descriptor.source-table",
         "blob-view.resolve.enabled", "blob-write-null-on-fetch-failure",
         "blob-write-null-on-missing-file", "blob.copy-buffer-size", "blob.split-by-file-size",
@@ -280,8 +281,7 @@ for _key in ("scan.timestamp-millis", "scan.timestamp", "scan.watermark", "scan.
              "scan.file-creation-time-millis", "scan.creation-time-millis"):
     _refused(_key, ("",), _TIME_TRAVEL)
 _refused("scan.bucket", ("",), "read every bucket and filter the rows")
-for _key in ("scan.fallback-branch", "scan.fallback-delta-branch", "scan.fallback-snapshot-branch",
-             "scan.primary-branch"):
+for _key in ("scan.fallback-delta-branch", "scan.fallback-snapshot-branch", "scan.primary-branch"):
     _refused(_key, ("",), "this engine reads the main branch only")
 _refused("scan.ignore-corrupt-files", ("false",),
          "this engine raises on a corrupt data file rather than return fewer rows")
