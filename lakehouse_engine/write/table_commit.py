@@ -13,9 +13,9 @@ from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
     LakehouseError,
-    UnsupportedFeatureError,
     SnapshotNotExistError,
     StorageError,
+    UnsupportedFeatureError,
 )
 from lakehouse_engine.format.features import check_writable
 from lakehouse_engine.format.manifest_entries import (

@@ -17,11 +17,11 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import CorruptFileError, UnsupportedFeatureError
+from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import PredicateBuilder
 from lakehouse_engine.table import FileStoreTable
-from tests.lakehouse_engine.conftest import read, write
+from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.read.dv_fixture import copy_table, rewrite_vectors
 
 DATA = Path(__file__).parent / "data"
