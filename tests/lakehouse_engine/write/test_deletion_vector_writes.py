@@ -181,3 +181,34 @@ def test_an_append_table_with_vectors_is_still_refused(catalog: Catalog) -> None
 
     with pytest.raises(UnsupportedFeatureError, match="append table"):
         features.deletion_vectors("db.t", CoreOptions({"deletion-vectors.enabled": "true"}), [], primary_key=False)
+
+
+# ---- the rest of the table's life ----------------------------------------------------------------
+def test_rescale_schema_evolution_tags_rollback_branches_and_orphans_keep_a_dv_table_right(
+        catalog: Catalog) -> None:
+    from lakehouse_engine.schema_change import SchemaChange
+
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "2"})
+    write(t, _batch(list(range(60)), "a"))
+    write(t, _batch(list(range(0, 60, 2)), "b"))
+    tagged = _data(t)
+    t.create_tag("even-b")
+    t.rescale(3)
+    t = catalog.get_table("db.t")
+    assert _data(t) == tagged and not [e for e in _live(t) if e.file.level == 0]
+    catalog.alter_table("db.t", [SchemaChange.add_column("extra", "INT")])
+    t = catalog.get_table("db.t")
+    batch = _batch([1, 3], "c").append_column("extra", pa.array([7, 8], pa.int32()))
+    write(t, batch)
+    got = {r["id"]: (r["v"], r["extra"]) for r in read(t).to_pylist()}
+    assert got[1] == ("c1", 7) and got[2] == ("b2", None) and len(got) == 60
+    t.create_branch("br", tag_name="even-b")
+    br = t.branch_table("br")
+    write(br, _batch([0, 5], "br"))
+    assert {r["id"]: r["v"] for r in _data(br)}[5] == "br5"
+    assert {r["id"]: r["v"] for r in read(t).to_pylist()}[5] == "a5"
+    assert t.remove_orphan_files(older_than=2**62) == []
+    assert {r["id"]: r["v"] for r in _data(catalog.get_table("db.t").branch_table("br"))}[0] == "br0"
+    t.rollback_to("even-b")
+    t = catalog.get_table("db.t")
+    assert rows(read(t).select(["id", "v", "n"]), "id") == tagged
