@@ -207,7 +207,11 @@ class DeletionVectorCompactor:
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         keys = rows.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
         levels = [[f for f in above if f.level == lv] for lv in sorted({f.level for f in above})]
-        found = lookup(keys, levels, self._read, self.key_names, self.read_schema,
+        # Where the newest record always wins, the old rows are not merged: only their places are
+        # needed, so only the key columns of the older files are read.
+        wanted = (pa.schema([self.read_schema.field(k) for k in self.key_names]) if self.may_upgrade
+                  else self.read_schema)
+        found = lookup(keys, levels, self._read, self.key_names, wanted,
                        lambda f: (self._key(f.min_key), self._key(f.max_key)), comparable_key,
                        lambda f, _rows: self._live(f))
         marks = found.positions_by_file()
@@ -217,7 +221,7 @@ class DeletionVectorCompactor:
             # The newest record of each key wins and nothing retracts: the file moves up as it is.
             before, after = [lone], [lone.upgrade(output)]
         else:
-            if found.old_rows.num_rows:
+            if found.old_rows.num_rows and not self.may_upgrade:
                 old = found.old_rows.select(self.columns).cast(self.read_schema)
                 rows = pa.concat_tables([old, rows.cast(self.read_schema)])
             merged = self.merge_function.merge(rows, drop_retracts=True, rows_in_sequence_order=False)
