@@ -200,6 +200,13 @@ def deletion_vector_changes(table: FileStore, messages: Sequence[CommitMessage],
         if e.file.level > 0:
             upper.setdefault((e.partition, e.bucket), []).append(e.file.file_name)
     codec = table.partition_codec()
+    buckets = [(m.partition, m.bucket) for m in compacted]
+    if len(set(buckets)) != len(buckets):
+        # Writers of one bucket in one commit (Spark tasks) each looked up without the other's
+        # files: their vectors cannot both be right. The committer compacts the bucket again.
+        raise CommitConflictError(
+            f"table {table.name}: two writers of this commit compacted the same bucket of a "
+            f"deletion-vector table; nothing of their compactions was committed")
     for m in compacted:
         assert m.deletion_vector_base is not None
         seen_index, seen_upper = m.deletion_vector_base

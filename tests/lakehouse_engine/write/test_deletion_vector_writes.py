@@ -212,3 +212,18 @@ def test_rescale_schema_evolution_tags_rollback_branches_and_orphans_keep_a_dv_t
     t.rollback_to("even-b")
     t = catalog.get_table("db.t")
     assert rows(read(t).select(["id", "v", "n"]), "id") == tagged
+
+
+def test_two_writers_of_one_bucket_in_one_commit_are_compacted_again_together(catalog: Catalog) -> None:
+    # (As Spark tasks of one job would be: each looked up without the other's files.)
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "1"})
+    write(t, _batch(list(range(40)), "a"))
+    wb = t.new_batch_write_builder()
+    w1, w2 = wb.new_write(), wb.new_write()
+    w1.write_arrow(_batch([1, 2], "one"))
+    w2.write_arrow(_batch([30, 31], "two"))  # key-disjoint outputs: no level overlap to catch it
+    wb.new_commit().commit(w1.prepare_commit() + w2.prepare_commit())
+    assert not [e for e in _live(t) if e.file.level == 0]
+    got = {r["id"]: r["v"] for r in _data(t)}
+    assert sorted(got) == list(range(40))
+    assert [got[i] for i in (1, 2, 30, 31)] == ["one1", "one2", "two30", "two31"]
