@@ -43,9 +43,8 @@ def test_the_lakehouse_data_source_applies_the_vectors_on_executors(spark: Any, 
 def test_a_dv_table_we_wrote_reads_through_spark_as_the_engine_reads_it(spark: Any, tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from tests.lakehouse_engine.conftest import create_table
+    from tests.lakehouse_engine.conftest import create_table, write
     from tests.lakehouse_engine.conftest import read as engine_read
-    from tests.lakehouse_engine.conftest import write
 
     catalog = Catalog(str(tmp_path))
     catalog.create_database("db")
