@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each measurement (foundation: best; Spark: median and range)")
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,scale,changelog,spark",
+    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,scale,changelog,dv,spark",
                         help="comma-separated sections to run (foundation, compaction, buckets, "
-                             "checksums, schema, scale, changelog, spark)")
+                             "checksums, schema, scale, changelog, dv, spark)")
     parser.add_argument("--scale-big", action="store_true",
                         help="scale section: also a bucket of 100M rows (hours)")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
@@ -209,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print("changelog ...", file=sys.stderr)
         doc.append(run_changelog_bench(scale=args.scale, repeat=args.repeat))
+    if "dv" in only:
+        from bench.deletion_vector_bench import run_deletion_vector_bench
+
+        doc.append(run_deletion_vector_bench(scale=args.scale, repeat=args.repeat))
     if "spark" in only:
         try:
             from bench.spark_bench import SPARK_METHOD, run_spark_bench

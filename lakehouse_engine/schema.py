@@ -15,6 +15,9 @@ import pyarrow as pa
 from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, SchemaError
 from lakehouse_engine.options import (
     BUCKET_KEY,
+    CHANGELOG_PRODUCER,
+    DELETION_VECTORS_ENABLED,
+    MERGE_ENGINE,
     ROWKIND_FIELD,
     SEQUENCE_FIELD,
     CoreOptions,
@@ -306,6 +309,7 @@ class TableSchema:
             rk = opts.get(ROWKIND_FIELD)
             if rk is not None and not self.field(rk).type.is_string:
                 raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")
+            check_deletion_vector_options(opts, bucket, self.cross_partition_update)
         else:
             if bucket == POSTPONE_BUCKET_OPTION:
                 raise InvalidOptionError("option 'bucket' = -2 (postpone) needs a primary key")
@@ -314,6 +318,10 @@ class TableSchema:
                     f"an append table with 'bucket' = {bucket} needs option 'bucket-key'")
             if opts.get(ROWKIND_FIELD) is not None or opts.sequence_fields:
                 raise InvalidOptionError("options 'rowkind.field' and 'sequence.field' need a primary key")
+            if opts.get(DELETION_VECTORS_ENABLED):
+                raise InvalidOptionError(
+                    "option 'deletion-vectors.enabled' needs a primary key (as Paimon 0.9: deletion "
+                    "vectors mode is only supported for tables with primary keys)")
 
     # ---- persistence --------------------------------------------------------
     def to_json(self) -> str:
@@ -349,6 +357,28 @@ class TableSchema:
             partition_keys=tuple(d["partition_keys"]), primary_keys=tuple(d["primary_keys"]),
             options=dict(d["options"]), comment=d["comment"], time_millis=d["time_millis"],
         )
+
+
+def check_deletion_vector_options(opts: CoreOptions, bucket: int, cross_partition: bool) -> None:
+    """`deletion-vectors.enabled` where Paimon refuses it (SchemaValidation: the first-row merge
+    engine deletes no old row; `changelog-producer` = full-compaction), and where this engine does
+    not maintain vectors (postpone buckets, cross-partition upsert); InvalidOptionError."""
+    if not opts.get(DELETION_VECTORS_ENABLED):
+        return
+    if opts.require(MERGE_ENGINE) == "first-row":
+        raise InvalidOptionError(
+            "option 'deletion-vectors.enabled' does not combine with 'merge-engine' = first-row "
+            "(as in Paimon: that merge engine never deletes an old row, so it needs no vectors)")
+    if opts.require(CHANGELOG_PRODUCER) == "full-compaction":
+        raise InvalidOptionError(
+            "option 'deletion-vectors.enabled' does not combine with 'changelog-producer' = "
+            "full-compaction (as in Paimon: use none, input or lookup)")
+    if bucket == POSTPONE_BUCKET_OPTION or cross_partition:
+        raise InvalidOptionError(
+            "option 'deletion-vectors.enabled' is not maintained by this engine for a "
+            + ("postpone-bucket table ('bucket' = -2)" if bucket == POSTPONE_BUCKET_OPTION
+               else "cross-partition upsert table (its primary key lacks a partition field)")
+            + "; use a fixed or dynamic bucket table whose primary key holds the partition fields")
 
 
 def check_unique_field_ids(fields: Sequence[DataField]) -> None:

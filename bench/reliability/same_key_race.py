@@ -3,7 +3,8 @@
 Each writer process writes a batch, waits a little (so others commit in between: its commit is
 then late and must be re-sequenced), commits, and records (snapshot id, batch) once `commit()`
 returned. The table must read as those batches applied in snapshot-id order, before and after a
-full compaction. Dynamic-bucket writers retry a CommitConflictError (two writers assigned the
+full compaction (of a DV table: each snapshot without level-0 files, where every commit before it
+is looked up). Dynamic-bucket writers retry a CommitConflictError (two writers assigned the
 same new key) with a fresh write. Used by `campaign_concurrency` and by the tests.
 """
 
@@ -23,7 +24,10 @@ from lakehouse_engine import Catalog, CommitConflictError, Schema
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("rk", pa.string())])
-MODES = {"fixed": {"bucket": "2"}, "dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8"}}
+MODES = {"fixed": {"bucket": "2"}, "dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8"},
+         # Deletion vectors: every commit compacts its level 0 through the lookup and marks rows.
+         "dv": {"bucket": "2", "deletion-vectors.enabled": "true"},
+         "dv-dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8", "deletion-vectors.enabled": "true"}}
 TABLE = "db.race"
 Op = tuple[int, int, str]
 
@@ -39,6 +43,9 @@ class RaceReport:
     wrong_rows: int
     lost_after_full_compaction: int
     wrong_after_full_compaction: int
+    #: Snapshots checked against the model (a DV table's snapshots holding level-0 files are not:
+    #: their newest rows are not yet looked up, invisible as in Paimon).
+    snapshots_checked: int = 0
 
 
 def _batch(ops: list[Op]) -> pa.Table:
@@ -137,17 +144,20 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
     # Every snapshot must read as the commits up to it, in snapshot order (not only the last one,
     # where later writes would hide a wrong winner of an earlier race).
     model = {k: -1 for k in range(keys)}
-    lost = wrong = 0
+    lost = wrong = checked = 0
+    dv = "deletion-vectors.enabled" in options
     pending = iter(records)
     upcoming = next(pending, None)
     for snapshot in table.snapshots()[1:]:
         while upcoming is not None and upcoming["snapshot"] <= snapshot.id:
             _apply(model, upcoming["ops"])
             upcoming = next(pending, None)
+        if dv and any(e.file.level == 0 for e in table.store.manifest_io().live_entries(snapshot)):
+            continue
         missing, bad = _differences(model, _state(table, snapshot.id))
-        lost, wrong = lost + missing, wrong + bad
+        lost, wrong, checked = lost + missing, wrong + bad, checked + 1
     resequenced = sum(1 for r in records if r["resequenced"])
     table.compact(full=True)
     lost_c, wrong_c = _differences(model, _state(table))
     conflicts = sum(int(Path(a + ".conflicts").read_text()) for a in acks)
-    return RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c)
+    return RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c, checked)

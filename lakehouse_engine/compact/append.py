@@ -57,7 +57,8 @@ def plan_append_compaction(table: FileStore, full: bool,
     codec = table.partition_codec()
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
     mio = table.manifest_io()
-    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot),
+                   table.schema.has_primary_key)
     for e in mio.live_entries(snapshot):
         check_entry(table.name, e)
         if partitions and not codec.from_binary(e.partition).matches(partitions):

@@ -42,7 +42,8 @@ def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] |
     postponed: dict[bytes, list[DataFileMeta]] = defaultdict(list)
     counts: dict[bytes, int] = {}
     mio = table.manifest_io()
-    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot),
+                   table.schema.has_primary_key)
     for e in mio.live_entries(snapshot):
         check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:

@@ -13,10 +13,14 @@ from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import parallel_map
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.deletion_vectors import (
+    DeletionVectorBase,
+    DeletionVectorCompactor,
+    deletion_vectors_enabled,
+)
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
@@ -28,7 +32,6 @@ log = logging.getLogger(__name__)
 def plan_compaction(table: FileStore, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
-    refuse_deletion_vector_changes(table, "compaction")
     codec = table.partition_codec()
     codec.check_spec_keys(partitions or [], table.name, "compact")
     if not table.schema.has_primary_key:
@@ -40,7 +43,8 @@ def plan_compaction(table: FileStore, full: bool = False,
         return []
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
     mio = table.manifest_io()
-    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot))
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot),
+                   table.schema.has_primary_key)
     for e in mio.live_entries(snapshot):
         check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:
@@ -50,9 +54,13 @@ def plan_compaction(table: FileStore, full: bool = False,
         groups[(e.partition, e.bucket)].append(e)
     tasks = []
     options = table.options
+    dv_table = deletion_vectors_enabled(options)
     for (partition, bucket), entries in sorted(groups.items()):
         files = [e.file for e in entries]
-        if pick_unit(Levels(files, options.num_levels), options, full) is None:
+        if dv_table:
+            if not full and not any(f.level == 0 for f in files):
+                continue  # a DV bucket compacts its level 0 (universal picks are for merged reads)
+        elif pick_unit(Levels(files, options.num_levels), options, full) is None:
             continue
         tasks.append(CompactTask(snapshot.id, partition, bucket, entries[0].total_buckets, files, full))
     return tasks
@@ -64,6 +72,8 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
         from lakehouse_engine.compact.append import run_append_compact_task
 
         return run_append_compact_task(table, task)
+    if deletion_vectors_enabled(table.options):
+        return _run_deletion_vector_task(table, task)
     levels = Levels(task.files, table.options.num_levels)
     unit = pick_unit(levels, table.options, task.full)
     if unit is None:
@@ -76,6 +86,19 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
                          compact_before=before, compact_after=after,
                          compact_changelog=compactor.changelog_files)
+
+
+def _run_deletion_vector_task(table: FileStore, task: CompactTask) -> CommitMessage | None:
+    """Compact one bucket of a DV table, its vectors applied and maintained."""
+    base = DeletionVectorBase.of_snapshot(table, table.snapshot_manager().snapshot(task.snapshot_id)).get(
+        (task.partition, task.bucket), DeletionVectorBase())
+    part = table.partition_codec().from_binary(task.partition)
+    done = DeletionVectorCompactor(table, part, task.bucket, base).compact(task.files, task.full)
+    if done is None:
+        return None
+    return CommitMessage(task.partition, task.bucket, task.total_buckets, compact_before=done.before,
+                         compact_after=done.after, deletion_vector_files=done.index_files,
+                         deletion_vector_base=(list(base.index_files), list(base.upper_files)))
 
 
 def compact_table(table: FileStore, full: bool = False,

@@ -43,18 +43,26 @@ class DeletionFile:
     cardinality: int | None = None
 
 
+def frame_vector(positions: np.ndarray) -> bytes:
+    """One vector as an index file holds it: size, magic number, bitmap, checksum."""
+    body = _UINT.pack(BITMAP_MAGIC_NUMBER) + encode_roaring(positions)
+    return _INT.pack(len(body)) + body + _UINT.pack(zlib.crc32(body))
+
+
+def index_file_bytes(frames: Sequence[tuple[str, bytes, int]]) -> tuple[bytes, list[DeletionVectorMeta]]:
+    """An index file of (data file name, framed vector, cardinality) in order, and its ranges."""
+    offset = 1
+    metas = []
+    for name, frame, cardinality in frames:
+        metas.append(DeletionVectorMeta(name, offset, len(frame) - 8, cardinality))
+        offset += len(frame)
+    return b"".join([bytes([VERSION])] + [f for _, f, _ in frames]), metas
+
+
 def encode_deletion_vectors(vectors: Sequence[tuple[str, np.ndarray]]) -> tuple[bytes, list[DeletionVectorMeta]]:
     """An index file holding each (data file name, sorted deleted positions) in order, and the
     ranges its index manifest entry lists."""
-    out = [bytes([VERSION])]
-    offset = 1
-    metas = []
-    for name, positions in vectors:
-        body = _UINT.pack(BITMAP_MAGIC_NUMBER) + encode_roaring(positions)
-        out += [_INT.pack(len(body)), body, _UINT.pack(zlib.crc32(body))]
-        metas.append(DeletionVectorMeta(name, offset, len(body), len(positions)))
-        offset += 8 + len(body)
-    return b"".join(out), metas
+    return index_file_bytes([(name, frame_vector(p), len(p)) for name, p in vectors])
 
 
 def deleted_rows(data: bytes, deletion: DeletionFile, row_count: int, index_file: str) -> np.ndarray:

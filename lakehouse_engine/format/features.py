@@ -4,8 +4,10 @@ returns a row and before a write or compaction commits.
 
 One function per feature; each raises `UnsupportedFeatureError` naming the table, the file (or
 option) and the feature, or returns when the feature is absent. A feature this engine learns to
-apply loses its check here (deletion vectors: `deletion_vectors`). `check_readable` and
-`check_writable` are what the scan and the writers call.
+apply loses its check here: deletion vectors are applied on read (`read/deletion_vectors.py`)
+and maintained by writes of primary-key tables, so `deletion_vectors` guards only the writes that
+would not maintain them (an append table's, a table whose option is off). `check_readable`
+and `check_writable` are what the scan and the writers call.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from lakehouse_engine.errors import UnsupportedFeatureError
+from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
 from lakehouse_engine.format.manifest_entries import IndexManifestEntry, ManifestEntry
 from lakehouse_engine.format.snapshot import CURRENT_VERSION, Snapshot
 from lakehouse_engine.options import DELETION_VECTORS_ENABLED, CoreOptions
 from lakehouse_engine.options.support import refusal
 
-DELETION_VECTORS_INDEX = "DELETION_VECTORS"
 #: The newest manifest entry `_VERSION` this engine knows (Paimon 0.9 to 1.x and pypaimon 2.1.0 write 2).
 MANIFEST_VERSION = 2
 _BLOB_SUFFIX = ".blob"
@@ -39,15 +41,22 @@ def _raise(table: str, where: str, feature: str, why: str) -> None:
                                   f"not apply: {why}")
 
 
-def deletion_vectors(table: str, options: CoreOptions, index_entries: Iterable[IndexManifestEntry]) -> None:
-    """Deletion vectors mark rows of a file deleted, and hide a DV table's level-0 files from readers."""
+def deletion_vectors(table: str, options: CoreOptions, index_entries: Iterable[IndexManifestEntry],
+                     primary_key: bool = True) -> None:
+    """A write into a table with deletion vectors this engine does not maintain: vectors of a table
+    whose `deletion-vectors.enabled` is off, or of an append table (Paimon's append DV tables; its
+    compaction would bring marked rows back). Primary-key DV tables are maintained
+    (write/deletion_vectors.py)."""
+    enabled = options.require(DELETION_VECTORS_ENABLED)
+    if enabled and not primary_key:
+        _raise(table, "option 'deletion-vectors.enabled' on an append table", "deletion vectors",
+               "this engine maintains deletion vectors of primary-key tables only")
+    if enabled:
+        return
     for e in index_entries:
         if e.index_type == DELETION_VECTORS_INDEX:
             _raise(table, f"index file {e.file_name} (bucket {e.bucket})", "deletion vectors",
-                   "rows it marks deleted would be read back")
-    if options.get(DELETION_VECTORS_ENABLED):
-        _raise(table, "option 'deletion-vectors.enabled'", "deletion vectors",
-               "Paimon's readers do not see a DV table's level-0 files, this engine would")
+                   "the table's 'deletion-vectors.enabled' is off, so this engine would not maintain them")
 
 
 def data_evolution(table: str, entry: ManifestEntry) -> None:
@@ -107,14 +116,13 @@ def check_readable(table: str, options: CoreOptions, snapshot: Snapshot,
     """Every table- and snapshot-wide check before a scan of `snapshot` returns a row."""
     snapshot_version(table, snapshot)
     refused_options(table, options.raw, for_write=False)
-    deletion_vectors(table, options, index_entries)
 
 
 def check_writable(table: str, options: CoreOptions, snapshot: Snapshot | None,
-                   index_entries: Iterable[IndexManifestEntry]) -> None:
+                   index_entries: Iterable[IndexManifestEntry], primary_key: bool = True) -> None:
     """Every check before a write or compaction into a table whose latest snapshot is `snapshot`:
     a write must not add files its other readers would misread."""
     refused_options(table, options.raw, for_write=True)
-    deletion_vectors(table, options, index_entries)
+    deletion_vectors(table, options, index_entries, primary_key)
     if snapshot is not None:
         snapshot_version(table, snapshot)

@@ -312,8 +312,9 @@ CHANGELOG_PRODUCER = _changes.enum(
 CHANGELOG_PRODUCER_ROW_DEDUPLICATE = _changes.boolean(
     "changelog-producer.row-deduplicate", False, "Lookup and full-compaction producers: no -U/+U pair for an update that changes no field.")
 DELETION_VECTORS_ENABLED = _changes.boolean(
-    "deletion-vectors.enabled", False, "Mark deleted rows of compacted files in deletion vectors; level-0 files are then invisible to readers.",
-    refused="this engine writes no deletion vectors yet, and Paimon's readers skip level-0 files of such a table, so rows would go missing in every other engine; leave it false")
+    "deletion-vectors.enabled", False, "Mark the rows a commit replaces or deletes in older files in deletion vectors, so reads need no merge; every commit compacts its level-0 files (invisible to readers) through a lookup (docs/deletion-vectors.md). Primary-key tables; not with the first-row merge engine or changelog-producer full-compaction.")
+DELETION_VECTOR_INDEX_FILE_TARGET_SIZE = _changes.memory(
+    "deletion-vector.index-file.target-size", 2 << 20, "Target size of a deletion-vector index file: a bucket's vectors roll into the next file past it.", _positive)
 
 
 class CoreOptions:

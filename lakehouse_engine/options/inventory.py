@@ -71,8 +71,9 @@ _SYSTEM = "applies to system tables ($audit_log, $binlog), which this engine doe
 _CHANGELOG = ("applies to changelog files, which this engine writes in the data files' format and "
               "compression; a write that produces a changelog refuses any other value "
               "(mergetree/changelog.py, docs/changelog.md)")
-_DV = ("applies to deletion-vector files, which this engine does not write "
-       "('deletion-vectors.enabled' is refused)")
+_DV = ("tunes how Java writes or keeps deletion vectors (its 64-bit bitmap format, merge-on-read "
+       "fallbacks); readers tell the bitmap formats apart by their magic number, and the vectors this "
+       "engine writes (32-bit, as Paimon 0.9) are read the same by every engine")
 _BLOB = ("applies to BLOB and vector columns, which this engine does not create ('blob-field' and "
          "'vector-field' are refused)")
 _VARIANT = "applies to VARIANT columns, which this engine does not support"
@@ -169,7 +170,7 @@ _stored(_CHANGELOG, "changelog-producer.row-deduplicate-ignore-fields", "changel
         "changelog.num-retained.max", "changelog.num-retained.min", "changelog.time-retained",
         "delete.force-produce-changelog")
 _stored(_DV, "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read",
-        "deletion-vectors.modifiable", "deletion-vector.index-file.target-size")
+        "deletion-vectors.modifiable")
 _stored(_BLOB, "blob-as-descriptor", "blob-compaction.enabled", "blob-descriptor.source-table",
         "blob-view.resolve.enabled", "blob-write-null-on-fetch-failure",
         "blob-write-null-on-missing-file", "blob.copy-buffer-size", "blob.split-by-file-size",

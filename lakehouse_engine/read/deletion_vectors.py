@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, UnsupportedError
+from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.deletion_vectors import (
     DELETION_VECTORS_INDEX,
     DeletionFile,
@@ -22,23 +22,17 @@ from lakehouse_engine.format.deletion_vectors import (
 from lakehouse_engine.format.manifest_entries import FileKind
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.options import DELETION_VECTORS_ENABLED, CoreOptions
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
-
-DELETION_VECTORS_ENABLED = "deletion-vectors.enabled"
 
 BucketDeletionFiles = dict[tuple[bytes, int], dict[str, DeletionFile]]
 
 
 def deletion_vectors_enabled(options: CoreOptions) -> bool:
     """The `deletion-vectors.enabled` option (default false)."""
-    raw = options.raw.get(DELETION_VECTORS_ENABLED, "false").strip().lower()
-    if raw not in ("true", "false"):
-        raise InvalidOptionError(f"option '{DELETION_VECTORS_ENABLED}' must be 'true' or 'false', "
-                                 f"got {raw!r}")
-    return raw == "true"
+    return options.require(DELETION_VECTORS_ENABLED)
 
 
 def snapshot_deletion_files(table: FileStore, snapshot: Snapshot) -> BucketDeletionFiles:
@@ -97,13 +91,3 @@ class DeletionVectorReader:
         data = self._index_bytes(deletion.dv_index_path)
         return ~deleted_rows(data, deletion, row_count, deletion.dv_index_path)
 
-
-def refuse_deletion_vector_changes(table: FileStore, what: str) -> None:
-    """Raise UnsupportedError for `what` (a write, a compaction) of a table whose deletion vectors
-    this engine reads but does not yet maintain: a write would add level-0 files no lookup turns
-    into vectors (invisible to every DV reader), a compaction would bring deleted rows back."""
-    if deletion_vectors_enabled(table.options):
-        raise UnsupportedError(
-            f"table {table.name} has '{DELETION_VECTORS_ENABLED}' = true: this engine reads its "
-            f"deletion vectors but does not maintain them, so it refuses the {what}; write and "
-            f"compact the table with Paimon (Java/Flink/Spark), or read it here")

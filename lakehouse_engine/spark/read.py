@@ -163,7 +163,9 @@ def _deleted_positions(table: FileStoreTable, splits: Sequence[DataSplit]) -> pa
     names: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     for split in splits:
-        for f, deletion in zip(split.files, split.data_deletion_files or [], strict=True):
+        if split.data_deletion_files is None:
+            continue
+        for f, deletion in zip(split.files, split.data_deletion_files, strict=True):
             if deletion is None:
                 continue
             positions = np.flatnonzero(~vectors.keep_mask(deletion, f.row_count))

@@ -47,7 +47,8 @@ class RestoredState:
         mio = table.manifest_io()
         # A write must not add files the table's other readers would misread, nor compact files
         # whose rows this engine does not read right.
-        check_writable(table.name, table.options, latest, mio.index_entries(latest))
+        check_writable(table.name, table.options, latest, mio.index_entries(latest),
+                       table.schema.has_primary_key)
         for e in mio.live_entries(latest):
             check_entry(table.name, e)
             key = (e.partition, e.bucket)

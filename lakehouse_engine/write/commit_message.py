@@ -37,13 +37,18 @@ class CommitMessage:
     new_changelog: list[DataFileMeta] = field(default_factory=list)
     #: Changelog files of the compaction (`lookup`, `full-compaction`): the COMPACT snapshot's.
     compact_changelog: list[DataFileMeta] = field(default_factory=list)
+    #: A DV table's compaction: the bucket's new deletion-vector index files (replacing all of its
+    #: old ones; empty: its vectors are unchanged), and what the bucket held when they were computed
+    #: (its vector index files and its files above level 0; None: no DV compaction).
+    deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
+    deletion_vector_base: tuple[list[str], list[str]] | None = None
     #: The commit user of the write that made the files: a committer under another user may be a
     #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
     commit_user: str | None = None
 
     def is_empty(self) -> bool:
         return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files
-                    or self.new_changelog or self.compact_changelog)
+                    or self.new_changelog or self.compact_changelog or self.deletion_vector_files)
 
 
 def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
@@ -57,6 +62,8 @@ def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
     codec = table.partition_codec()
     for m in messages:
         d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
+        for e in m.deletion_vector_files:  # a compaction's output, never committed here
+            table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
         upgraded = {f.file_name for f in m.compact_before}
         written = [f for f in m.compact_after if f.file_name not in upgraded]
         written += m.compact_changelog

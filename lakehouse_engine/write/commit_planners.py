@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from lakehouse_engine.errors import CommitConflictError
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry, ManifestEntry
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
+from lakehouse_engine.options import DELETION_VECTORS_ENABLED
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
@@ -154,8 +156,12 @@ class CompactPlanner(CommitPlanner):
         changes = list(self.entries)
         check_deletes_live(self.table, changes, live)
         check_levels_disjoint(self.table, changes, live)
-        check_compaction_sees_older_files(self.table, changes, live)
-        return PlannedChanges(changes, changelog=list(self.changelog))
+        if not self.table.options.require(DELETION_VECTORS_ENABLED):
+            # (A DV table's compaction drops deletes because it marked every older version of
+            # their keys; `deletion_vector_changes` checks the bucket is what it looked up.)
+            check_compaction_sees_older_files(self.table, changes, live)
+        return PlannedChanges(changes, changelog=list(self.changelog),
+                              index=deletion_vector_changes(self.table, self.messages, latest, live))
 
 
 def changelog_entries(messages: Sequence[CommitMessage], which: str) -> list[ManifestEntry]:
@@ -176,7 +182,8 @@ def hash_index_changes(table: FileStore, messages: Sequence[CommitMessage],
     current = latest.index_manifest if latest else None
     by_partition: dict[bytes, set[str]] = {}
     for e in table.manifest_io().read_index_manifest(current) if current else []:
-        by_partition.setdefault(e.partition, set()).add(e.file_name)
+        if e.index_type != DELETION_VECTORS_INDEX:  # (a DV table's vectors change at every commit)
+            by_partition.setdefault(e.partition, set()).add(e.file_name)
     codec = table.partition_codec()
     for m in messages:
         changed = m.index_base is not None and by_partition.get(m.partition, set()) != set(m.index_base)
@@ -188,6 +195,50 @@ def hash_index_changes(table: FileStore, messages: Sequence[CommitMessage],
                 f"commit could duplicate keys; nothing was committed, write the batch again")
     replaced = {(e.partition, e.bucket, e.index_type) for e in added}
     return IndexChanges(added, lambda e: (e.partition, e.bucket, e.index_type) in replaced)
+
+
+def deletion_vector_changes(table: FileStore, messages: Sequence[CommitMessage], latest: Snapshot | None,
+                            live: list[ManifestEntry]) -> IndexChanges | None:
+    """The deletion-vector index files of a DV table's compaction, replacing those of their buckets;
+    CommitConflictError when a bucket's vector index files or its files above level 0 are no longer
+    what the vectors were computed against (a mark would be lost, or land on a rewritten file).
+    None when no message compacted a DV bucket."""
+    compacted = [m for m in messages if m.deletion_vector_base is not None]
+    if not compacted:
+        return None
+    index: dict[tuple[bytes, int], list[str]] = {}
+    if latest is not None:
+        for ie in table.manifest_io().index_entries(latest):
+            if ie.index_type == DELETION_VECTORS_INDEX:
+                index.setdefault((ie.partition, ie.bucket), []).append(ie.file_name)
+    upper: dict[tuple[bytes, int], list[str]] = {}
+    for e in live:
+        if e.file.level > 0:
+            upper.setdefault((e.partition, e.bucket), []).append(e.file.file_name)
+    codec = table.partition_codec()
+    buckets = [(m.partition, m.bucket) for m in compacted]
+    if len(set(buckets)) != len(buckets):
+        # Writers of one bucket in one commit (Spark tasks) each looked up without the other's
+        # files: their vectors cannot both be right. The committer compacts the bucket again.
+        raise CommitConflictError(
+            f"table {table.name}: two writers of this commit compacted the same bucket of a "
+            f"deletion-vector table; nothing of their compactions was committed")
+    for m in compacted:
+        assert m.deletion_vector_base is not None
+        seen_index, seen_upper = m.deletion_vector_base
+        key = (m.partition, m.bucket)
+        if sorted(index.get(key, [])) != sorted(seen_index) or sorted(upper.get(key, [])) != sorted(seen_upper):
+            raise CommitConflictError(
+                f"table {table.name}, partition "
+                f"{codec.from_binary(m.partition).path_string() or '(none)'}, bucket {m.bucket}: "
+                f"another commit changed the bucket's deletion vectors or compacted files since "
+                f"this compaction computed its vectors; nothing was committed")
+    added = [e for m in compacted for e in m.deletion_vector_files]
+    if not added:
+        return None
+    replaced = {(m.partition, m.bucket) for m in compacted if m.deletion_vector_files}
+    return IndexChanges(added, lambda e: e.index_type == DELETION_VECTORS_INDEX
+                        and (e.partition, e.bucket) in replaced)
 
 
 def check_bucket_counts(table: FileStore, changes: list[ManifestEntry], latest: Snapshot | None) -> None:

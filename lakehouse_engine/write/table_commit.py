@@ -15,9 +15,11 @@ from lakehouse_engine.errors import (
     LakehouseError,
     SnapshotNotExistError,
     StorageError,
+    UnsupportedFeatureError,
 )
 from lakehouse_engine.format.features import check_writable
 from lakehouse_engine.format.manifest_entries import (
+    DataFileMeta,
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
@@ -49,6 +51,11 @@ from lakehouse_engine.write.commit_retry import (
     post_commit_error,
     publish_snapshot,
     storage_error,
+)
+from lakehouse_engine.write.deletion_vectors import (
+    DeletionVectorBase,
+    DeletionVectorCompactor,
+    deletion_vectors_enabled,
 )
 from lakehouse_engine.write.resequence import Resequencer
 
@@ -129,6 +136,8 @@ class TableCommit:
                 f"this batch commit of table {self.table.name} was already used; a batch write "
                 f"commits once (start a new write builder)")
         messages = list(messages)
+        if self._maintains_deletion_vectors():
+            self._check_deletion_vectors_maintained(messages)
         self._messages = messages
         new_entries, compact_entries = message_entries(messages)
         data_kind: CommitKind | None = (CommitKind.OVERWRITE if self.overwrite_specs is not None
@@ -156,6 +165,8 @@ class TableCommit:
                     sid = self._commit_compaction(messages, compact_entries, commit_identifier, written)
                 if sid is not None:
                     written.append(sid)
+            if written and self._maintains_deletion_vectors():
+                written += self._settle_deletion_vectors(messages, commit_identifier, written)
         self._committed = self.once
         if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
             # As Paimon does: expire snapshots past the retention options after each commit.
@@ -213,6 +224,69 @@ class TableCommit:
                                              f"before its snapshot landed") from exc
                 raise
             raise post_commit_error(self.table, written, exc) from exc
+
+    def _maintains_deletion_vectors(self) -> bool:
+        opts = self.table.options
+        return (self.table.schema.has_primary_key and deletion_vectors_enabled(opts)
+                and not opts.get(WRITE_ONLY))
+
+    def _check_deletion_vectors_maintained(self, messages: list[CommitMessage]) -> None:
+        """A compaction into a DV table that kept no vectors (its writer saw the table without
+        them) would show the rows it replaced again: refused before anything lands."""
+        for m in messages:
+            if (m.compact_before or m.compact_after) and m.deletion_vector_base is None:
+                raise UnsupportedFeatureError(
+                    f"table {self.table.name}: bucket {m.bucket} was compacted by a writer that did "
+                    f"not maintain deletion vectors (the table's 'deletion-vectors.enabled' was "
+                    f"turned on since the write started); nothing was committed, write again")
+
+    def _settle_deletion_vectors(self, messages: list[CommitMessage], identifier: int,
+                                 written: list[int]) -> list[int]:
+        """A DV table's buckets this commit wrote must end with no level-0 file (invisible to its
+        readers): when the writer's compaction lost to a concurrent commit (its vectors computed
+        against a stale base) or was dropped, compact those buckets again against what landed,
+        until it lands. Returns the ids of the COMPACT snapshots it committed."""
+        buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
+        ids: list[int] = []
+        codec = self.table.partition_codec()
+        for _ in range(self.max_retries + 1):
+            latest = self.table.snapshot_manager().latest_snapshot()
+            files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
+            for e in self.table.manifest_io().live_entries(latest):
+                if (e.partition, e.bucket) in buckets:
+                    files.setdefault((e.partition, e.bucket), []).append(e.file)
+            pending = sorted(k for k, fs in files.items() if any(f.level == 0 for f in fs))
+            if not pending:
+                return ids
+            bases = DeletionVectorBase.of_snapshot(self.table, latest)
+            again: list[CommitMessage] = []
+            for key in pending:
+                base = bases.get(key, DeletionVectorBase())
+                done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base).compact(files[key])
+                if done is not None:
+                    again.append(CommitMessage(
+                        key[0], key[1], buckets[key], compact_before=done.before, compact_after=done.after,
+                        deletion_vector_files=done.index_files,
+                        deletion_vector_base=(list(base.index_files), list(base.upper_files)),
+                        commit_user=self.commit_user))
+            _, entries = message_entries(again)
+            planner = CompactPlanner(self.table, entries, again, Resequencer(self.table, again))
+            try:
+                sid = self._try_commit(planner, identifier)
+            except CommitConflictError as exc:
+                log.info("table %s: lookup compaction of this commit's buckets retried: %s", self.table.name, exc)
+                delete_message_files(self.table, again, compaction_only=True)
+                continue
+            except (OSError, LakehouseError) as exc:
+                delete_message_files(self.table, again, compaction_only=True)
+                raise post_commit_error(self.table, written + ids, exc) from exc
+            if sid is not None:
+                ids.append(sid)
+        lost = CommitConflictError(
+            f"table {self.table.name}: the lookup compaction of the buckets this commit wrote lost "
+            f"to concurrent commits {self.max_retries + 1} times; their new rows stay in level 0, "
+            f"invisible to readers until the next write or compaction of those buckets")
+        raise post_commit_error(self.table, written + ids, lost) from lost
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files of messages that will not be committed.
@@ -285,7 +359,8 @@ class TableCommit:
                 return landed
             # Another engine may have turned on a feature this engine does not apply (deletion
             # vectors, a changelog producer) since the files were written: refuse, publish nothing.
-            check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest))
+            check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest),
+                           self.table.schema.has_primary_key)
             planned = planner.plan(latest)
             if planned.delta_stale and delta is not None:
                 self._delete_manifests([delta.file_name])

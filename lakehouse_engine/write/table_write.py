@@ -39,12 +39,16 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
-from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
+from lakehouse_engine.write.deletion_vectors import (
+    DeletionVectorBase,
+    DeletionVectorCompactor,
+    deletion_vectors_enabled,
+)
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -87,6 +91,9 @@ class _BucketBuffer:
     #: Changelog files of the new data (input producer) and of compaction (lookup, full-compaction).
     new_changelog: list[DataFileMeta] = field(default_factory=list)
     compact_changelog: list[DataFileMeta] = field(default_factory=list)
+    #: A DV table's compaction at commit: new vector index files, and what they were computed against.
+    deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
+    deletion_vector_base: tuple[list[str], list[str]] | None = None
 
 
 class TableWrite:
@@ -113,8 +120,6 @@ class TableWrite:
         self.options = opts
         refused_options(table.name, opts.raw, for_write=True)  # before any file is written
         self.primary_key = self.schema.has_primary_key
-        if self.primary_key:  # new files of an append table leave its vectors as they are
-            refuse_deletion_vector_changes(table, "write")
         self.role = role
         self.flush_lookup = flush_lookup
         # What changelog this writer produces: none for rows that replace or move (an overwrite
@@ -152,6 +157,12 @@ class TableWrite:
         self._restored: RestoredState | None = None
         self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
+        # A DV table's level 0 is invisible to readers: every commit compacts it through the
+        # lookup (write/deletion_vectors.py), and nothing else compacts inside the writer.
+        self.deletion_vectors = self.primary_key and deletion_vectors_enabled(opts)
+        self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
+                             and not role.compaction_output)
+        self._dv_bases: dict[tuple[bytes, int], DeletionVectorBase] | None = None
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
@@ -364,7 +375,7 @@ class TableWrite:
             buf.lookup_index_files.extend(found.index_files)
             buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
-        if self.primary_key and not self.write_only and buf.bucket >= 0:
+        if self.primary_key and not self.write_only and not self.deletion_vectors and buf.bucket >= 0:
             levels = self._levels(buf)
             levels.add_files(written)
             if levels.number_of_sorted_runs() >= self.stop_trigger:
@@ -419,11 +430,32 @@ class TableWrite:
             full = next_id % self.full_compaction_delta_commits == 0
         self._compact(buf, full)
 
+    def _compact_deletion_vectors(self, buf: _BucketBuffer) -> None:
+        """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked."""
+        key = (buf.partition.binary, buf.bucket)
+        if self.role.replaces:
+            # The older files go with the replaced partition: the new ones compact among themselves.
+            files, base = list(buf.new_files), DeletionVectorBase()
+        else:
+            if self._dv_bases is None:
+                self._dv_bases = DeletionVectorBase.of_snapshot(self.table, self._restore().latest)
+            base = self._dv_bases.get(key, DeletionVectorBase())
+            files = self._restore().bucket_files.get(key, []) + list(buf.new_files)
+        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base).compact(files)
+        if done is None:
+            return
+        buf.compact_before, buf.compact_after = done.before, done.after
+        buf.deletion_vector_files = done.index_files
+        buf.deletion_vector_base = (list(base.index_files), list(base.upper_files))
+
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
         messages = []
         self._flush_all(list(self._buffers.values()))
-        if self.primary_key and not self.write_only and not self.role.replaces:
+        if self._dv_compacts:
+            touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
+            parallel_map(self._compact_deletion_vectors, touched)
+        elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
             parallel_map(self._compact_at_commit, touched)
@@ -452,9 +484,12 @@ class TableWrite:
                 message.new_index_files += buf.lookup_index_files
                 message.new_changelog, message.compact_changelog = buf.new_changelog, buf.compact_changelog
                 buf.new_changelog, buf.compact_changelog = [], []
+                message.deletion_vector_files = buf.deletion_vector_files
+                message.deletion_vector_base = buf.deletion_vector_base
                 messages.append(message)
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
-                buf.lookup_index_files = []
+                buf.lookup_index_files, buf.deletion_vector_files = [], []
+                buf.deletion_vector_base = None
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:

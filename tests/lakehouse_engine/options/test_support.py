@@ -59,8 +59,6 @@ def test_a_refused_option_set_to_what_this_engine_does_anyway_is_accepted(catalo
 
 
 def test_the_refusal_says_what_to_do_instead(catalog: Catalog) -> None:
-    with pytest.raises(InvalidOptionError, match="deletion-vectors.enabled.*leave it false"):
-        create_table(catalog, "t", SCHEMA, ["id"], options={"deletion-vectors.enabled": "true"})
     with pytest.raises(InvalidOptionError, match="changelog-producer' = 'input'.*leave it 'none'"):
         create_table(catalog, "t", SCHEMA, ["id"], options={"changelog-producer": "input"})
     with pytest.raises(InvalidOptionError, match="primary_keys="):

@@ -74,3 +74,44 @@ def _renamed(data: bytes) -> bytes:
     out = io.BytesIO()
     fastavro.writer(out, schema, records)
     return out.getvalue()
+
+
+def rewrite_vectors(table_dir: Path, target_size: int) -> int:
+    """Rewrite every snapshot's deletion vectors with our index-file writer (rolling at
+    `target_size`) under new index manifests; returns how many index files were written."""
+    import pyarrow.fs as pafs
+
+    from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
+    from lakehouse_engine.format.roaring import decode_roaring
+    from lakehouse_engine.io import FileIO
+    from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
+
+    file_io = FileIO(pafs.LocalFileSystem())
+    written = 0
+    counter = iter(range(10**6))
+    for snap_path in sorted((table_dir / "snapshot").glob("snapshot-*")):
+        snapshot = json.loads(snap_path.read_text())
+        name = snapshot.get("indexManifest")
+        if not name:
+            continue
+        entries = decode_index_manifest_entries((table_dir / "manifest" / name).read_bytes(), name)
+        kept = [e for e in entries if e.index_type != DELETION_VECTORS_INDEX]
+        buckets: dict[tuple[bytes, int], dict[str, Any]] = {}
+        for e in entries:
+            if e.index_type != DELETION_VECTORS_INDEX:
+                continue
+            data = (table_dir / "index" / e.file_name).read_bytes()
+            vectors = buckets.setdefault((e.partition, e.bucket), {})
+            for r in e.dv_ranges or ():
+                vectors[r.data_file_name] = decode_roaring(data[r.offset + 8:r.offset + 4 + r.length])
+        for (partition, bucket), vectors in buckets.items():
+            new = write_deletion_vector_files(
+                file_io, str(table_dir / "index"), lambda: f"index-ours-{next(counter)}", partition, bucket,
+                vectors, target_size)
+            written += len(new)
+            kept += new
+        new_name = f"index-manifest-ours-{snap_path.name}"
+        (table_dir / "manifest" / new_name).write_bytes(encode_index_manifest_entries(kept))
+        snapshot["indexManifest"] = new_name
+        snap_path.write_text(json.dumps(snapshot))
+    return written

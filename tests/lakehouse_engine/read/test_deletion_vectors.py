@@ -17,12 +17,12 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import CorruptFileError, UnsupportedError
+from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import PredicateBuilder
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
-from tests.lakehouse_engine.read.dv_fixture import copy_table
+from tests.lakehouse_engine.read.dv_fixture import copy_table, rewrite_vectors
 
 DATA = Path(__file__).parent / "data"
 JAVA_READS = {int(k): v for k, v in json.loads((DATA / "java_dv_table_reads.json").read_text()).items()}
@@ -59,7 +59,8 @@ def test_splits_are_one_file_per_section_above_level_zero_with_their_vectors(tab
     assert all(d.cardinality is None for d in vectors)
     reader = DeletionVectorReader(table.file_io)
     deleted = sum(int((~reader.keep_mask(d, f.row_count)).sum())
-                  for s in splits for f, d in zip(s.files, s.data_deletion_files or [], strict=True)
+                  for s in splits if s.data_deletion_files is not None
+                  for f, d in zip(s.files, s.data_deletion_files, strict=True)
                   if d is not None)
     assert sum(f.row_count for f in files) - deleted == len(JAVA_READS[6])
 
@@ -103,17 +104,6 @@ def test_index_manifests_with_the_ranges_under_either_name_read_alike(tmp_path: 
         assert _ours(read(table, snapshot_id=9)) == _java(9), ranges
 
 
-def test_writes_and_compactions_of_a_dv_table_are_refused_and_change_nothing(table: FileStoreTable) -> None:
-    # This engine reads deletion vectors but does not maintain them yet (issue #27's write side).
-    latest = table.latest_snapshot()
-    batch = pa.table({"id": pa.array([1], pa.int64()), "v": ["z"]})
-    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
-        table.new_batch_write_builder().new_write().write_arrow(batch)
-    with pytest.raises(UnsupportedError, match="deletion-vectors.enabled"):
-        table.compact(full=True)
-    assert table.latest_snapshot() == latest
-
-
 def test_a_filter_skips_files_whose_value_statistics_exclude_it(table: FileStoreTable) -> None:
     pb = PredicateBuilder(table.schema.field_names)
     everything = table.new_read_builder().with_snapshot(9).new_scan().plan().splits()
@@ -122,3 +112,38 @@ def test_a_filter_skips_files_whose_value_statistics_exclude_it(table: FileStore
     pruned = table.new_read_builder().with_snapshot(9).with_filter(only_c).new_scan().plan().splits()
     assert 0 < sum(len(s.files) for s in pruned) < sum(len(s.files) for s in everything)
     assert read(table, snapshot_id=9, predicate=only_c).to_pylist() == [{"id": 300, "dt": "d0", "v": "c300"}]
+
+
+@pytest.mark.parametrize("target_size", [30, 2 << 20])
+def test_vectors_rewritten_by_our_index_file_writer_read_alike(tmp_path: Path, target_size: int) -> None:
+    table_dir = copy_table(tmp_path)
+    written = rewrite_vectors(table_dir, target_size)
+    table = Catalog(str(tmp_path)).get_table("db.t")
+    for snapshot in sorted(JAVA_READS):
+        assert _ours(read(table, snapshot_id=snapshot)) == _java(snapshot), snapshot
+    rolled = False
+    for snapshot in sorted(JAVA_READS):
+        splits = table.new_read_builder().with_snapshot(snapshot).new_scan().plan().splits()
+        files = {(s.bucket, d.dv_index_path) for s in splits for d in s.data_deletion_files or [] if d}
+        rolled |= len(files) > len({b for b, _ in files})
+    # A small target size rolls a bucket's vectors over several files; the default does not.
+    assert rolled == (target_size == 30) and written > 0
+
+
+def test_expiry_tags_rollback_and_orphan_removal_keep_the_vectors_snapshots_need(table: FileStoreTable) -> None:
+    table.create_tag("after-delete", snapshot_id=6)
+    # (retain_min 2: the fixture's snapshots are older than the default time retention.)
+    assert table.expire_snapshots(retain_max=2, retain_min=2) == 7
+    index_dir = Path(table.path_factory.index_dir)
+    # Vectors only expired snapshots used are gone; those of snapshots 8, 9 and the tag remain.
+    assert table.remove_orphan_files(older_than=2**62) == []
+    for snapshot in (8, 9):
+        assert _ours(read(table, snapshot_id=snapshot)) == _java(snapshot)
+    tagged = table.new_read_builder().with_tag("after-delete")
+    assert _ours(tagged.new_read().to_arrow(tagged.new_scan().plan().splits())) == _java(6)
+    live = {d.dv_index_path.rsplit("/", 1)[-1] for n in (8, 9)
+            for s in table.new_read_builder().with_snapshot(n).new_scan().plan().splits()
+            for d in s.data_deletion_files or [] if d}
+    assert live <= {p.name for p in index_dir.iterdir()}
+    table.rollback_to("after-delete")
+    assert _ours(read(table)) == _java(6)

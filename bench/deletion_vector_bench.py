@@ -1,0 +1,129 @@
+"""What deletion vectors buy and cost: reads of a DV table against the same rows merged on read,
+upserts with vectors against without, and Spark's read of a DV table against its own parquet read.
+
+1. Tables: the foundation data (``rows`` rows, ``bucket = 4``) written, then its upsert
+   (``upsert`` rows, half updates), once into a table with ``deletion-vectors.enabled`` and once
+   into one without (the same writes: the second table merges its sorted runs on read).
+2. Upsert: the commit of the upsert into each (fresh tables every repeat, the initial write not
+   timed): the DV commit also looks its keys up and writes the vectors. Target: at most 1.5x.
+3. Read: a full read of each table (best of ``repeat``, alternating). Target: the DV read at least
+   2x faster.
+4. Spark (unless ``spark=False``): ``lakehouse_engine.spark.read`` of the DV table against
+   ``spark.read.parquet`` of the same files without the vectors (Spark's own read of them; the
+   figure is what applying the vectors adds). Target: at most 1.1x.
+
+Smoke run: ``.venv/bin/python -m bench.deletion_vector_bench --scale 0.02 --repeat 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
+from bench.engine_bench import write_commit
+from bench.machine import best_of_alternating, format_markdown_table
+from lakehouse_engine import Catalog, Schema
+from lakehouse_engine.table import FileStoreTable
+
+_BUCKETS = "4"
+
+
+def _tables(workdir: Path, initial: Any) -> dict[str, FileStoreTable]:
+    catalog = Catalog(str(workdir / "warehouse"))
+    catalog.create_database("db", ignore_if_exists=True)
+    out = {}
+    for name, dv in (("dv", "true"), ("merged", "false")):
+        catalog.create_table(f"db.{name}", Schema.from_pyarrow_schema(
+            BENCH_SCHEMA, primary_keys=[PRIMARY_KEY],
+            options={"bucket": _BUCKETS, "deletion-vectors.enabled": dv}))
+        out[name] = catalog.get_table(f"db.{name}")
+        write_commit(out[name], initial)
+    return out
+
+
+def _read(table: FileStoreTable) -> int:
+    rb = table.new_read_builder()
+    return rb.new_read().to_arrow(rb.new_scan().plan().splits()).num_rows
+
+
+def deletion_vector_figures(rows: int, upsert: int, repeat: int, spark: bool) -> list[dict[str, Any]]:
+    """Seconds of each step with and without vectors, and their ratio against the target."""
+    initial, changes = make_bench_data(rows, upsert)
+    upserts: dict[str, list[float]] = {"dv": [], "merged": []}
+    root = Path(tempfile.mkdtemp(prefix="dv-bench-"))
+    try:
+        for r in range(repeat):
+            tables = _tables(root / f"round-{r}", initial)
+            for name, table in tables.items():
+                start = time.perf_counter()
+                write_commit(table, changes)
+                upserts[name].append(time.perf_counter() - start)
+        tables = _tables(root / "read", initial)
+        for table in tables.values():
+            write_commit(table, changes)
+        assert _read(tables["dv"]) == _read(tables["merged"])
+        reads = best_of_alternating(repeat, {"dv": lambda: _read(tables["dv"]),
+                                             "merged": lambda: _read(tables["merged"])})
+        out = [
+            {"step": f"upsert of {upsert:,} rows (commit)", "with vectors s": min(upserts["dv"]),
+             "merged on read s": min(upserts["merged"]), "ratio": min(upserts["dv"]) / min(upserts["merged"]),
+             "target": "<= 1.5x"},
+            {"step": f"full read of {rows + upsert // 2:,} rows", "with vectors s": reads["dv"],
+             "merged on read s": reads["merged"], "ratio": reads["merged"] / reads["dv"],
+             "target": ">= 2x faster"},
+        ]
+        if spark:
+            out.append(_spark_figures(tables["dv"], repeat))
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _spark_figures(table: FileStoreTable, repeat: int) -> dict[str, Any]:
+    from lakehouse_engine.spark.read import read as spark_read
+    from lakehouse_engine.spark.session import create_session
+
+    spark = create_session("local[2]", app_name="dv-bench")
+    try:
+        files = [f"{table.path}/{p.relative_to(table.path)}" for p in Path(table.path).rglob("data-*.parquet")]
+        live = {e.file.file_name for e in table.store.manifest_io().live_entries(table.latest_snapshot())}
+        paths = [f for f in files if f.rsplit("/", 1)[-1] in live]
+        best = best_of_alternating(repeat + 1, {  # (the first round warms the session up)
+            "lakehouse": lambda: spark_read(spark, table).count(),
+            "native": lambda: spark.read.parquet(*paths).count(),
+        })
+        return {"step": "Spark read (count) of the DV table", "with vectors s": best["lakehouse"],
+                "merged on read s": None, "ratio": best["lakehouse"] / best["native"],
+                "target": "<= 1.1x of spark.read.parquet of its files"}
+    finally:
+        spark.stop()
+
+
+def run_deletion_vector_bench(scale: float = 1.0, repeat: int = 3, spark: bool = True) -> str:
+    """The deletion-vector section of docs/benchmarks.md."""
+    rows, upsert = max(10_000, int(1_000_000 * scale)), max(2_000, int(200_000 * scale))
+    figures = deletion_vector_figures(rows, upsert, repeat, spark)
+    return ("## Deletion vectors: reads without merging, paid for at commit\n\n"
+            f"{rows:,} rows into `bucket = 4`, then an upsert of {upsert:,} (half updates); best of "
+            f"{repeat}. Ratio: upsert with vectors / without; read merged / with vectors; Spark "
+            "`lakehouse_engine.spark.read` / `spark.read.parquet` of the same files.\n\n"
+            + format_markdown_table(figures, ["step", "with vectors s", "merged on read s", "ratio", "target"])
+            + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-spark", dest="spark", action="store_false")
+    args = parser.parse_args()
+    print(run_deletion_vector_bench(args.scale, args.repeat, args.spark))
+
+
+if __name__ == "__main__":
+    main()

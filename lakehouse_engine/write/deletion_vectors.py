@@ -1,0 +1,255 @@
+"""Deletion vectors maintained by writes and compactions (`deletion-vectors.enabled`).
+
+A DV table's level 0 is invisible to its readers, so every commit compacts its level-0 files up,
+as Paimon's lookup compaction does (`ForceUpLevel0Compaction` with `LookupMergeTreeCompactRewriter`):
+
+1. The unit: what Paimon's universal compaction picks when it takes all of level 0; else all
+   level-0 files of the bucket and, when level 1 holds files, the level-1 files whose key range
+   meets the level-0 keys (a level is one sorted run). The output level is then the level below
+   the lowest non-empty one (level 1 when level 1 is in the unit, the highest level when the
+   bucket holds nothing above level 0). A full compaction takes every file.
+2. The keys of the unit are looked up in the levels above it (`mergetree.lookup`, rows already
+   marked skipped): each key found there has its old row merged with the unit's rows (so
+   partial-update and aggregation see it) and its position marked in that file's vector.
+3. The unit's rows (files above level 0 read with their vectors applied) are merged, retractions
+   dropped (every older version of their keys is marked), and written at the output level. A lone
+   level-0 file of a deduplicate table is moved up without a rewrite when nothing in it retracts.
+4. The bucket's vectors (the old ones of files that stay, OR the new marks; none for files the unit
+   removed) are written as new index files that replace all of the bucket's old ones.
+
+What the commit checks (`write.commit_planners.check_deletion_vector_base`): the bucket's files
+above level 0 and its vector index files are what this compaction saw, else the vectors would be
+stale (a mark lost or applied to a rewritten file); the committer then recomputes the compaction
+against what landed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX, DeletionFile
+from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.universal import pick_unit
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
+from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
+from lakehouse_engine.mergetree.lookup import lookup
+from lakehouse_engine.mergetree.merge_order import merge_order
+from lakehouse_engine.options import DELETION_VECTOR_INDEX_FILE_TARGET_SIZE, MERGE_ENGINE
+from lakehouse_engine.read.deletion_vectors import (
+    DeletionVectorReader,
+    deletion_vectors_enabled,
+    snapshot_deletion_files,
+)
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+
+if TYPE_CHECKING:
+    from lakehouse_engine.partition import Partition
+    from lakehouse_engine.store.file_store import FileStore
+
+__all__ = ["DeletionVectorBase", "DeletionVectorCompaction", "DeletionVectorCompactor",
+           "deletion_vectors_enabled"]
+
+
+@dataclass
+class DeletionVectorBase:
+    """What a bucket held when its vectors were computed: its vector index files and its files above
+    level 0 (the commit checks both are unchanged), and each data file's vector."""
+
+    index_files: list[str] = field(default_factory=list)
+    upper_files: list[str] = field(default_factory=list)
+    vectors: dict[str, DeletionFile] = field(default_factory=dict)
+
+    @staticmethod
+    def of_snapshot(table: FileStore, snapshot: Snapshot | None) -> dict[tuple[bytes, int], DeletionVectorBase]:
+        """(partition, bucket) -> its base at `snapshot` (buckets with vectors or files above level 0)."""
+        out: dict[tuple[bytes, int], DeletionVectorBase] = {}
+        if snapshot is None:
+            return out
+        mio = table.manifest_io()
+        for ie in mio.index_entries(snapshot):
+            if ie.index_type == DELETION_VECTORS_INDEX:
+                out.setdefault((ie.partition, ie.bucket), DeletionVectorBase()).index_files.append(ie.file_name)
+        for key, files in snapshot_deletion_files(table, snapshot).items():
+            out.setdefault(key, DeletionVectorBase()).vectors = files
+        for e in mio.live_entries(snapshot):
+            if e.file.level > 0:
+                out.setdefault((e.partition, e.bucket), DeletionVectorBase()).upper_files.append(e.file.file_name)
+        for base in out.values():
+            base.index_files.sort()
+            base.upper_files.sort()
+        return out
+
+
+@dataclass
+class DeletionVectorCompaction:
+    """One bucket's compaction: files before and after, and its new vector index files."""
+
+    before: list[DataFileMeta]
+    after: list[DataFileMeta]
+    index_files: list[IndexManifestEntry]
+
+
+class DeletionVectorCompactor:
+    """Compacts one bucket of a DV table and maintains its vectors (see the module docstring)."""
+
+    def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase):
+        self.table = table
+        schema = table.schema
+        opts = schema.core_options
+        self.partition = partition
+        self.bucket = bucket
+        self.base = base
+        self.key_names = schema.trimmed_primary_keys
+        self.key_types = schema.types_of(self.key_names)
+        self.columns = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        file_schema = schema.data_file_arrow_schema()
+        self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
+        self.merge_function = table.merge_function()
+        self.reader = table.file_reader(for_rewrite=True)
+        self.vectors = DeletionVectorReader(table.file_io)
+        self.bucket_dir = table.path_factory.bucket_dir(partition.spec, bucket)
+        self.target_file_size = opts.target_file_size(True)
+        self.index_target_size = opts.require(DELETION_VECTOR_INDEX_FILE_TARGET_SIZE)
+        self.num_levels = opts.num_levels
+        self.options = opts
+        # A lone level-0 file may move up unrewritten only where the newest record always wins.
+        self.may_upgrade = opts.require(MERGE_ENGINE) == "deduplicate" and not opts.sequence_fields
+
+    # ---- reading ------------------------------------------------------------------------
+    def _read(self, f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
+        cols = columns or self.columns
+        schema = pa.schema([self.read_schema.field(c) for c in cols])
+        return self.reader.read(f"{self.bucket_dir}/{f.file_name}", cols, schema, f)
+
+    def _live(self, f: DataFileMeta, rows: pa.Table | None = None) -> np.ndarray | None:
+        """The rows of `f` its vector does not mark (None: no vector)."""
+        deletion = self.base.vectors.get(f.file_name)
+        if deletion is None:
+            return None
+        return self.vectors.keep_mask(deletion, f.row_count)
+
+    def _live_rows(self, f: DataFileMeta) -> pa.Table:
+        rows = self._read(f)
+        keep = self._live(f)
+        return rows if keep is None else rows.filter(pa.array(keep))
+
+    def _key(self, binary: bytes) -> Any:
+        return comparable_key(deserialize_row(binary, self.key_types))
+
+    # ---- the compaction -----------------------------------------------------------------
+    def compact(self, files: Sequence[DataFileMeta], full: bool = False) -> DeletionVectorCompaction | None:
+        """Compact the bucket holding `files` (None when there is nothing to do)."""
+        level0 = [f for f in files if f.level == 0]
+        upper = [f for f in files if f.level > 0]
+        max_level = self.num_levels - 1
+        if full:
+            if not files or (not level0 and len({f.level for f in upper}) == 1
+                             and upper[0].level == max_level and not self.base.vectors):
+                return None
+            unit, output, above = list(files), max_level, list[DataFileMeta]()
+        else:
+            if not level0:
+                return None
+            unit, output, above = self._pick(level0, upper, max_level)
+        written: list[DataFileMeta] = []
+        try:
+            return self._run(unit, output, above, written)
+        except Exception:
+            # Nothing of a failed compaction stays behind.
+            for f in written:
+                self.table.file_io.delete_file(f"{self.bucket_dir}/{f.file_name}")
+            raise
+
+    def _pick(self, level0: list[DataFileMeta], upper: list[DataFileMeta],
+              max_level: int) -> tuple[list[DataFileMeta], int, list[DataFileMeta]]:
+        """The unit, its output level and the files above it: what Paimon's universal compaction
+        picks when that takes all of level 0 (so levels move up as in Paimon), else level 0 and the
+        level-1 files it overlaps."""
+        picked = pick_unit(Levels(level0 + upper, self.num_levels), self.options, False)
+        if picked is not None and picked.output_level > 0:
+            names = {f.file_name for f in picked.files}
+            above = [f for f in upper if f.file_name not in names]
+            if (all(f.file_name in names for f in level0)
+                    and all(f.level > picked.output_level for f in above)):
+                return list(picked.files), picked.output_level, above
+        if not upper:
+            return level0, max_level, []
+        lowest = min(f.level for f in upper)
+        if lowest > 1:
+            return level0, lowest - 1, upper
+        level1 = [f for f in upper if f.level == 1]
+        if any(pa.types.is_floating(t) for t in self._arrow_key_types()):
+            overlapping = level1  # Arrow's order and Java's differ on -0.0 and NaN: take the run
+        else:
+            low = min(self._key(f.min_key) for f in level0)
+            high = max(self._key(f.max_key) for f in level0)
+            overlapping = [f for f in level1 if not (self._key(f.max_key) < low or self._key(f.min_key) > high)]
+        taken = {f.file_name for f in overlapping}
+        return level0 + overlapping, 1, [f for f in upper if f.file_name not in taken]
+
+    def _arrow_key_types(self) -> list[pa.DataType]:
+        schema = self.read_schema
+        return [schema.field(k).type for k in self.key_names]
+
+    def _run(self, unit: list[DataFileMeta], output: int, above: list[DataFileMeta],
+             written: list[DataFileMeta]) -> DeletionVectorCompaction:
+        ordered = merge_order(unit)  # the order merge-on-read uses, so ties resolve alike
+        parts = [self._live_rows(f) if f.level > 0 else self._read(f) for f in ordered]
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        keys = rows.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
+        levels = [[f for f in above if f.level == lv] for lv in sorted({f.level for f in above})]
+        # Where the newest record always wins, the old rows are not merged: only their places are
+        # needed, so only the key columns of the older files are read.
+        wanted = (pa.schema([self.read_schema.field(k) for k in self.key_names]) if self.may_upgrade
+                  else self.read_schema)
+        found = lookup(keys, levels, self._read, self.key_names, wanted,
+                       lambda f: (self._key(f.min_key), self._key(f.max_key)), comparable_key,
+                       lambda f, _rows: self._live(f))
+        marks = found.positions_by_file()
+        lone = unit[0] if len(unit) == 1 else None
+        if (lone is not None and lone.level == 0 and self.may_upgrade
+                and lone.delete_row_count == 0):
+            # The newest record of each key wins and nothing retracts: the file moves up as it is.
+            before, after = [lone], [lone.upgrade(output)]
+        else:
+            if found.old_rows.num_rows and not self.may_upgrade:
+                old = found.old_rows.select(self.columns).cast(self.read_schema)
+                rows = pa.concat_tables([old, rows.cast(self.read_schema)])
+            merged = self.merge_function.merge(rows, drop_retracts=True, rows_in_sequence_order=False)
+            writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
+                                    self.table.path_factory.new_data_file_name, self.target_file_size)
+            written.extend(writer.write_run(merged, level=output, file_source=FILE_SOURCE_COMPACT))
+            before, after = list(unit), list(written)
+        return DeletionVectorCompaction(before, after, self._index_files(unit, above, marks))
+
+    def _index_files(self, unit: list[DataFileMeta], above: list[DataFileMeta],
+                     marks: dict[str, np.ndarray]) -> list[IndexManifestEntry]:
+        """The bucket's vectors after the compaction, as new index files (none when the bucket had
+        no vector and still has none)."""
+        vectors: dict[str, np.ndarray] = {}
+        for f in above:
+            deletion = self.base.vectors.get(f.file_name)
+            old = (np.flatnonzero(~self.vectors.keep_mask(deletion, f.row_count))
+                   if deletion is not None else np.empty(0, np.int64))
+            new = marks.get(f.file_name, np.empty(0, np.int64))
+            if len(old) or len(new):
+                vectors[f.file_name] = np.union1d(old, new)
+        if not vectors and not self.base.index_files:
+            return []
+        unchanged = ({f for f in vectors} == set(self.base.vectors)
+                     and not any(f.file_name in self.base.vectors for f in unit) and not marks)
+        if unchanged:
+            return []
+        return write_deletion_vector_files(
+            self.table.file_io, self.table.path_factory.index_dir,
+            self.table.path_factory.new_index_file_name, self.partition.binary, self.bucket,
+            vectors, self.index_target_size)
