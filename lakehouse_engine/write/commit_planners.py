@@ -91,9 +91,10 @@ class AppendPlanner(CommitPlanner):
 
     def plan(self, latest: Snapshot | None) -> PlannedChanges:
         changes, renamed = self._resequence(list(self.entries), latest)
-        if renamed and any(m.compact_changelog for m in self.messages):
+        if renamed and any(m.compact_changelog for m in self.messages) or self._lookup_stale(latest):
             # The lookup changelog compared these rows with the bucket as it was when they were
-            # written; another writer changed those keys since, so it would be wrong.
+            # written; another writer changed those keys since, so it would be wrong. (A lookup
+            # that found nothing to emit - a delete of an absent key - is just as stale.)
             raise CommitConflictError(
                 f"table {self.table.name}: another writer committed the same keys while this write "
                 f"computed its changelog against the older rows; nothing was committed, write the "
@@ -101,6 +102,22 @@ class AppendPlanner(CommitPlanner):
         check_bucket_counts(self.table, changes, latest)
         return PlannedChanges(changes, renamed, hash_index_changes(self.table, self.messages, latest),
                               changelog_entries(self.messages, "new_changelog"))
+
+
+    def _lookup_stale(self, latest: Snapshot | None) -> bool:
+        """True when a bucket a lookup changelog was computed for now holds files the lookup did
+        not see (another writer's, or a compaction's) with keys of this commit's new files."""
+        looked_up = [m for m in self.messages if m.lookup_base is not None and m.new_files]
+        if not looked_up or latest is None:
+            return False
+        live = self.table.manifest_io().live_entries(latest)
+        for m in looked_up:
+            seen = set(m.lookup_base or ()) | {f.file_name for f in m.new_files + m.compact_before + m.compact_after}
+            unseen = [e.file for e in live if e.partition == m.partition and e.bucket == m.bucket
+                      and e.file.file_name not in seen]
+            if unseen and self.resequencer.share_keys(m, unseen):
+                return True
+        return False
 
 
 class OverwritePlanner(CommitPlanner):

@@ -123,6 +123,10 @@ class Resequencer:
         return [e for e in entries if (e.partition, e.bucket) not in self.dropped]
 
     # ---- do the numbers matter? ------------------------------------------------------------
+    def share_keys(self, m: CommitMessage, files: list[DataFileMeta]) -> bool:
+        """True when a key of `m`'s new files may also be in `files` (see `_share_keys`)."""
+        return self._share_keys(m, files)
+
     def _share_keys(self, m: CommitMessage, files: list[DataFileMeta]) -> bool:
         """True when a key of `m`'s new files is also in `files` (whose numbers overlap ours).
 

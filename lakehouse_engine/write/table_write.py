@@ -91,6 +91,8 @@ class _BucketBuffer:
     #: Changelog files of the new data (input producer) and of compaction (lookup, full-compaction).
     new_changelog: list[DataFileMeta] = field(default_factory=list)
     compact_changelog: list[DataFileMeta] = field(default_factory=list)
+    #: The files of the bucket the first flush lookup since the last message compared rows with.
+    lookup_base: list[str] | None = None
     #: A DV table's compaction at commit: new vector index files, and what they were computed against.
     deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
     deletion_vector_base: tuple[list[str], list[str]] | None = None
@@ -370,6 +372,8 @@ class TableWrite:
             older = self._levels(buf).all_files()
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
             names = {f.file_name for f in older}
+            if buf.lookup_base is None:
+                buf.lookup_base = sorted(names)
             older += [f for f in buf.new_files if f.file_name not in names]
             found = self.flush_lookup.lookup(buf.partition, buf.bucket, written, older)
             buf.lookup_index_files.extend(found.index_files)
@@ -486,6 +490,7 @@ class TableWrite:
                 buf.new_changelog, buf.compact_changelog = [], []
                 message.deletion_vector_files = buf.deletion_vector_files
                 message.deletion_vector_base = buf.deletion_vector_base
+                message.lookup_base, buf.lookup_base = buf.lookup_base, None
                 messages.append(message)
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
                 buf.lookup_index_files, buf.deletion_vector_files = [], []

@@ -100,25 +100,25 @@ def test_a_table_another_engine_turned_deletion_vectors_on_for_reads_as_paimon_a
     assert read(table).num_rows == 10
 
 
-def test_a_changelog_producer_table_is_read_but_not_written(catalog: Catalog) -> None:
-    """Its data files are the table; a write would leave its streaming readers without changes."""
+def test_a_row_tracking_table_is_read_but_not_written(catalog: Catalog) -> None:
+    """Its data files are the table; a write would leave rows without the row ids its readers expect."""
     table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1"})
     write(table, _rows(range(10), "a"))
-    _set_stored_options(table, **{"changelog-producer": "input"})
+    _set_stored_options(table, **{"row-tracking.enabled": "true"})
     table = catalog.get_table("db.t")
     assert read(table).num_rows == 10
-    with pytest.raises(UnsupportedFeatureError, match="changelog-producer' = 'input'.*streaming reader"):
+    with pytest.raises(UnsupportedFeatureError, match="row-tracking.enabled' = 'true'"):
         table.new_batch_write_builder().new_write()
-    with pytest.raises(UnsupportedFeatureError, match="changelog-producer"):
+    with pytest.raises(UnsupportedFeatureError, match="row-tracking.enabled"):
         table.compact(full=True)
 
 
 def test_a_time_travel_option_stored_by_another_engine_refuses_the_read(catalog: Catalog) -> None:
-    """Java reads the snapshot `scan.timestamp-millis` picks; this engine would read the latest."""
+    """Java reads the snapshot `scan.timestamp` picks; this engine would read the latest."""
     table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1"})
     write(table, _rows(range(3), "a"))
-    _set_stored_options(table, **{"scan.timestamp-millis": "1"})
-    with pytest.raises(UnsupportedFeatureError, match="scan.timestamp-millis"):
+    _set_stored_options(table, **{"scan.timestamp": "2026-11-27 00:00:00"})
+    with pytest.raises(UnsupportedFeatureError, match="scan.timestamp"):
         read(catalog.get_table("db.t"))
 
 

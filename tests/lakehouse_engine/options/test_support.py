@@ -59,16 +59,16 @@ def test_a_refused_option_set_to_what_this_engine_does_anyway_is_accepted(catalo
 
 
 def test_the_refusal_says_what_to_do_instead(catalog: Catalog) -> None:
-    with pytest.raises(InvalidOptionError, match="changelog-producer' = 'input'.*leave it 'none'"):
-        create_table(catalog, "t", SCHEMA, ["id"], options={"changelog-producer": "input"})
+    with pytest.raises(InvalidOptionError, match="record-level.expire-time' = '1 d'.*write of -D rows"):
+        create_table(catalog, "t", SCHEMA, ["id"], options={"record-level.expire-time": "1 d"})
     with pytest.raises(InvalidOptionError, match="primary_keys="):
         create_table(catalog, "t", SCHEMA, options={"primary-key": "id"})
 
 
 def test_alter_table_refuses_a_refused_option_and_keeps_the_schema(catalog: Catalog) -> None:
     table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1"})
-    with pytest.raises(InvalidOptionError, match="changelog-producer"):
-        catalog.alter_table("db.t", [SchemaChange.set_option("changelog-producer", "lookup")])
+    with pytest.raises(InvalidOptionError, match="record-level.expire-time"):
+        catalog.alter_table("db.t", [SchemaChange.set_option("record-level.expire-time", "1 d")])
     with pytest.raises(InvalidOptionError, match="did you mean 'snapshot.num-retained.max'"):
         catalog.alter_table("db.t", [SchemaChange.set_option("snapshot.num-retained-max", "5")])
     assert catalog.get_table("db.t").schema.id == table.schema.id
@@ -79,8 +79,8 @@ def test_alter_table_checks_only_the_options_it_changes(catalog: Catalog) -> Non
     """A table another engine made with a refused option can still have its other options altered."""
     table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1"})
     path = Path(table.path) / "schema" / "schema-0"
-    path.write_text(path.read_text().replace('"bucket": "1"', '"bucket": "1", "changelog-producer": "input"'))
-    assert catalog.get_table("db.t").schema.options["changelog-producer"] == "input"
+    path.write_text(path.read_text().replace('"bucket": "1"', '"bucket": "1", "row-tracking.enabled": "true"'))
+    assert catalog.get_table("db.t").schema.options["row-tracking.enabled"] == "true"
     catalog.alter_table("db.t", [SchemaChange.set_option("snapshot.num-retained.min", "3")])
     assert catalog.get_table("db.t").schema.options["snapshot.num-retained.min"] == "3"
 
@@ -88,8 +88,8 @@ def test_alter_table_checks_only_the_options_it_changes(catalog: Catalog) -> Non
 def test_copy_refuses_a_refused_dynamic_option(catalog: Catalog) -> None:
     table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1"})
     write(table, pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
-    with pytest.raises(InvalidOptionError, match="scan.timestamp-millis.*scan.snapshot-id"):
-        table.copy({"scan.timestamp-millis": "1"})
+    with pytest.raises(InvalidOptionError, match="scan.timestamp.*scan.snapshot-id"):
+        table.copy({"scan.timestamp": "2026-11-27 00:00:00"})
     with pytest.raises(InvalidOptionError, match="did you mean 'scan.snapshot-id'"):
         table.copy({"scan.snapshotid": "1"})
     assert read(table.copy({"scan.snapshot-id": "1"})).num_rows == 1
@@ -108,11 +108,12 @@ def test_a_near_miss_of_a_known_key_is_refused_with_did_you_mean(catalog: Catalo
 
 def test_user_keys_and_stored_only_options_are_kept_and_listed_as_unused(catalog: Catalog) -> None:
     options = {"bucket": "1", "owner": "data-team", "my.custom.key": "x", "sink.parallelism": "4",
-               "lookup.cache-max-memory-size": "64 mb", "consumer-id": "c1", "fields.v.ignore-retract": "true"}
+               "lookup.cache-max-memory-size": "64 mb", "consumer.mode": "at-least-once",
+               "fields.v.ignore-retract": "true"}
     table = create_table(catalog, "t", SCHEMA, ["id"], options=options)
     assert catalog.get_table("db.t").schema.options == options
     assert unused_keys(table.schema.options) == ["owner", "my.custom.key", "sink.parallelism",
-                                                  "lookup.cache-max-memory-size", "consumer-id"]
+                                                  "lookup.cache-max-memory-size", "consumer.mode"]
 
 
 def test_no_key_is_both_declared_and_in_the_inventory() -> None:
