@@ -57,6 +57,9 @@ from lakehouse_engine.types import (
     DataType,
 )
 
+#: Paimon's option placing added columns before the partition fields (it orders columns only).
+ADD_COLUMN_BEFORE_PARTITION = "add-column-before-partition"
+
 #: Options that fix how existing data files are laid out or merged: Paimon's `@Immutable` options
 #: (and pypaimon's IMMUTABLE_OPTIONS) that this engine knows, plus `sequence.field`, which orders
 #: records already written. They may change only while the table has no snapshot.
@@ -240,7 +243,12 @@ class _Evolving:
         change.data_type.to_arrow()  # a type this engine cannot read or write fails here
         self.highest_field_id += 1
         new = DataField(self.highest_field_id, change.field_name, change.data_type, change.comment)
-        if change.move is None:
+        partitions = [i for i, f in enumerate(self.fields) if f.name in self.base.partition_keys]
+        if change.move is None and partitions and \
+                self.options.get(ADD_COLUMN_BEFORE_PARTITION, "false").strip().lower() == "true":
+            # Paimon's `add-column-before-partition`: a new column goes before the partition fields.
+            self.fields.insert(partitions[0], new)
+        elif change.move is None:
             self.fields.append(new)
         else:
             if change.move.field_name != change.field_name:

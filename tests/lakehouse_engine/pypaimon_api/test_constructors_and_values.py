@@ -118,3 +118,14 @@ def test_unknown_dotted_projection_names_are_skipped_plain_ones_refused(catalog)
     assert [f.name for f in rb.read_type()] == ["id"]
     with pytest.raises(SchemaError, match="unknown fields \\['nope'\\]"):
         table.new_read_builder().with_projection(["id", "nope"])
+
+
+def test_add_column_before_partition_places_new_columns_before_the_partition_fields(catalog) -> None:
+    from lakehouse_engine.schema_change import SchemaChange
+
+    fields = [DataField.from_dict({"id": 0, "name": "col1", "type": "STRING"}),
+              DataField.from_dict({"id": 1, "name": "partition_col", "type": "STRING"})]
+    catalog.create_table("default.acbp", Schema(fields=fields, partition_keys=["partition_col"]), False)
+    catalog.alter_table("default.acbp", [SchemaChange.set_option("add-column-before-partition", "true")], False)
+    catalog.alter_table("default.acbp", [SchemaChange.add_column("new_col", AtomicType("INT"))], False)
+    assert [f.name for f in catalog.get_table("default.acbp").fields] == ["col1", "new_col", "partition_col"]
