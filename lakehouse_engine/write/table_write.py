@@ -71,6 +71,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Rows of the smallest slice an oversized batch is cut into: a small batch stays one sorted run
+# whatever the buffer size (as a flush after each batch makes it).
+_MIN_SLICE_ROWS = 1 << 16
+
 
 @dataclass
 class _BucketBuffer:
@@ -230,17 +234,17 @@ class TableWrite:
     def write_rows(self, table: pa.Table, kinds: np.ndarray) -> None:
         """Write rows already in the table's schema with their row kinds (int8 `_VALUE_KIND` codes).
 
-        A batch larger than half of `write-buffer-size` is taken in slices of that size, in
-        order: each is buffered (and flushed as sorted runs) before the next is copied, so the
-        writer's own memory stays near the buffer size whatever the batch's.
+        A batch larger than half of `write-buffer-size` is taken in slices of that size (at
+        least 65,536 rows), in order: each is buffered (and flushed as sorted runs) before the
+        next is copied, so the writer's own memory stays near the buffer size whatever the batch's.
         """
         if table.num_rows == 0:
             return
         half = self.write_buffer_size // 2
-        if table.nbytes <= half or table.num_rows == 1:
+        step = max(_MIN_SLICE_ROWS, int(table.num_rows * half / max(table.nbytes, 1)))
+        if table.num_rows <= step:
             self._write_slice(table, kinds)
             return
-        step = max(1, int(table.num_rows * half / table.nbytes))
         for start in range(0, table.num_rows, step):
             self._write_slice(table.slice(start, step), kinds[start:start + step])
 
