@@ -248,6 +248,8 @@ class TableCommit:
         until it lands. Returns the ids of the COMPACT snapshots it committed."""
         buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
         ids: list[int] = []
+        if not buckets:
+            return ids
         codec = self.table.partition_codec()
         for _ in range(self.max_retries + 1):
             latest = self.table.snapshot_manager().latest_snapshot()

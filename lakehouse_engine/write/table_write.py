@@ -168,7 +168,7 @@ class TableWrite:
         self.deletion_vectors = self.primary_key and deletion_vectors_enabled(opts)
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
-        self._dv_bases: dict[tuple[bytes, int], DeletionVectorBase] | None = None
+        self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
@@ -445,10 +445,9 @@ class TableWrite:
             # The older files go with the replaced partition: the new ones compact among themselves.
             files, base = list(buf.new_files), DeletionVectorBase()
         else:
-            if self._dv_bases is None:
-                self._dv_bases = DeletionVectorBase.of_snapshot(self.table, self._restore().latest)
-            base = self._dv_bases.get(key, DeletionVectorBase())
-            files = self._restore().bucket_files.get(key, []) + list(buf.new_files)
+            state, bases = self._dv_state
+            base = bases.get(key, DeletionVectorBase())
+            files = state.bucket_files.get(key, []) + list(buf.new_files)
         done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base).compact(files)
         if done is None:
             return
@@ -462,6 +461,10 @@ class TableWrite:
         self._flush_all(list(self._buffers.values()))
         if self._dv_compacts:
             touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
+            if touched and not self.role.replaces:
+                # The bucket as it is now (a streaming writer's earlier commits compacted it).
+                state = RestoredState.read(self.table)
+                self._dv_state = (state, DeletionVectorBase.of_snapshot(self.table, state.latest))
             parallel_map(self._compact_deletion_vectors, touched)
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)

@@ -227,3 +227,21 @@ def test_two_writers_of_one_bucket_in_one_commit_are_compacted_again_together(ca
     got = {r["id"]: r["v"] for r in _data(t)}
     assert sorted(got) == list(range(40))
     assert [got[i] for i in (1, 2, 30, 31)] == ["one1", "one2", "two30", "two31"]
+
+
+def test_a_streaming_writer_compacts_each_commit_against_the_table_as_it_is_then(
+        catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    # Its earlier commits compacted the bucket (and expiry removed the files they replaced): each
+    # prepare_commit looks its keys up in the bucket as it is now, not as it was at the start.
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "1"})
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    for step in range(4):
+        w.write_arrow(_batch(list(range(step * 5, step * 5 + 20)), f"s{step}-"))
+        assert len(c.commit(w.prepare_commit(), step + 1)) == 2, "APPEND, then its COMPACT only"
+        t.expire_snapshots(retain_max=1, retain_min=1)
+    # No compaction was computed against a stale base (and recomputed by the committer).
+    assert "lost to a concurrent change" not in caplog.text
+    got = {r["id"]: r["v"] for r in _data(t)}
+    assert sorted(got) == list(range(35))
+    assert got[0] == "s0-0" and got[19] == "s3-19" and got[34] == "s3-34"
