@@ -18,11 +18,13 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.invisible_chars import invisible_character, printable
 from lakehouse_engine.io import storage_errors
 from lakehouse_engine.io_warehouse import warehouse_file_io
+from lakehouse_engine.maintenance.branches import validate_branch_name
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
 from lakehouse_engine.schema_change import SchemaChange
+from lakehouse_engine.store.file_store import BranchNotExistError
 from lakehouse_engine.store.schema_manager import SchemaManager, check_new_schema
 from lakehouse_engine.table import FileStoreTable
 
@@ -49,28 +51,36 @@ def validate_name(name: str, what: str) -> str:
 
 @dataclass(frozen=True)
 class Identifier:
-    """A validated `database.table` name."""
+    """A validated `database.table` name, optionally of one branch (`database.table$branch_b`)."""
 
     database: str
     table: str
+    #: The branch (None: main), as pypaimon's `Identifier(database, table, branch=...)`.
+    branch: str | None = None
 
     @staticmethod
     def parse(identifier: str | Identifier) -> Identifier:
-        """An Identifier from `database.table` (each part may be quoted in backticks) or itself."""
+        """An Identifier from `database.table` or `database.table$branch_<name>` (each part may be
+        quoted in backticks) or itself."""
         if isinstance(identifier, Identifier):
-            return Identifier(validate_name(identifier.database, "database"),
-                              validate_name(identifier.table, "table"))
+            return Identifier.create(identifier.database, identifier.table, identifier.branch)
         if not isinstance(identifier, str) or identifier.count(".") != 1:
             raise InvalidIdentifierError(
                 f"table identifier {identifier!r} must look like 'database.table'")
         db, table = (_unquote(part) for part in identifier.split("."))
-        return Identifier(validate_name(db, "database"), validate_name(table, "table"))
+        table, branch = _split_branch(table)
+        return Identifier.create(db, table, branch)
 
     # ---- pypaimon's names ----------------------------------------------------------------
     @staticmethod
-    def create(database: str, table: str) -> Identifier:
-        """pypaimon's `Identifier.create(database, table)`: a checked identifier."""
-        return Identifier(validate_name(database, "database"), validate_name(table, "table"))
+    def create(database: str, table: str, branch: str | None = None) -> Identifier:
+        """pypaimon's `Identifier.create(database, table, branch=None)`: a checked identifier;
+        branch `main` (any case) is the default branch, as None."""
+        if branch is not None and branch.lower() == "main":
+            branch = None
+        elif branch is not None:
+            validate_branch_name(branch)
+        return Identifier(validate_name(database, "database"), validate_name(table, "table"), branch)
 
     @staticmethod
     def from_string(full_name: str) -> Identifier:
@@ -79,8 +89,8 @@ class Identifier:
 
     @property
     def object(self) -> str:
-        """pypaimon's name for the table part."""
-        return self.table
+        """pypaimon's name for the table part (with `$branch_<name>` for a branch)."""
+        return self.table if self.branch is None else f"{self.table}$branch_{self.branch}"
 
     def get_database_name(self) -> str:
         return self.database
@@ -89,19 +99,23 @@ class Identifier:
         return self.table
 
     def get_object_name(self) -> str:
-        return self.table
+        return self.object
 
     def get_branch_name(self) -> str | None:
-        return None  # this engine has no branches: every identifier names the main branch
+        return self.branch
 
     def get_branch_name_or_default(self) -> str:
-        return "main"
+        return self.branch or "main"
 
     def is_system_table(self) -> bool:
         return False
 
     def full_name(self) -> str:
-        return f"{self.database}.{self.table}"
+        return f"{self.database}.{self.object}"
+
+    def main_identifier(self) -> Identifier:
+        """The identifier of the table's main branch."""
+        return Identifier(self.database, self.table)
 
     def get_full_name(self) -> str:
         return self.full_name()
@@ -113,6 +127,26 @@ class Identifier:
 def _unquote(part: str) -> str:
     """`name` from a backtick-quoted "`name`" (pypaimon accepts both forms)."""
     return part[1:-1] if len(part) >= 2 and part[0] == part[-1] == "`" else part
+
+
+def _split_branch(table: str) -> tuple[str, str | None]:
+    """`t$branch_b` -> (`t`, `b`); a name without `$` -> (name, None)."""
+    if "$" not in table:
+        return table, None
+    base, _, suffix = table.partition("$")
+    if not suffix.startswith("branch_") or len(suffix) == len("branch_"):
+        raise InvalidIdentifierError(
+            f"table name {table!r}: only branches (`{base}$branch_<name>`) follow a '$'; system "
+            f"tables are not supported")
+    return base, suffix[len("branch_"):]
+
+
+def _main_only(identifier: str | Identifier, what: str) -> Identifier:
+    """The identifier, which must name a table's main branch for `what`."""
+    ident = Identifier.parse(identifier)
+    if ident.branch is not None:
+        raise InvalidIdentifierError(f"{what}: {ident} names branch {ident.branch!r}, not a table")
+    return ident
 
 
 def _identifier(identifier: str | Identifier) -> Identifier:
@@ -201,7 +235,7 @@ class Catalog:
     def create_table(self, identifier: str | Identifier, schema: Schema,
                      ignore_if_exists: bool = False) -> None:
         """Create a table from `schema`; validates keys and options before writing anything."""
-        ident = Identifier.parse(identifier)
+        ident = _main_only(identifier, "create_table (use create_branch for a branch)")
         if not self.database_exists(ident.database):
             raise DatabaseNotExistError(
                 f"database '{ident.database}' does not exist in {self.warehouse}; create it first")
@@ -222,11 +256,18 @@ class Catalog:
         """Load a table at its latest schema; TableNotExistError when there is none."""
         ident = Identifier.parse(identifier)
         path = self.table_path(ident)
-        schemas = SchemaManager(self.file_io, PathFactory(path), ident.full_name())
+        main = ident.main_identifier()
+        schemas = SchemaManager(self.file_io, PathFactory(path), main.full_name())
         ids = schemas.schema_ids()  # one listing: it tells both whether the table exists and its latest schema
         if not ids:
-            raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}")
-        table = FileStoreTable(self.file_io, ident.full_name(), path, schemas.schema(ids[-1]))
+            raise TableNotExistError(f"table '{main}' does not exist in {self.warehouse}")
+        table = FileStoreTable(self.file_io, main.full_name(), path, schemas.schema(ids[-1]))
+        branch = ident.branch or table.schema.options.get("branch")
+        if branch and branch != "main":
+            try:
+                table = table.branch_table(branch)
+            except BranchNotExistError as exc:
+                raise TableNotExistError(f"table '{ident}' does not exist in {self.warehouse}: {exc}") from exc
         table.identifier = ident
         return table
 
@@ -247,7 +288,7 @@ class Catalog:
         table.schema_manager().commit_changes(list(changes), lambda: table.latest_snapshot() is not None)
 
     def drop_table(self, identifier: str | Identifier, ignore_if_not_exists: bool = False) -> None:
-        ident = Identifier.parse(identifier)
+        ident = _main_only(identifier, "drop_table (use drop_branch for a branch)")
         path = self.table_path(ident)
         if not self._schema_ids(path):
             if ignore_if_not_exists:
@@ -308,6 +349,26 @@ class Catalog:
         `next_page_token`), optionally only specs matching `partition_name_pattern` (`dt=2026*`)."""
         return page_partitions(self.list_partitions(identifier), max_results, page_token,
                                partition_name_pattern)
+
+    # ---- branches (pypaimon's catalog calls) --------------------------------------------------
+    def create_branch(self, identifier: str | Identifier, branch_name: str, tag_name: str | None = None) -> None:
+        """Create branch `branch_name` of the table from tag `tag_name`, or empty when None."""
+        self.get_table(identifier).create_branch(branch_name, tag_name)
+
+    def drop_branch(self, identifier: str | Identifier, branch_name: str) -> None:
+        """Delete branch `branch_name` of the table; BranchNotExistError when there is none."""
+        self.get_table(identifier).drop_branch(branch_name)
+
+    def rename_branch(self, identifier: str | Identifier, from_branch: str, to_branch: str) -> None:
+        self.get_table(identifier).rename_branch(from_branch, to_branch)
+
+    def fast_forward(self, identifier: str | Identifier, branch_name: str) -> None:
+        """Make the table's main branch what branch `branch_name` is."""
+        self.get_table(identifier).fast_forward(branch_name)
+
+    def list_branches(self, identifier: str | Identifier) -> list[str]:
+        """The table's branches other than main, sorted."""
+        return self.get_table(identifier).list_branches()
 
     # ---- tags (pypaimon's catalog calls; each loads the table and calls its method) ---------
     def create_tag(self, identifier: str | Identifier, tag_name: str, snapshot_id: int | None = None,

@@ -17,7 +17,11 @@ from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.store.snapshot_manager import SnapshotManager
 
+#: The option naming the branch a table handle reads and writes (Paimon's `branch`).
+BRANCH_OPTION = "branch"
+
 if TYPE_CHECKING:
+    from lakehouse_engine.maintenance.branches import BranchManager
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
     from lakehouse_engine.read.read_builder import ReadBuilder
@@ -162,8 +166,42 @@ class FileStoreTable:
         return ReadBuilder(self.store)
 
     def copy(self, dynamic_options: Mapping[str, str]) -> FileStoreTable:
-        """The same table with extra options for this handle only (e.g. `scan.snapshot-id`)."""
-        return FileStoreTable.of(self.store.copy(dict(dynamic_options)), self.identifier)
+        """The same table with extra options for this handle only (e.g. `scan.snapshot-id`);
+        the `branch` option switches to that branch (BranchNotExistError when there is none)."""
+        options = {str(k): str(v) for k, v in dynamic_options.items()}
+        branch = options.pop(BRANCH_OPTION, None)
+        store = self.store if branch is None else self.store.for_branch(branch)
+        return FileStoreTable.of(store.copy(options) if options else store, self.identifier)
+
+    # ---- branches ----------------------------------------------------------------------------
+    def branch_manager(self) -> BranchManager:
+        """pypaimon's BranchManager of this table: create, drop, rename, fast-forward, list."""
+        from lakehouse_engine.maintenance.branches import BranchManager
+
+        return BranchManager(self.store)
+
+    def create_branch(self, name: str, tag_name: str | None = None, ignore_if_exists: bool = False) -> None:
+        """Create branch `name` from tag `tag_name`, or empty (main's schema) when None."""
+        self.branch_manager().create_branch(name, tag_name, ignore_if_exists)
+
+    def drop_branch(self, name: str) -> None:
+        """Delete branch `name`; files only it referenced go at the next orphan removal."""
+        self.branch_manager().drop_branch(name)
+
+    def rename_branch(self, from_name: str, to_name: str) -> None:
+        self.branch_manager().rename_branch(from_name, to_name)
+
+    def fast_forward(self, name: str) -> None:
+        """Make main what branch `name` is (Paimon's fast-forward)."""
+        self.branch_manager().fast_forward(name)
+
+    def list_branches(self) -> list[str]:
+        """The table's branches other than main, sorted."""
+        return self.store.branches()
+
+    def branch_table(self, name: str) -> FileStoreTable:
+        """This table's branch `name` (`main` for main) as a table to read and write."""
+        return FileStoreTable.of(self.store.for_branch(name), self.identifier)
 
     def at_schema(self, schema_id: int) -> FileStoreTable:
         """This table as schema version `schema_id` saw it (fields, keys, options), for reading a

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from lakehouse_engine.cli import alter, browse, procedures
+from lakehouse_engine.cli import alter, branches, browse, procedures
 from lakehouse_engine.cli.args import UsageError
 from lakehouse_engine.cli.context import Context, FeatureMissingError, PartitionNotFoundError
 from lakehouse_engine.cli.output import Output
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     parents = [_common_options(for_subcommand=True)]
     browse.register(subparsers, parents)
     procedures.register(subparsers, parents)
+    branches.register(subparsers, parents)
     alter.register(subparsers, parents)
     return parser
 
@@ -118,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(arguments)
     except SystemExit as e:  # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else EXIT_USAGE
+    if getattr(args, "branch", None) and args.branch != "main":
+        if "$" in args.table:
+            return _report(UsageError(f"give the branch once: {args.table} already names one, "
+                                      f"and --branch {args.branch} another"), args)
+        args.table = f"{args.table}$branch_{args.branch}"
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     ctx = Context(Output(args.json, sys.stdout, sys.stderr), show_progress,
                   dict(getattr(args, "option", None) or []))

@@ -88,7 +88,9 @@ def _table_parser(subparsers: Subparsers, parents: list[argparse.ArgumentParser]
 def add_table_arguments(p: argparse.ArgumentParser) -> None:
     """The WAREHOUSE and TABLE positionals every table command starts with."""
     p.add_argument("warehouse", metavar="WAREHOUSE", help="warehouse root (a path or a pyarrow.fs URI)")
-    p.add_argument("table", metavar="TABLE", type=table_identifier, help="table as database.table")
+    p.add_argument("table", metavar="TABLE", type=table_identifier,
+                   help="table as database.table (database.table$branch_<name> for a branch)")
+    p.add_argument("--branch", metavar="NAME", help="work on this branch of the table (default: main)")
 
 
 # ---- tables -------------------------------------------------------------------------------------

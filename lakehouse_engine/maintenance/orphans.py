@@ -16,8 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
-from lakehouse_engine.maintenance.references import DataPaths, snapshot_references, tag_references
+from lakehouse_engine.maintenance.references import branch_stores, used_paths
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -27,7 +26,6 @@ DEFAULT_OLDER_THAN_MS = 24 * 60 * 60 * 1000
 _TEMP_FILE = re.compile(r"^\.?[^/]+\.[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                         r"[0-9a-fA-F]{12}\.tmp$")
 _METADATA_PREFIXES = ("manifest-", "index-manifest-")
-_ATTEMPTS = 3
 
 
 def remove_orphan_files(table: FileStore, older_than: int | None = None,
@@ -58,32 +56,12 @@ def remove_orphan_files(table: FileStore, older_than: int | None = None,
 
 
 def used_files(table: FileStore) -> set[str]:
-    """Paths of every file some snapshot or tag references.
-
-    A snapshot expired while this reads it is skipped, and the whole read is retried: a file
-    went missing for a good reason. Any other unreadable file raises.
-    """
-    attempt = 0
-    while True:
-        attempt += 1
-        snapshots = table.snapshot_manager()
-        retained = []
-        for sid in snapshots.list_snapshot_ids():
-            try:
-                retained.append(snapshots.snapshot(sid))
-            except SnapshotNotExistError:
-                continue
-        from lakehouse_engine.maintenance.tags import list_tags
-
-        tags = list_tags(table)
-        try:
-            paths = DataPaths(table)
-            refs = snapshot_references(table, retained, paths) | tag_references(table, tags.values(), paths)
-            return refs.all_paths(table)
-        except CorruptFileError:
-            gone = [s.id for s in retained if not snapshots.snapshot_exists(s.id)]
-            if not gone or attempt == _ATTEMPTS:
-                raise
+    """Paths of every file some snapshot or tag of any branch of the table references (branches
+    share the table's data and manifest files)."""
+    used: set[str] = set()
+    for store in branch_stores(table):
+        used |= used_paths(store)
+    return used
 
 
 def is_orphan_candidate(relative: str) -> bool:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
 from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
     FileKind,
@@ -28,6 +29,7 @@ from lakehouse_engine.format.manifest_entries import (
     merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.store.tag_files import list_tags
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -236,11 +238,63 @@ def tag_references(table: FileStore, tags: Iterable[Snapshot],
 def delete_files(table: FileStore, refs: References) -> None:
     """Delete unreferenced files: data and index files, then manifests, then the lists naming them.
 
-    Deletes are quiet (a file already gone is what we want); an interrupted run leaves orphans.
+    Branches share the table's data and manifest files: a file another branch (its snapshots or
+    tags) references is kept. Deletes are quiet (a file already gone is what we want); an
+    interrupted run leaves orphans.
     """
     fio = table.file_io
+    kept = other_branches_paths(table)
     for path in sorted(refs.data_files) + sorted(refs.index_files):
-        fio.delete_file(path)
+        if path not in kept:
+            fio.delete_file(path)
     for names in (refs.manifests, refs.index_manifests, refs.manifest_lists):
         for name in sorted(names):
-            fio.delete_file(table.path_factory.manifest_path(name))
+            path = table.path_factory.manifest_path(name)
+            if path not in kept:
+                fio.delete_file(path)
+
+
+# ---- every branch ---------------------------------------------------------------------------------
+_ATTEMPTS = 3
+
+
+def used_paths(table: FileStore) -> set[str]:
+    """Paths of every file a snapshot or tag of `table`'s branch references.
+
+    A snapshot expired while this reads it is skipped, and the whole read is retried: a file
+    went missing for a good reason. Any other unreadable file raises.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        snapshots = table.snapshot_manager()
+        retained = []
+        for sid in snapshots.list_snapshot_ids():
+            try:
+                retained.append(snapshots.snapshot(sid))
+            except SnapshotNotExistError:
+                continue
+        tags = list_tags(table)
+        try:
+            paths = DataPaths(table)
+            refs = snapshot_references(table, retained, paths) | tag_references(table, tags.values(), paths)
+            return refs.all_paths(table)
+        except CorruptFileError:
+            gone = [s.id for s in retained if not snapshots.snapshot_exists(s.id)]
+            if not gone or attempt == _ATTEMPTS:
+                raise
+
+
+def branch_stores(table: FileStore) -> list[FileStore]:
+    """The store of every branch of the table (main first), `table` itself for its own branch."""
+    names = ["main", *table.branches()]
+    return [table if n == table.branch else table.for_branch(n) for n in names]
+
+
+def other_branches_paths(table: FileStore) -> set[str]:
+    """Paths of the files the table's other branches reference (none when it has no branch)."""
+    out: set[str] = set()
+    for store in branch_stores(table):
+        if store.branch != table.branch:
+            out |= used_paths(store)
+    return out

@@ -31,6 +31,9 @@ from lakehouse_engine.schema import TableSchema
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
+#: Paimon's `scan.fallback-branch`: a batch read takes partitions the branch lacks from this one.
+FALLBACK_BRANCH = "scan.fallback-branch"
+
 
 class Plan:
     """The result of a scan: its splits (pypaimon's `Plan`)."""
@@ -72,6 +75,25 @@ class TableScan:
         self._as_is: dict[int, bool] = {schema.id: True}
 
     def plan(self) -> Plan:
+        """The splits of the snapshot this scan reads; with `scan.fallback-branch`, partitions
+        the table's branch does not have come from the fallback branch (as Paimon's batch read)."""
+        plan = self._plan()
+        fallback = self.table.schema.options.get(FALLBACK_BRANCH)
+        if (fallback and fallback != self.table.branch and self.partition_keys
+                and self.snapshot_id is None and self.tag is None):
+            plan = self._with_fallback(plan, fallback)
+        return plan
+
+    def _with_fallback(self, plan: Plan, branch: str) -> Plan:
+        own = ({e.partition for e in self.table.manifest_io().live_entries(plan.snapshot)}
+               if plan.snapshot is not None else set())
+        other = TableScan(self.table.for_branch(branch), self.predicate).plan()
+        extra = [s for s in other.splits() if bytes(s.partition) not in own]
+        for s in extra:
+            s.branch = branch
+        return Plan(plan.splits() + extra, plan.snapshot if plan.snapshot is not None else other.snapshot)
+
+    def _plan(self) -> Plan:
         snapshot = self.table.resolve_snapshot(self.snapshot_id, self.tag)
         if snapshot is None:
             return Plan([], None)

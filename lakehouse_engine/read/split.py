@@ -49,6 +49,8 @@ class DataSplit:
     bucket_path: str
     sections: list[list[DataFileMeta]] = field(default_factory=list)
     raw_convertible: bool = False
+    #: The branch whose files these are, when not the scanned table's (`scan.fallback-branch`).
+    branch: str | None = None
 
     @property
     def files(self) -> list[DataFileMeta]:

@@ -57,6 +57,15 @@ class TableRead:
         self._file_schema = schema.data_file_arrow_schema()
         self._key_types = schema.types_of(self.key_names)
         self._schema_file = table.path_factory.schema_path(schema.id)
+        self._branch_reads: dict[str, TableRead] = {}
+
+    def _branch_read(self, branch: str) -> TableRead:
+        """The same read of another branch's store (splits of `scan.fallback-branch`)."""
+        found = self._branch_reads.get(branch)
+        if found is None:
+            found = self._branch_reads[branch] = TableRead(
+                self.table.for_branch(branch), self.output, self.predicate, self.limit)
+        return found
 
     # ---- public -----------------------------------------------------------------------
     def to_arrow(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> pa.Table:
@@ -129,6 +138,8 @@ class TableRead:
 
     def read_split(self, split: DataSplit) -> pa.Table:
         """The merged rows of one split, filtered and projected."""
+        if split.branch is not None and split.branch != self.table.branch:
+            return self._branch_read(split.branch).read_split(split)
         parts = []
         for section in split.sections:
             t = self._read_section(split, section)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lakehouse_engine.errors import SnapshotNotExistError
+from lakehouse_engine.errors import LakehouseError, SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.evolution import EvolvingFileReader
@@ -25,12 +25,21 @@ from lakehouse_engine.options import (
     CoreOptions,
 )
 from lakehouse_engine.partition import PartitionCodec
-from lakehouse_engine.path_factory import MAIN_BRANCH, PathFactory
+from lakehouse_engine.path_factory import BRANCH_PREFIX, MAIN_BRANCH, PathFactory
 from lakehouse_engine.schema import BucketMode, TableSchema
 from lakehouse_engine.store.manifest_io import ManifestIO
 from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.store.snapshot_manager import SnapshotManager
 from lakehouse_engine.store.tag_files import list_tags, tag_snapshot
+
+
+class BranchNotExistError(LakehouseError, ValueError):
+    """The named branch of a table does not exist (a ValueError, as pypaimon raises)."""
+
+
+def branch_display_name(table_name: str, branch: str) -> str:
+    """The name of a table's branch as Paimon spells it: `db.t` for main, `db.t$branch_<name>`."""
+    return table_name if branch == MAIN_BRANCH else f"{table_name}$branch_{branch}"
 
 
 class FileStore:
@@ -43,7 +52,9 @@ class FileStore:
     def __init__(self, file_io: FileIO, name: str, path: str, schema: TableSchema,
                  branch: str = MAIN_BRANCH):
         self.file_io = file_io
-        self.name = name
+        #: The table's name without the branch (`db.t`); `name` adds the branch (`db.t$branch_b`).
+        self.table_name = name
+        self.name = branch_display_name(name, branch)
         #: The table directory: data, manifest and index files of every branch.
         self.path = path
         self.branch = branch
@@ -151,7 +162,32 @@ class FileStore:
         return store
 
     def _sibling(self, schema: TableSchema) -> FileStore:
-        return FileStore(self.file_io, self.name, self.path, schema, self.branch)
+        return FileStore(self.file_io, self.table_name, self.path, schema, self.branch)
+
+    # ---- branches ----------------------------------------------------------------------------
+    def branches(self) -> list[str]:
+        """The names of the table's branches other than main, sorted (`branch/branch-<name>/`)."""
+        names = self.file_io.list_names(f"{self.path_factory.table_path}/branch")
+        return sorted(n[len(BRANCH_PREFIX):] for n in names
+                      if n.startswith(BRANCH_PREFIX) and len(n) > len(BRANCH_PREFIX))
+
+    def for_branch(self, branch: str) -> FileStore:
+        """The store of branch `branch` of this table at the branch's latest schema (this
+        store's dynamic options carry over); BranchNotExistError when it has none."""
+        if branch == self.branch:
+            return self
+        paths = PathFactory(self.path, branch=branch)
+        ids = SchemaManager(self.file_io, paths, self.table_name).schema_ids()
+        if not ids:
+            raise BranchNotExistError(
+                f"branch {branch!r} of table {self.table_name} does not exist "
+                f"(branches: {', '.join(['main', *self.branches()])})")
+        schema = SchemaManager(self.file_io, paths, self.table_name).schema(ids[-1])
+        if self.dynamic_options:
+            schema = replace(schema, options={**schema.options, **self.dynamic_options})
+        store = FileStore(self.file_io, self.table_name, self.path, schema, branch)
+        store.dynamic_options = dict(self.dynamic_options)
+        return store
 
     def __repr__(self) -> str:
         return f"FileStore({self.name!r}, {self.path!r}, branch={self.branch!r})"

@@ -126,6 +126,19 @@ public class PaimonJudge {
                     return expire(table, req);
                 case "assign":
                     return assign(table, req);
+                case "create-branch":
+                    if (req.get("tag") != null) {
+                        table.createBranch((String) req.get("branch"), (String) req.get("tag"));
+                    } else {
+                        table.createBranch((String) req.get("branch"));
+                    }
+                    return done();
+                case "create-tag":
+                    table.createTag((String) req.get("tag"), ((Number) req.get("snapshot")).longValue());
+                    return done();
+                case "fast-forward":
+                    table.fastForward((String) req.get("branch"));
+                    return done();
                 default:
                     throw new IllegalArgumentException("unknown op " + op);
             }
@@ -136,6 +149,12 @@ public class PaimonJudge {
      * Alters a table through Paimon's SchemaManager (catalog.alterTable), one schema version for
      * the list of changes: {"kind": "add" | "rename" | "drop" | "type" | "option", ...}.
      */
+    private static Object done() {
+        Map<String, Object> ok = new LinkedHashMap<>();
+        ok.put("done", true);
+        return ok;
+    }
+
     private static Object alter(Catalog catalog, Identifier identifier, List<?> raw) throws Exception {
         List<SchemaChange> changes = new ArrayList<>();
         for (Object item : raw) {
