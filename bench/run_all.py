@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each measurement (foundation: best; Spark: median and range)")
     parser.add_argument("--no-pypaimon", dest="pypaimon", action="store_false")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,spark",
+    parser.add_argument("--only", default="foundation,compaction,buckets,checksums,schema,changelog,spark",
                         help="comma-separated sections to run (foundation, compaction, buckets, "
-                             "checksums, schema, spark)")
+                             "checksums, schema, changelog, spark)")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor of the later sections")
     parser.add_argument("--spark-scale", type=float, default=1.0, help="size factor of the Spark section")
     args = parser.parse_args(argv)
@@ -197,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.schema_evolution_bench import run_schema_evolution_bench
 
         doc.append(run_schema_evolution_bench(scale=args.scale, repeat=max(args.repeat, 5)))
+    if "changelog" in only:
+        from bench.changelog_bench import run_changelog_bench
+
+        print("changelog ...", file=sys.stderr)
+        doc.append(run_changelog_bench(scale=args.scale, repeat=args.repeat))
     if "spark" in only:
         try:
             from bench.spark_bench import SPARK_METHOD, run_spark_bench

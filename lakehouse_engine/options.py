@@ -244,6 +244,16 @@ _group("Reading")
 SOURCE_SPLIT_TARGET_SIZE = _opt("source.split.target-size", "memory", 128 << 20, "Target size of a read split.", _positive)
 SOURCE_SPLIT_OPEN_FILE_COST = _opt("source.split.open-file-cost", "memory", 4 << 20, "Cost of opening a file, counted when packing splits.", _non_negative)
 
+_group("Streaming and incremental reads")
+SCAN_MODE = _opt("scan.mode", "enum", "default", "Where a streaming read starts (and which snapshot a batch read sees): default, latest-full (full), latest, from-snapshot, from-snapshot-full, from-timestamp, compacted-full, incremental.", choices=("default", "latest-full", "full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp", "compacted-full", "incremental"))
+SCAN_TIMESTAMP_MILLIS = _opt("scan.timestamp-millis", "int", None, "Scan mode from-timestamp: epoch milliseconds to start from.", _non_negative, java_long=True)
+CONSUMER_ID = _opt("consumer-id", "string", None, "A streaming read records its progress in consumer/consumer-<id>, starts from it, and snapshot expiry keeps what it has not read.", _file_name_part)
+CONSUMER_EXPIRATION_TIME = _opt("consumer.expiration-time", "duration", None, "A consumer whose file was not written for this long is removed (at commit).")
+CONSUMER_IGNORE_PROGRESS = _opt("consumer.ignore-progress", "bool", False, "A new streaming read ignores the consumer's recorded progress and starts as scan.mode says.")
+INCREMENTAL_BETWEEN = _opt("incremental-between", "string", None, "Batch read of the changes between two snapshots (or tags): 'start,end', start exclusive.")
+INCREMENTAL_BETWEEN_SCAN_MODE = _opt("incremental-between-scan-mode", "enum", "auto", "What an incremental read reads: auto (changelog when the table has a producer, else delta), delta (files of APPEND snapshots), changelog (changelog files), diff (the end snapshot against the start).", choices=("auto", "delta", "changelog", "diff"))
+INCREMENTAL_BETWEEN_TIMESTAMP = _opt("incremental-between-timestamp", "string", None, "Batch read of the changes between two times: 'start,end' in epoch milliseconds, start exclusive.")
+
 
 class CoreOptions:
     """A table's options: the raw string map (kept whole, as Paimon keeps it) with typed accessors."""

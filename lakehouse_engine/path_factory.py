@@ -148,5 +148,9 @@ class PathFactory:
         name = "bucket-postpone" if bucket == POSTPONE_BUCKET else f"bucket-{bucket}"
         return f"{self.table_path}/{part}/{name}" if part else f"{self.table_path}/{name}"
 
+    def new_changelog_file_name(self, extension: str = "parquet") -> str:
+        """A changelog file's name, `changelog-<uuid>-<n>.<format>` (Paimon's default prefix)."""
+        return f"changelog-{self._uuid}-{next(self._counter)}.{extension}"
+
     def new_data_file_name(self, extension: str = "parquet") -> str:
         return f"{self.data_file_prefix}{self._uuid}-{next(self._counter)}.{extension}"

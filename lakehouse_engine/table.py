@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from lakehouse_engine.maintenance.partitions import PartitionStatistics
     from lakehouse_engine.maintenance.tags import TagManager
     from lakehouse_engine.read.read_builder import ReadBuilder
+    from lakehouse_engine.read.stream_read_builder import StreamReadBuilder
+    from lakehouse_engine.store.consumer_manager import ConsumerManager
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
 
@@ -164,6 +166,24 @@ class FileStoreTable:
         from lakehouse_engine.read.read_builder import ReadBuilder
 
         return ReadBuilder(self.store)
+
+    def new_stream_read_builder(self) -> StreamReadBuilder:
+        """A builder for a streaming read of this table's changes (pypaimon's StreamReadBuilder)."""
+        from lakehouse_engine.read.stream_read_builder import StreamReadBuilder
+
+        return StreamReadBuilder(self.store)
+
+    def changes(self, start_snapshot: int, end_snapshot: int | None = None, mode: str | None = None) -> pa.Table:
+        """The changes of snapshots start_snapshot+1 .. end_snapshot (default: latest) as stored,
+        in snapshot order, with `_snapshot_id` and `_row_kind` (+I, -U, +U, -D) before the fields;
+        `mode` 'delta' or 'changelog' (default: changelog when the table has a producer)."""
+        from lakehouse_engine.read.changes import read_changes
+
+        return read_changes(self.store, start_snapshot, end_snapshot, mode)
+
+    def consumer_manager(self) -> ConsumerManager:
+        """The consumers of this table: streaming readers' recorded positions (pypaimon's name)."""
+        return self.store.consumer_manager()
 
     def copy(self, dynamic_options: Mapping[str, str]) -> FileStoreTable:
         """The same table with extra options for this handle only (e.g. `scan.snapshot-id`);

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from lakehouse_engine.cli import alter, branches, browse, procedures
+from lakehouse_engine.cli import alter, branches, browse, changes, procedures
 from lakehouse_engine.cli.args import UsageError
 from lakehouse_engine.cli.context import Context, FeatureMissingError, PartitionNotFoundError
 from lakehouse_engine.cli.output import Output
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     procedures.register(subparsers, parents)
     branches.register(subparsers, parents)
     alter.register(subparsers, parents)
+    changes.register(subparsers, parents)
     return parser
 
 

@@ -12,6 +12,7 @@ from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import parallel_map
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 def plan_compaction(table: FileStore, full: bool = False,
                     partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
     """One task per (partition, bucket) of the latest snapshot that has something to compact."""
+    refuse_deletion_vector_changes(table, "compaction")
     codec = table.partition_codec()
     codec.check_spec_keys(partitions or [], table.name, "compact")
     if not table.schema.has_primary_key:
@@ -63,11 +65,13 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     if unit is None:
         return None
     part = table.partition_codec().from_binary(task.partition)
-    before, after = BucketCompactor(table, part, task.bucket).compact(levels, unit)
+    compactor = BucketCompactor(table, part, task.bucket)
+    before, after = compactor.compact(levels, unit)
     if not before and not after:
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
-                         compact_before=before, compact_after=after)
+                         compact_before=before, compact_after=after,
+                         compact_changelog=compactor.changelog_files)
 
 
 def compact_table(table: FileStore, full: bool = False,

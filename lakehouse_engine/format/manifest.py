@@ -122,6 +122,13 @@ INDEX_MANIFEST_ENTRY_SCHEMA = _record(
 )
 # fmt: on
 
+# The deletion-vector ranges' field. Index manifests of Paimon 0.9 (its IndexManifestEntry.SCHEMA),
+# 1.x and pypaimon 2.1.0 all name it `_DELETIONS_VECTORS_RANGES`, and each reads it by name (0.9
+# finds no vectors under any other name: tests/java/test_deletion_vectors_java.py). Paimon 0.9's
+# IndexFileMeta.SCHEMA, which never reaches an index manifest, says `_DELETION_VECTORS_RANGES`;
+# a file carrying only that name is read too.
+DV_RANGES_FIELDS = ("_DELETIONS_VECTORS_RANGES", "_DELETION_VECTORS_RANGES")
+
 
 # ---- record <-> dataclass ----------------------------------------------------------------------
 # Dense on purpose: one line per group of fields reads better than one line per field.
@@ -232,11 +239,19 @@ def _index_entry_to_record(e: IndexManifestEntry) -> dict[str, Any]:
     }
 
 
+def _dv_ranges(records: list[dict[str, Any]] | None) -> tuple[DeletionVectorMeta, ...] | None:
+    if records is None:
+        return None
+    return tuple(DeletionVectorMeta(d["f0"], d["f1"], d["f2"], d.get("_CARDINALITY")) for d in records)
+
+
 def _index_entry_from_record(r: dict[str, Any]) -> IndexManifestEntry:
-    dv_records = r.get("_DELETIONS_VECTORS_RANGES")
-    dv = None if dv_records is None else tuple(
-        DeletionVectorMeta(d["f0"], d["f1"], d["f2"], d.get("_CARDINALITY")) for d in dv_records
-    )
+    ranges = [_dv_ranges(r.get(name)) for name in DV_RANGES_FIELDS]
+    dv = ranges[0] if ranges[0] is not None else ranges[1]
+    where = [None if rs is None else [(m.data_file_name, m.offset, m.length) for m in rs] for rs in ranges]
+    if None not in where and where[0] != where[1]:
+        raise ValueError(f"index file {r['_FILE_NAME']}: {DV_RANGES_FIELDS[0]} and "
+                         f"{DV_RANGES_FIELDS[1]} list different deletion-vector ranges")
     gi = r.get("_GLOBAL_INDEX")
     gi_meta = None if gi is None else GlobalIndexMeta(
         gi["_ROW_RANGE_START"], gi["_ROW_RANGE_END"], gi["_INDEX_FIELD_ID"],

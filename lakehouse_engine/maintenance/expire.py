@@ -33,6 +33,7 @@ from lakehouse_engine.errors import (
     InvalidOptionError,
     LakehouseError,
     SnapshotNotExistError,
+    UnsupportedError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.maintenance.references import (
@@ -46,6 +47,7 @@ from lakehouse_engine.maintenance.references import (
     tag_references,
 )
 from lakehouse_engine.options import (
+    CONSUMER_EXPIRATION_TIME,
     SNAPSHOT_EXPIRE_LIMIT,
     SNAPSHOT_NUM_RETAINED_MAX,
     SNAPSHOT_NUM_RETAINED_MIN,
@@ -102,6 +104,9 @@ class ExpireConfig:
         return ExpireConfig(retain_max, retain_min, older_than, max_deletes)
 
 
+_CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
+
+
 def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
                      older_than: int | None = None, max_deletes: int | None = None) -> int:
     """Expire snapshots past the retention bounds; returns how many snapshot files were deleted.
@@ -109,6 +114,14 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
     `older_than` is epoch milliseconds; unset arguments come from the `snapshot.*` options.
     """
     config = ExpireConfig.of(table, retain_max, retain_min, older_than, max_deletes)
+    retention = [k for k in _CHANGELOG_RETENTION if k in table.options.raw]
+    if retention:
+        # Paimon keeps such a table's changelog past its snapshots (the `changelog/` directory);
+        # expiring here would delete changelog files it means to keep.
+        raise UnsupportedError(
+            f"table {table.name} sets {', '.join(repr(k) for k in retention)}: its changelog outlives "
+            f"its snapshots in Paimon's long-lived changelog, which this engine does not maintain; "
+            f"expire its snapshots with Paimon")
     snapshots = table.snapshot_manager()
     latest = snapshots.latest_snapshot_id()
     earliest = snapshots.earliest_snapshot_id()
@@ -118,6 +131,10 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
     first_by_age = max(latest - config.retain_max + 1, earliest)
     # 2. retain_min and 4. max_deletes: nothing at or after this id goes.
     end = min(latest - config.retain_min + 1, earliest + config.max_deletes)
+    # A consumer's next snapshot and everything after it stay: a streaming reader reads them.
+    consumed = table.consumer_manager().min_next_snapshot()
+    if consumed is not None:
+        end = min(end, consumed)
     # 3. older_than: from `first_by_age` on, stop at the first snapshot young enough to keep.
     for sid in range(first_by_age, end):
         try:
@@ -138,10 +155,20 @@ def expire_after_commit(table: FileStore) -> None:
     explicit `expire_snapshots`) tries again.
     """
     try:
+        expire_consumers(table)
         expire_snapshots(table)
     except (LakehouseError, OSError) as exc:
         log.warning("table %s: expiring snapshots after a commit failed (%s); the commit itself "
                     "succeeded and the next commit will try again", table.name, exc)
+
+
+def expire_consumers(table: FileStore) -> list[str]:
+    """Remove consumers not written for `consumer.expiration-time` (none when it is unset), as
+    Paimon's commit does before it expires snapshots; returns their ids."""
+    ttl = table.options.get(CONSUMER_EXPIRATION_TIME)
+    if ttl is None:
+        return []
+    return table.consumer_manager().expire(int(time.time() * 1000) - ttl)
 
 
 def expire_until(table: FileStore, begin: int, end: int) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.options import SCAN_SNAPSHOT_ID, SCAN_TAG_NAME
+from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan, is_incremental
 from lakehouse_engine.read.nested_projection import (
     NestedProjectionRead,
     is_nested_projection,
@@ -93,11 +94,16 @@ class ReadBuilder:
         return PredicateBuilder(schema.field_names, {f.name: f.type.to_arrow() for f in schema.fields})
 
     def new_scan(self) -> TableScan:
+        if self._snapshot_id is None and self._tag is None and is_incremental(self.table):
+            # `incremental-between` and friends: the changes of a range, merged per key.
+            return IncrementalScan(self.table, self._predicate)  # type: ignore[return-value]
         return TableScan(self.read_table(), self._predicate, self._snapshot_id, self._tag)
 
     def new_read(self) -> TableRead:
         table = self.read_table()
         self._check_projection(table)
+        if self._snapshot_id is None and self._tag is None and is_incremental(table):
+            return IncrementalRead(table, self._projection, self._predicate)  # type: ignore[return-value]
         if self._projection and is_nested_projection(table.schema, self._projection):
             return NestedProjectionRead(table, self._projection, self._predicate, self._limit)
         return TableRead(table, self._projection, self._predicate, self._limit)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.errors import CorruptFileError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.deletion_vectors import DeletionFile
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import (
     DataFileMeta,
@@ -24,6 +26,10 @@ from lakehouse_engine.options import (
     SOURCE_SPLIT_TARGET_SIZE,
 )
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.deletion_vectors import (
+    deletion_vectors_enabled,
+    snapshot_deletion_files,
+)
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit, PartitionRow, ordered_pack
 from lakehouse_engine.schema import TableSchema
@@ -72,7 +78,13 @@ class TableScan:
         # Aggregation builds a new record even from a single one (`collect` with `distinct`
         # de-duplicates a lone array, ...): never read its files as they are.
         self.merge_free_single_rows = opts.get(MERGE_ENGINE) != "aggregation"
+        # Deletion vectors: level 0 is not yet looked up, so invisible; every other file reads on
+        # its own, its replaced rows dropped by its vector (Paimon's raw-convertible splits).
+        self.deletion_vectors = self.primary_key and deletion_vectors_enabled(opts)
         self._as_is: dict[int, bool] = {schema.id: True}
+        #: Which live files the plan reads besides pruning (a streaming read's first plan leaves
+        #: out what its changelog will deliver; a bucket filter); None reads them all.
+        self.entry_filter: Callable[[ManifestEntry], bool] | None = None
 
     def plan(self) -> Plan:
         """The splits of the snapshot this scan reads; with `scan.fallback-branch`, partitions
@@ -98,6 +110,9 @@ class TableScan:
         if snapshot is None:
             return Plan([], None)
         entries = self.live_entries(snapshot)
+        if self.deletion_vectors:
+            entries = [e for e in entries if e.file.level > 0]
+        deletions = snapshot_deletion_files(self.table, snapshot)
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = defaultdict(list)
         for e in entries:
             groups[(e.partition, e.bucket)].append(e)
@@ -121,9 +136,11 @@ class TableScan:
                                    "partition", [e.file for e in group + seen[values]])
             seen[values] = group
             row = PartitionRow(part.binary, part.values, self.partition_fields)
-            splits.extend(self._bucket_splits(snapshot.id, row, part.values, bucket,
-                                              group[0].total_buckets, bucket_path,
-                                              [e.file for e in group]))
+            bucket_splits = self._bucket_splits(snapshot.id, row, part.values, bucket,
+                                                group[0].total_buckets, bucket_path,
+                                                [e.file for e in group])
+            _attach_deletion_files(bucket_splits, deletions.get((partition, bucket)))
+            splits.extend(bucket_splits)
         return Plan(splits, snapshot)
 
     # ---- pruning ---------------------------------------------------------------------
@@ -161,6 +178,10 @@ class TableScan:
                     f"{snapshot.id} adds")
             if self.predicate is not None and not self._file_keys_may_match(e):
                 continue
+            if self.predicate is not None and self.deletion_vectors and not self._file_values_may_match(e):
+                continue
+            if self.entry_filter is not None and not self.entry_filter(e):
+                continue
             out.append(e)
         return out
 
@@ -196,6 +217,32 @@ class TableScan:
             return True
         return self.predicate.may_match(dict(zip(self.key_names, zip(lo, hi, strict=True), strict=True)))
 
+    def _file_values_may_match(self, e: ManifestEntry) -> bool:
+        """Whether a file's value statistics admit the predicate. Only for tables with deletion
+        vectors: their files are read without merging, so a file whose values cannot match holds
+        no row of the result (in a merged read an older version of a row may not be skipped)."""
+        assert self.predicate is not None
+        f = e.file
+        stats = f.value_stats
+        if f.schema_id != self.table.schema.id or not stats.min_values:
+            return True  # another schema's columns, or no statistics: no pruning
+        names = list(f.value_stats_cols) if f.value_stats_cols is not None else self.table.schema.field_names
+        if not (self.predicate.fields() & set(names)):
+            return True
+        try:
+            types = self.table.schema.types_of(names)
+            lo = deserialize_row(stats.min_values, types)
+            hi = deserialize_row(stats.max_values, types)
+        except Exception:  # statistics of another layout: no pruning, never a wrong answer
+            return True
+        nulls = stats.null_counts or []
+        ranges = {}
+        for i, name in enumerate(names):
+            if i >= len(nulls) or nulls[i] is None or nulls[i] or i >= len(lo):
+                continue  # nulls (or unknown): outside [lo, hi], so this field cannot prune
+            ranges[name] = (lo[i], hi[i])
+        return self.predicate.may_match(ranges)
+
     # ---- split generation -------------------------------------------------------------
     def _file_keys(self, files: list[DataFileMeta]) -> dict[bytes, tuple[Any, ...]]:
         """Every `_MIN_KEY` and `_MAX_KEY` of `files`, decoded; a key that does not decode is a
@@ -216,7 +263,10 @@ class TableScan:
     def _bucket_splits(self, snapshot_id: int, partition: bytes, values: tuple[Any, ...], bucket: int,
                        total_buckets: int, bucket_path: str,
                        files: list[DataFileMeta]) -> list[DataSplit]:
-        if self.key_names:
+        if self.deletion_vectors:
+            # No merge: each file is a section of its own, packed in level and sequence order.
+            sections = [[f] for f in sorted(files, key=lambda f: (-f.level, f.min_sequence_number))]
+        elif self.key_names:
             sections = interval_partition(files, self._file_keys(files).__getitem__)
         else:
             sections = [[f] for f in sorted(files, key=lambda f: f.min_sequence_number)]
@@ -252,6 +302,14 @@ class TableScan:
                 found = _reads_by_name(old, self.table.schema)
             self._as_is[f.schema_id] = found
         return found
+
+
+def _attach_deletion_files(splits: list[DataSplit], files: dict[str, DeletionFile] | None) -> None:
+    """Give each split the deletion vectors of its files (none: the bucket has no vectors)."""
+    if not files:
+        return
+    for split in splits:
+        split.data_deletion_files = [files.get(f.file_name) for f in split.files]
 
 
 def _reads_by_name(old: TableSchema, new: TableSchema) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakehouse_engine.format.deletion_vectors import DeletionFile
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.interval_partition import interval_partition
 
@@ -51,6 +52,9 @@ class DataSplit:
     raw_convertible: bool = False
     #: The branch whose files these are, when not the scanned table's (`scan.fallback-branch`).
     branch: str | None = None
+    # Per file of `files`, its deletion vector's place (None: no row deleted); None when the
+    # table keeps no deletion vectors (pypaimon's `data_deletion_files`).
+    data_deletion_files: list[DeletionFile | None] | None = None
 
     @property
     def files(self) -> list[DataFileMeta]:
@@ -58,7 +62,17 @@ class DataSplit:
 
     @property
     def row_count(self) -> int:
+        """Rows stored in the split's files (deleted rows included, as pypaimon's `row_count`)."""
         return sum(f.row_count for f in self.files)
+
+    def deletion_file(self, file_name: str) -> DeletionFile | None:
+        """The deletion vector of one of the split's files, if it has one."""
+        if self.data_deletion_files is None:
+            return None
+        for f, d in zip(self.files, self.data_deletion_files, strict=True):
+            if f.file_name == file_name:
+                return d
+        return None
 
     @property
     def file_size(self) -> int:

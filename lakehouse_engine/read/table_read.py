@@ -18,6 +18,7 @@ from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoin
 from lakehouse_engine.options import (
     READ_PARALLELISM,
 )
+from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
@@ -58,6 +59,7 @@ class TableRead:
         self._key_types = schema.types_of(self.key_names)
         self._schema_file = table.path_factory.schema_path(schema.id)
         self._branch_reads: dict[str, TableRead] = {}
+        self._vectors = DeletionVectorReader(table.file_io)
 
     def _branch_read(self, branch: str) -> TableRead:
         """The same read of another branch's store (splits of `scan.fallback-branch`)."""
@@ -154,9 +156,7 @@ class TableRead:
 
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> pa.Table:
         if not self.primary_key:
-            paths = [f"{split.bucket_path}/{f.file_name}" for f in files]
-            return _concat([self._read_file(p, self.value_columns, f)
-                            for f, p in zip(files, paths, strict=True)])
+            return _concat([self._read_live_rows(split, f, self.value_columns) for f in files])
         if len(files) == 1:
             # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
             # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
@@ -164,6 +164,9 @@ class TableRead:
                                 files[0])
             kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
+            deletion = split.deletion_file(files[0].file_name)
+            if deletion is not None:
+                keep &= self._vectors.keep_mask(deletion, t.num_rows)
             return t if keep.all() else t.filter(pa.array(keep))
         # Oldest first, in the one merge order every merge path uses (ties included). When the
         # files' sequence ranges are disjoint, file order is sequence order and
@@ -173,12 +176,22 @@ class TableRead:
         columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not in_order:
             columns.append(SEQUENCE_NUMBER)
-        table = _concat([self._read_file(f"{split.bucket_path}/{f.file_name}", columns, f)
-                        for f in ordered])
+        # A row a deletion vector marks is gone before the merge sees it (a table whose vectors
+        # are not enabled has none; Paimon's readers apply any they find the same way).
+        table = _concat([self._read_live_rows(split, f, columns) for f in ordered])
         assert self.merge_function is not None
         return self.merge_function.merge(table, drop_retracts=True, rows_in_sequence_order=in_order,
                                          columns=self.value_columns)
 
+
+    def _read_live_rows(self, split: DataSplit, meta: DataFileMeta, columns: list[str]) -> pa.Table:
+        """The rows of one file of `split` that its deletion vector (if any) does not delete."""
+        t = self._read_file(f"{split.bucket_path}/{meta.file_name}", columns, meta)
+        deletion = split.deletion_file(meta.file_name)
+        if deletion is None:
+            return t
+        keep = self._vectors.keep_mask(deletion, t.num_rows)
+        return t if keep.all() else t.filter(pa.array(keep))
 
     def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
         schema = pa.schema([self._file_schema.field(c) for c in columns])

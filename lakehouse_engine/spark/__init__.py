@@ -7,6 +7,7 @@ upsert, postpone); `compact` compacts all buckets, some partitions or exactly th
 `read` hands the splits that need no merge to Spark's own parquet reader.
 """
 
+from lakehouse_engine.spark.changes import read_changes, register_changes_source
 from lakehouse_engine.spark.compact import compact
 from lakehouse_engine.spark.datasource import register_data_source
 from lakehouse_engine.spark.read import read
@@ -15,5 +16,5 @@ from lakehouse_engine.spark.session import create_session, credentials_conf
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.spark.write import write
 
-__all__ = ["TableRef", "bucket_column", "compact", "create_session", "credentials_conf", "read", "register_data_source",
-           "write"]
+__all__ = ["TableRef", "bucket_column", "compact", "create_session", "credentials_conf", "read", "read_changes",
+           "register_changes_source", "register_data_source", "write"]

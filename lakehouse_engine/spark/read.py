@@ -2,8 +2,11 @@
 
 A split that needs no merge (`DataSplit.raw_convertible`: its files hold disjoint keys, no
 retractions, no merge-engine work, and read as the scan's schema) holds exactly the rows a read
-returns. Their files go to `spark.read.parquet` with an explicit schema of the value columns
-(the `_KEY_*` and `_SEQUENCE_NUMBER` columns are never read); the other splits go through the
+returns, less the rows its files' deletion vectors mark. Their files go to `spark.read.parquet`
+with an explicit schema of the value columns (the `_KEY_*` and `_SEQUENCE_NUMBER` columns are
+never read); rows a deletion vector marks are removed by their position in their file (Spark's
+`_metadata.row_index`), in a broadcast anti-join against the marked positions, decoded once on
+the driver. The other splits go through the
 `lakehouse` data source (option `merge-only`), which merges them on executors with the engine.
 Both halves read the snapshot pinned when `read` is called, planned with the same options.
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +27,8 @@ from lakehouse_engine import types as t
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.errors import InvalidOptionError, SchemaError
 from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
+from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
+from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark.datasource import (
     FORMAT,
@@ -117,25 +124,62 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
     merged = source.option(OPTION_MERGE_ONLY, "true")
     if not paths:
         return merged.load(ref.identifier)
-    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key)
+    deleted = _deleted_positions(read_table, [s for s in splits if native_split(s)])
+    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, deleted)
     if all(native_split(s) for s in splits):
         return raw
     return raw.unionByName(merged.load(ref.identifier))
 
 
-def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool) -> DataFrame:
-    """The rows of raw-convertible files: their value columns, by Spark's vectorized reader."""
+def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool,
+             deleted: pa.Table | None = None) -> DataFrame:
+    """The rows of raw-convertible files: their value columns, by Spark's vectorized reader,
+    less the rows at the positions `deleted` lists per file name."""
     # Files of other writers than Spark carry no calendar metadata: their dates and timestamps
     # are proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
     reader = (spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED"))
     if not primary_key:
-        return reader.schema(schema).parquet(*paths)
-    # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
-    # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
-    # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
-    kind = StructField(VALUE_KIND, ByteType(), False)
-    df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
-    return df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER)).select(*schema.fieldNames())
+        df = reader.schema(schema).parquet(*paths)
+    else:
+        # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
+        # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
+        # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
+        kind = StructField(VALUE_KIND, ByteType(), False)
+        df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
+    if deleted is not None:
+        # The position is the row's in its file: taken before any filter, from the file scan.
+        df = _without_deleted(spark, df, deleted)
+    if primary_key:
+        df = df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER))
+    return df.select(*schema.fieldNames())
+
+
+_FILE, _ROW = "__lakehouse_file", "__lakehouse_row"
+
+
+def _deleted_positions(table: FileStoreTable, splits: Sequence[DataSplit]) -> pa.Table | None:
+    """(file name, row position) of every row the splits' deletion vectors mark, or None."""
+    vectors = DeletionVectorReader(table.file_io)
+    names: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    for split in splits:
+        for f, deletion in zip(split.files, split.data_deletion_files or [], strict=True):
+            if deletion is None:
+                continue
+            positions = np.flatnonzero(~vectors.keep_mask(deletion, f.row_count))
+            rows.append(positions)
+            names.append(np.full(len(positions), f.file_name, dtype=object))
+    if not rows or not sum(len(r) for r in rows):
+        return None
+    return pa.table({_FILE: pa.array(np.concatenate(names), pa.string()),
+                     _ROW: pa.array(np.concatenate(rows), pa.int64())})
+
+
+def _without_deleted(spark: SparkSession, df: DataFrame, deleted: pa.Table) -> DataFrame:
+    """`df` (rows of parquet files) without the rows at the positions `deleted` lists per file."""
+    marked = spark.createDataFrame(deleted)
+    tagged = df.select("*", F.col("_metadata.file_name").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
+    return tagged.join(F.broadcast(marked), on=[_FILE, _ROW], how="left_anti").drop(_FILE, _ROW)
 
 
 def _spark_path(path: str) -> str:

@@ -27,6 +27,7 @@ from lakehouse_engine.options import (
 from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import BRANCH_PREFIX, MAIN_BRANCH, PathFactory
 from lakehouse_engine.schema import BucketMode, TableSchema
+from lakehouse_engine.store.consumer_manager import ConsumerManager
 from lakehouse_engine.store.manifest_io import ManifestIO
 from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.store.snapshot_manager import SnapshotManager
@@ -106,6 +107,10 @@ class FileStore:
         """Reads this table's data files of any schema version as columns of `self.schema`."""
         return EvolvingFileReader(self.file_io, self.schema, self.schema_by_id, self.name, for_rewrite)
 
+    def consumer_manager(self) -> ConsumerManager:
+        """The consumers of this branch (`consumer/` under its metadata root)."""
+        return ConsumerManager(self.file_io, self.path_factory.metadata_path, self.name)
+
     def manifest_io(self) -> ManifestIO:
         """Reads and writes manifests, manifest lists and index manifests of this table."""
         return ManifestIO(self.file_io, self.path_factory, self.partition_codec(), self.schema.id,
@@ -134,7 +139,12 @@ class FileStore:
             snapshot_id = self.options.get(SCAN_SNAPSHOT_ID)
         sm = self.snapshot_manager()
         if snapshot_id is None:
-            return sm.latest_snapshot()
+            # A batch read under `scan.mode` from-timestamp or compacted-full (Paimon's static
+            # starting scanners): the snapshot at that time, or the latest compaction's.
+            from lakehouse_engine.store.scan_start import batch_snapshot
+
+            chosen, snapshot = batch_snapshot(self)
+            return snapshot if chosen else sm.latest_snapshot()
         if snapshot_id <= 0:
             raise SnapshotNotExistError(f"snapshot id {snapshot_id} of table {self.name} is not valid")
         return sm.snapshot(snapshot_id)

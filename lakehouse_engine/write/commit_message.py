@@ -33,12 +33,17 @@ class CommitMessage:
     index_base: list[str] | None = None
     inserted_keys: int | None = None
     updated_keys: int | None = None
+    #: Changelog files of the new data (the `input` producer): the APPEND snapshot's changelog.
+    new_changelog: list[DataFileMeta] = field(default_factory=list)
+    #: Changelog files of the compaction (`lookup`, `full-compaction`): the COMPACT snapshot's.
+    compact_changelog: list[DataFileMeta] = field(default_factory=list)
     #: The commit user of the write that made the files: a committer under another user may be a
     #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
     commit_user: str | None = None
 
     def is_empty(self) -> bool:
-        return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files)
+        return not (self.new_files or self.compact_before or self.compact_after or self.new_index_files
+                    or self.new_changelog or self.compact_changelog)
 
 
 def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
@@ -54,8 +59,9 @@ def delete_message_files(table: FileStore, messages: Sequence[CommitMessage],
         d = table.path_factory.bucket_dir(codec.from_binary(m.partition).spec, m.bucket)
         upgraded = {f.file_name for f in m.compact_before}
         written = [f for f in m.compact_after if f.file_name not in upgraded]
+        written += m.compact_changelog
         if not compaction_only:
-            written += m.new_files
+            written += m.new_files + m.new_changelog
             for e in m.new_index_files:
                 table.file_io.delete_file(f"{table.path_factory.index_dir}/{e.file_name}")
         for f in written:

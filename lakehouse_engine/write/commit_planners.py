@@ -89,8 +89,16 @@ class AppendPlanner(CommitPlanner):
 
     def plan(self, latest: Snapshot | None) -> PlannedChanges:
         changes, renamed = self._resequence(list(self.entries), latest)
+        if renamed and any(m.compact_changelog for m in self.messages):
+            # The lookup changelog compared these rows with the bucket as it was when they were
+            # written; another writer changed those keys since, so it would be wrong.
+            raise CommitConflictError(
+                f"table {self.table.name}: another writer committed the same keys while this write "
+                f"computed its changelog against the older rows; nothing was committed, write the "
+                f"batch again")
         check_bucket_counts(self.table, changes, latest)
-        return PlannedChanges(changes, renamed, hash_index_changes(self.table, self.messages, latest))
+        return PlannedChanges(changes, renamed, hash_index_changes(self.table, self.messages, latest),
+                              changelog_entries(self.messages, "new_changelog"))
 
 
 class OverwritePlanner(CommitPlanner):
@@ -138,7 +146,8 @@ class CompactPlanner(CommitPlanner):
     def prepare(self) -> bool:
         # A bucket whose new files were re-sequenced lost its writer compaction (old numbers).
         self.entries = self.resequencer.without_dropped(self.entries)
-        return bool(self.entries)
+        self.changelog = changelog_entries(self.messages, "compact_changelog")
+        return bool(self.entries or self.changelog)
 
     def plan(self, latest: Snapshot | None) -> PlannedChanges:
         live = self.table.manifest_io().live_entries(latest)
@@ -146,7 +155,13 @@ class CompactPlanner(CommitPlanner):
         check_deletes_live(self.table, changes, live)
         check_levels_disjoint(self.table, changes, live)
         check_compaction_sees_older_files(self.table, changes, live)
-        return PlannedChanges(changes)
+        return PlannedChanges(changes, changelog=list(self.changelog))
+
+
+def changelog_entries(messages: Sequence[CommitMessage], which: str) -> list[ManifestEntry]:
+    """ADD entries of the messages' changelog files (`new_changelog` or `compact_changelog`)."""
+    return [ManifestEntry(FileKind.ADD, m.partition, m.bucket, m.total_buckets, f)
+            for m in messages for f in getattr(m, which)]
 
 
 # ---- conflict checks and index changes ----------------------------------------------------------

@@ -149,7 +149,7 @@ class TableCommit:
                     sid = self._commit_data(new_entries, data_kind, commit_identifier)
                 written.append(sid)
                 self._landed_files |= {e.file.file_name for e in new_entries}
-            if compact_entries:
+            if compact_entries or any(m.compact_changelog for m in messages):
                 sid = landed.get(CommitKind.COMPACT)
                 if sid is None:
                     sid = self._commit_compaction(messages, compact_entries, commit_identifier, written)
@@ -187,8 +187,20 @@ class TableCommit:
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
+                changelog = [m.compact_changelog for m in messages]
+                for m in messages:  # the changelog of the landed data is not garbage
+                    m.compact_changelog = []
                 delete_message_files(self.table, messages, compaction_only=True)
+                for m, files in zip(messages, changelog, strict=True):
+                    m.compact_changelog = files
+                if written and any(changelog):
+                    # The data's changelog (lookup) still belongs after it: commit it alone.
+                    return self._try_commit(self._planner(CommitKind.COMPACT, []), identifier)
                 if not written:
+                    for m in messages:
+                        delete_message_files(self.table, [CommitMessage(m.partition, m.bucket, m.total_buckets,
+                                                                        compact_changelog=m.compact_changelog)],
+                                             compaction_only=True)
                     raise
                 log.warning("table %s: compaction after snapshot %s lost to a concurrent change; "
                             "its files were removed", self.table.name, written[-1])

@@ -17,8 +17,16 @@ from lakehouse_engine.errors import (
     InvalidDataError,
     LakehouseError,
     SchemaError,
+    UnsupportedError,
 )
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.mergetree.changelog import (
+    CHANGELOG_PRODUCER_KEY,
+    changelog_producer,
+    check_producer_options,
+    input_changelog,
+    write_changelog,
+)
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
@@ -29,6 +37,7 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
+from lakehouse_engine.read.deletion_vectors import refuse_deletion_vector_changes
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -73,6 +82,9 @@ class _BucketBuffer:
     compact_after: list[DataFileMeta] = field(default_factory=list)
     #: Index files the flush lookup made for this bucket since the last commit message.
     lookup_index_files: list[IndexManifestEntry] = field(default_factory=list)
+    #: Changelog files of the new data (input producer) and of compaction (lookup, full-compaction).
+    new_changelog: list[DataFileMeta] = field(default_factory=list)
+    compact_changelog: list[DataFileMeta] = field(default_factory=list)
 
 
 class TableWrite:
@@ -98,8 +110,25 @@ class TableWrite:
         opts = self.schema.core_options
         self.options = opts
         self.primary_key = self.schema.has_primary_key
+        if self.primary_key:  # new files of an append table leave its vectors as they are
+            refuse_deletion_vector_changes(table, "write")
         self.role = role
         self.flush_lookup = flush_lookup
+        # What changelog this writer produces: none for rows that replace or move (an overwrite
+        # is read as no change; a compaction's output is not new input).
+        producer = changelog_producer(opts) if self.primary_key else "none"
+        self.changelog_producer = "none" if (role.replaces or role.compaction_output) else producer
+        if producer != "none" and table.bucket_mode() in (BucketMode.POSTPONE_MODE, BucketMode.CROSS_PARTITION):
+            raise UnsupportedError(
+                f"table {table.name}: '{CHANGELOG_PRODUCER_KEY}' = {producer} is not written for a "
+                f"{'postpone-bucket' if table.bucket_mode() == BucketMode.POSTPONE_MODE else 'cross-partition'} "
+                f"table by this engine yet; leave it 'none'")
+        if producer != "none":
+            check_producer_options(opts, table.name)
+        if self.changelog_producer == "lookup" and flush_lookup is None:
+            from lakehouse_engine.write.changelog_producers import LookupChangelog
+
+            self.flush_lookup = LookupChangelog(table)
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
         assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
@@ -294,18 +323,27 @@ class TableWrite:
             rows = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
             self._buffered_bytes -= buf.nbytes
             buf.tables, buf.nbytes = [], 0
+        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
+        if self.changelog_producer == "input":
+            # The records as given, kinds and all, before they merge (Paimon's input changelog).
+            buf.new_changelog.extend(write_changelog(
+                self.table.file_io, self.schema, bucket_dir, self.table.path_factory.new_changelog_file_name,
+                self.target_file_size, input_changelog(rows, self.key_names)))
         if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
-        writer = DataFileWriter(self.table.file_io, self.schema,
-                                self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
+        writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir,
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:
             older = self._levels(buf).all_files()
+            # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
+            names = {f.file_name for f in older}
+            older += [f for f in buf.new_files if f.file_name not in names]
             found = self.flush_lookup.lookup(buf.partition, buf.bucket, written, older)
             buf.lookup_index_files.extend(found.index_files)
+            buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
         if self.primary_key and not self.write_only and buf.bucket >= 0:
             levels = self._levels(buf)
@@ -330,8 +368,10 @@ class TableWrite:
         unit = pick_unit(levels, self.options, full)
         if unit is None:
             return
+        compactor = BucketCompactor(self.table, buf.partition, buf.bucket)
         try:
-            before, after = BucketCompactor(self.table, buf.partition, buf.bucket).compact(levels, unit)
+            before, after = compactor.compact(levels, unit)
+            buf.compact_changelog.extend(compactor.changelog_files)
         except DataFileMissingError as e:
             # The bucket's files changed under this writer (a dedicated compaction replaced them and
             # expiry removed them). Compaction here is an optimisation: write the data without it.
@@ -375,7 +415,8 @@ class TableWrite:
         index_changes = self.assigner.prepare_index_files() if self.assigner is not None else {}
         for key, buf in self._buffers.items():
             change = index_changes.get(key)
-            if buf.new_files or buf.compact_before or buf.compact_after or change or buf.lookup_index_files:
+            if (buf.new_files or buf.compact_before or buf.compact_after or change or buf.lookup_index_files
+                    or buf.new_changelog or buf.compact_changelog):
                 new_files, after = list(buf.new_files), list(buf.compact_after)
                 if self.role.compaction_output:
                     new_files, after = [], new_files + after
@@ -390,6 +431,8 @@ class TableWrite:
                         message.new_index_files = [change.entry]
                         message.deleted_index_files = [change.replaced] if change.replaced else []
                 message.new_index_files += buf.lookup_index_files
+                message.new_changelog, message.compact_changelog = buf.new_changelog, buf.compact_changelog
+                buf.new_changelog, buf.compact_changelog = [], []
                 messages.append(message)
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
                 buf.lookup_index_files = []
@@ -402,8 +445,11 @@ class TableWrite:
         if messages is None:
             pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
                                      list(buf.new_files), [], list(buf.compact_after),
+                                     new_changelog=list(buf.new_changelog),
+                                     compact_changelog=list(buf.compact_changelog),
                                      commit_user=self.commit_user)
-                       for buf in self._buffers.values() if buf.new_files or buf.compact_after]
+                       for buf in self._buffers.values()
+                       if buf.new_files or buf.compact_after or buf.new_changelog or buf.compact_changelog]
             delete_message_files(self.table, pending)
             self.close()
             return

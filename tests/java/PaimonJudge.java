@@ -104,6 +104,9 @@ public class PaimonJudge {
         Options catalogOptions = new Options();
         catalogOptions.set("warehouse", (String) req.get("warehouse"));
         try (Catalog catalog = CatalogFactory.createCatalog(CatalogContext.create(catalogOptions))) {
+            if ("create".equals(req.get("op"))) {
+                return create(catalog, Identifier.fromString((String) req.get("table")), req);
+            }
             if ("alter".equals(req.get("op"))) {
                 return alter(catalog, Identifier.fromString((String) req.get("table")), (List<?>) req.get("changes"));
             }
@@ -118,6 +121,8 @@ public class PaimonJudge {
             switch (op) {
                 case "read":
                     return read(table);
+                case "stream":
+                    return stream(table, req);
                 case "write":
                     return write(table, req);
                 case "compact":
@@ -183,6 +188,77 @@ public class PaimonJudge {
         catalog.alterTable(identifier, changes, false);
         Map<String, Object> answer = new LinkedHashMap<>();
         answer.put("altered", changes.size());
+        return answer;
+    }
+
+    /**
+     * Creates a table through Paimon's catalog: {"fields": [[name, type SQL, nullable]],
+     * "primary_keys": [...], "partition_keys": [...], "options": {...}}.
+     */
+    @SuppressWarnings("unchecked")
+    private static Object create(Catalog catalog, Identifier identifier, Map<String, Object> req) throws Exception {
+        catalog.createDatabase(identifier.getDatabaseName(), true);
+        org.apache.paimon.schema.Schema.Builder builder = org.apache.paimon.schema.Schema.newBuilder();
+        for (Object raw : (List<?>) req.get("fields")) {
+            List<Object> f = (List<Object>) raw;
+            DataType type = DataTypeJsonParser.parseAtomicTypeSQLString((String) f.get(1));
+            builder.column((String) f.get(0), Boolean.TRUE.equals(f.get(2)) ? type.copy(true) : type.copy(false));
+        }
+        builder.primaryKey((List<String>) req.getOrDefault("primary_keys", new ArrayList<String>()));
+        builder.partitionKeys((List<String>) req.getOrDefault("partition_keys", new ArrayList<String>()));
+        builder.options((Map<String, String>) req.getOrDefault("options", new HashMap<String, String>()));
+        catalog.createTable(identifier, builder.build(), false);
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("created", identifier.getFullName());
+        return answer;
+    }
+
+    /**
+     * A streaming read as Flink's source drives it: StreamTableScan.plan until no snapshot is
+     * left, each plan's rows with their row kinds; with "notify" the consumer (option
+     * consumer-id) is told each checkpoint completed.
+     */
+    private static Object stream(FileStoreTable table, Map<String, Object> req) throws Exception {
+        ReadBuilder rb = table.newReadBuilder();
+        org.apache.paimon.table.source.StreamTableScan scan = rb.newStreamScan();
+        List<DataField> fields = table.rowType().getFields();
+        List<Object> plans = new ArrayList<>();
+        Long latest = table.snapshotManager().latestSnapshotId();
+        for (int i = 0; i < 10000; i++) {
+            org.apache.paimon.table.source.TableScan.Plan plan = scan.plan();
+            if (plan instanceof org.apache.paimon.table.source.SnapshotNotExistPlan) {
+                // The first plan of from-snapshot only positions the scan; past the latest, done.
+                Long next = scan.checkpoint();
+                if (next != null && latest != null && next <= latest) {
+                    continue;
+                }
+                break;
+            }
+            List<List<Object>> rows = new ArrayList<>();
+            try (RecordReader<InternalRow> reader = rb.newRead().createReader(plan.splits())) {
+                reader.forEachRemaining(
+                        row -> {
+                            List<Object> out = new ArrayList<>();
+                            out.add(row.getRowKind().shortString());
+                            for (int j = 0; j < fields.size(); j++) {
+                                out.add(toJson(row, j, fields.get(j).type()));
+                            }
+                            rows.add(out);
+                        });
+            }
+            Map<String, Object> p = new LinkedHashMap<>();
+            p.put("next", scan.checkpoint());
+            p.put("rows", rows);
+            plans.add(p);
+            if (Boolean.TRUE.equals(req.get("notify"))) {
+                scan.notifyCheckpointComplete(scan.checkpoint());
+            }
+            if (latest != null && scan.checkpoint() != null && scan.checkpoint() > latest) {
+                break;
+            }
+        }
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("plans", plans);
         return answer;
     }
 

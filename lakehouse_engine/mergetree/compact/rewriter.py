@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.changelog import (
+    changelog_producer,
+    check_producer_options,
+    full_compaction_changelog,
+    row_deduplicate,
+    write_changelog,
+)
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.interval_partition import interval_partition
+from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFTER
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
@@ -38,6 +47,7 @@ class BucketFiles(Protocol):
     """What compacting a bucket needs of a table (the store layer's FileStore has it)."""
 
     file_io: FileIO
+    name: str
     schema: TableSchema
     path_factory: PathFactory
 
@@ -71,6 +81,13 @@ class BucketCompactor:
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
+        #: The full-compaction producer's changelog files this compactor wrote.
+        self.changelog_files: list[DataFileMeta] = []
+        self._full_changelog = changelog_producer(opts) == "full-compaction"
+        self._row_deduplicate = row_deduplicate(opts) if self._full_changelog else False
+        if self._full_changelog:
+            check_producer_options(opts, table.name)
+        self._top_level = opts.num_levels - 1
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -84,6 +101,9 @@ class BucketCompactor:
         """Run `unit` against `levels` (updating them); returns (files before, files after)."""
         output_level = unit.output_level
         drop_delete = output_level != 0 and output_level >= levels.non_empty_highest_level()
+        # The full-compaction producer: a compaction into the top level yields the changelog of
+        # every key it brings there, so files reaching the top are rewritten, never moved.
+        changelog = self._full_changelog and output_level == self._top_level
         before: list[DataFileMeta] = []
         after: list[DataFileMeta] = []
         candidate: list[list[DataFileMeta]] = []
@@ -91,7 +111,9 @@ class BucketCompactor:
         def upgrade(f: DataFileMeta) -> None:
             if f.level == output_level:
                 return
-            if drop_delete and (f.delete_row_count is None or f.delete_row_count > 0):
+            if changelog:
+                self._rewrite([[f]], output_level, drop_delete, before, after)
+            elif drop_delete and (f.delete_row_count is None or f.delete_row_count > 0):
                 # The file may hold deletes that must disappear at the top level: rewrite it.
                 self._rewrite([[f]], output_level, drop_delete, before, after)
             elif self._older_fields(f):
@@ -122,9 +144,10 @@ class BucketCompactor:
         except Exception:
             # Nothing of a failed compaction may stay behind: delete what it wrote so far.
             kept = {f.file_name for f in before}
-            for f in after:
+            for f in after + self.changelog_files:
                 if f.file_name not in kept:
                     self.table.file_io.delete_file(f"{self.bucket_dir}/{f.file_name}")
+            self.changelog_files = []
             raise
         levels.update(before, after)
         return before, after
@@ -154,8 +177,24 @@ class BucketCompactor:
         tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
                                                          self.read_schema, f), ordered)
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
-                                           rows_in_sequence_order=in_order, threads=cores())
+        if self._full_changelog and output_level == self._top_level:
+            kept = self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=in_order,
+                                             threads=cores())
+            at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
+                                     for f, t in zip(ordered, tables, strict=True)])
+            changes = full_compaction_changelog(rows, at_top, kept, self.key_names,
+                                                self.table.schema.field_names, self._row_deduplicate)
+            self.changelog_files += write_changelog(
+                self.table.file_io, self.table.schema, self.bucket_dir,
+                self.table.path_factory.new_changelog_file_name, self.target_file_size, changes,
+                output_level)
+            merged = kept
+            if drop_delete and kept.num_rows:
+                kinds = kept.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+                merged = kept.filter(pa.array((kinds == INSERT) | (kinds == UPDATE_AFTER)))
+        else:
+            merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
+                                               rows_in_sequence_order=in_order, threads=cores())
         writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                                 self.table.path_factory.new_data_file_name, self.target_file_size)
         return writer.write_run(merged, level=output_level, file_source=FILE_SOURCE_COMPACT)

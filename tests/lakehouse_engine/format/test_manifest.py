@@ -157,6 +157,42 @@ def test_index_manifest_entries_round_trip_with_dv_ranges_and_global_index() -> 
     assert decode_index_manifest_entries(data, "index-manifest") == entries
 
 
+def _with_ranges_named(entry: IndexManifestEntry, names: list[str], second: Any = None) -> bytes:
+    """`entry` encoded with its deletion-vector ranges under each of `names` (the second one
+    holding `second` when given)."""
+    [record] = _raw_records(encode_index_manifest_entries([entry]))
+    ranges = record.pop("_DELETIONS_VECTORS_RANGES")
+    schema = json.loads(json.dumps(INDEX_MANIFEST_ENTRY_SCHEMA))
+    field = next(f for f in schema["fields"] if f["name"] == "_DELETIONS_VECTORS_RANGES")
+    fields = [f for f in schema["fields"] if f is not field]
+    for i, name in enumerate(names):
+        items = field["type"][1]["items"] if i == 0 else "DeletionVectorMeta"
+        fields.append({"name": name, "type": ["null", {"type": "array", "items": items}], "default": None})
+        record[name] = second if i and second is not None else ranges
+    out = io.BytesIO()
+    fastavro.writer(out, dict(schema, fields=fields), [record])
+    return out.getvalue()
+
+
+DV_ENTRY = IndexManifestEntry(FileKind.ADD, EMPTY_ROW, 0, "DELETION_VECTORS", "index-2", 29, 1,
+                              dv_ranges=(DeletionVectorMeta("data-1.parquet", 1, 20, None),))
+
+
+@pytest.mark.parametrize("names", [["_DELETIONS_VECTORS_RANGES"], ["_DELETION_VECTORS_RANGES"],
+                                   ["_DELETION_VECTORS_RANGES", "_DELETIONS_VECTORS_RANGES"]])
+def test_index_manifest_ranges_are_read_under_either_name(names: list[str]) -> None:
+    # Every writer we know (Paimon 0.9 and 1.x, pypaimon) names the field `_DELETIONS_VECTORS_RANGES`;
+    # Paimon 0.9's IndexFileMeta schema says `_DELETION_VECTORS_RANGES`: a file with it reads too.
+    assert decode_index_manifest_entries(_with_ranges_named(DV_ENTRY, names), "m") == [DV_ENTRY]
+
+
+def test_index_manifest_with_two_different_range_lists_is_corrupt() -> None:
+    data = _with_ranges_named(DV_ENTRY, ["_DELETIONS_VECTORS_RANGES", "_DELETION_VECTORS_RANGES"],
+                              second=[{"f0": "data-1.parquet", "f1": 1, "f2": 21, "_CARDINALITY": None}])
+    with pytest.raises(CorruptFileError, match="different deletion-vector ranges"):
+        decode_index_manifest_entries(data, "m")
+
+
 # ---- files written by pypaimon -------------------------------------------------------------------
 def test_decodes_pypaimon_manifest_of_partitioned_fixed_bucket_table() -> None:
     path = FIXED / "manifest" / "manifest-23353010-adfd-4223-a3a9-00346994c7cc-0"

@@ -1,0 +1,198 @@
+"""Changelog benchmarks: what producing and reading changes costs.
+
+1. ``producer_upsert_bench``: the foundation upsert (an initial write, then an upsert of which half
+   updates) into `bucket = 4` with each `changelog-producer` against `none`, side by side on fresh
+   tables, best of ``repeat``. A producer this engine refuses is reported as refused, not timed.
+   Targets (issue 26): lookup <= 1.5x, input <= 1.2x of none.
+2. ``streaming_read_bench``: one commit of ``changes`` changes read by a streaming scan (its plan
+   of that snapshot, ChangeRead with row kinds), against a batch read of the same rows (the same
+   files read by a batch incremental read of that one snapshot, merged per key). Rows per second.
+3. ``full_compaction_bench``: a full compaction with `changelog-producer = full-compaction`
+   against one without (refused producers are reported as such).
+
+    .venv/bin/python -m bench.changelog_bench --scale 0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
+from bench.machine import describe_machine, format_markdown_table
+from lakehouse_engine import Catalog, Schema
+from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.read.changes import ChangeRead, ChangeScan
+from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
+from lakehouse_engine.table import FileStoreTable
+
+TARGETS = {"input": 1.2, "lookup": 1.5}
+
+
+def _new_table(workdir: Path, options: Mapping[str, str]) -> FileStoreTable:
+    catalog = Catalog(str(workdir / "warehouse"))
+    catalog.create_database("bench", ignore_if_exists=True)
+    catalog.create_table("bench.t", Schema.from_pyarrow_schema(
+        BENCH_SCHEMA, primary_keys=[PRIMARY_KEY], options={"bucket": "4", **options}))
+    return catalog.get_table("bench.t")
+
+
+def _commit(table: FileStoreTable, data: pa.Table) -> float:
+    start = time.perf_counter()
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_arrow(data)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+    return time.perf_counter() - start
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def producer_upsert_bench(rows: int, upsert: int, repeat: int) -> dict[str, dict[str, Any]]:
+    """Initial write and upsert seconds (best of `repeat`) per producer; `refused` when refused."""
+    initial, changes = make_bench_data(rows, upsert)
+    out: dict[str, dict[str, Any]] = {}
+    for producer in ("none", "input", "lookup"):
+        best: dict[str, Any] = {}
+        for _ in range(repeat):
+            work = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
+            try:
+                table = _new_table(work, {"changelog-producer": producer})
+                write_s = _commit(table, initial)
+                upsert_s = _commit(table, changes)
+                if producer in ("input", "lookup") and not any(s.changelog_manifest_list for s in table.snapshots()):
+                    best = {"refused": "no changelog was produced: the producer is not built"}
+                    break
+            except LakehouseError as exc:
+                best = {"refused": str(exc).split(";")[0][:120]}
+                break
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            best = {"write_s": min(write_s, best.get("write_s", write_s)),
+                    "upsert_s": min(upsert_s, best.get("upsert_s", upsert_s))}
+        out[producer] = best
+    return out
+
+
+def streaming_read_bench(rows: int, changes: int, repeat: int) -> dict[str, float]:
+    """Rows/s of a streaming read of one `changes`-row commit and of a batch read of its rows."""
+    initial, upsert = make_bench_data(rows, changes)
+    work = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
+    try:
+        table = _new_table(work, {"write-only": "true"})
+        _commit(table, initial)
+        _commit(table, upsert)
+        stream_s, batch_s = float("inf"), float("inf")
+        n_stream = n_batch = 0
+        for _ in range(repeat):
+            def stream() -> pa.Table:
+                snapshot = table.snapshot(2)
+                return ChangeRead(table, include_row_kind=True).to_arrow(
+                    ChangeScan(table).plan_snapshot(snapshot, "delta"))
+            s, got = _timed(stream)
+            stream_s, n_stream = min(stream_s, s), got.num_rows
+
+            def batch() -> pa.Table:
+                scan = IncrementalScan(table, None, IncrementalRange(1, 2, "delta"))
+                return IncrementalRead(table).to_arrow(scan.plan().splits())
+            b, got = _timed(batch)
+            batch_s, n_batch = min(batch_s, b), got.num_rows
+        assert n_stream == n_batch == upsert.num_rows, (n_stream, n_batch, upsert.num_rows)
+        return {"rows": n_stream, "stream_s": stream_s, "batch_s": batch_s,
+                "stream_rows_per_s": n_stream / stream_s, "batch_rows_per_s": n_batch / batch_s}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def full_compaction_bench(rows: int, upsert: int, repeat: int) -> dict[str, dict[str, Any]]:
+    """Seconds of a full compaction after an upsert, with and without the full-compaction producer."""
+    initial, changes = make_bench_data(rows, upsert)
+    out: dict[str, dict[str, Any]] = {}
+    for producer in ("none", "full-compaction"):
+        best: dict[str, Any] = {}
+        for _ in range(repeat):
+            work = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
+            try:
+                table = _new_table(work, {"changelog-producer": producer, "write-only": "true"})
+                _commit(table, initial)
+                _commit(table, changes)
+                s, _ = _timed(functools.partial(table.compact, full=True))
+                if producer != "none" and not any(x.changelog_manifest_list for x in table.snapshots()):
+                    best = {"refused": "no changelog was produced: the producer is not built"}
+                    break
+            except LakehouseError as exc:
+                best = {"refused": str(exc).split(";")[0][:120]}
+                break
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            best = {"compact_s": min(s, best.get("compact_s", s))}
+        out[producer] = best
+    return out
+
+
+def run_changelog_bench(scale: float = 1.0, repeat: int = 3) -> str:
+    """All three benchmarks as a Markdown section."""
+    rows, upsert = max(1000, int(1_000_000 * scale)), max(200, int(200_000 * scale))
+    producers = producer_upsert_bench(rows, upsert, repeat)
+    none = producers["none"]
+    heads = ["changelog-producer", "write (s)", "upsert (s)", "upsert vs none", "note"]
+    table_rows: list[dict[str, Any]] = []
+    for producer, r in producers.items():
+        if "refused" in r:
+            table_rows.append(dict(zip(heads, [producer, "-", "-", "-", r["refused"]], strict=True)))
+            continue
+        ratio = r["upsert_s"] / none["upsert_s"]
+        target = TARGETS.get(producer)
+        verdict = "" if target is None else (f"target <= {target}x: {'met' if ratio <= target else 'NOT met'}")
+        table_rows.append(dict(zip(heads, [producer, f"{r['write_s']:.2f}", f"{r['upsert_s']:.2f}",
+                                           f"{ratio:.2f}x", verdict], strict=True)))
+    streaming = streaming_read_bench(rows, upsert, repeat)
+    compaction = full_compaction_bench(rows, upsert, repeat)
+    comp_heads = ["changelog-producer", "full compaction after the upsert (s)"]
+    comp_rows = [dict(zip(comp_heads, [p, r.get("refused") or f"{r['compact_s']:.2f}"], strict=True))
+                 for p, r in compaction.items()]
+    lines = [
+        f"## Changelog: producers, streaming reads, full-compaction ({rows:,} rows, upsert {upsert:,})",
+        "",
+        "Best of the repeats on fresh tables (`bench/changelog_bench.py`). The machine is shared: "
+        "treat the times as rough.",
+        "",
+        format_markdown_table(table_rows, heads),
+        "",
+        f"A streaming read of one {streaming['rows']:,}-change commit: "
+        f"{streaming['stream_rows_per_s']:,.0f} rows/s ({streaming['stream_s']:.3f} s), against a batch "
+        f"read of the same rows {streaming['batch_rows_per_s']:,.0f} rows/s ({streaming['batch_s']:.3f} s).",
+        "",
+        format_markdown_table(comp_rows, comp_heads),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(describe_machine(), file=sys.stderr)
+    print(run_changelog_bench(args.scale, args.repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

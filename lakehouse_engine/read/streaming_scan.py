@@ -1,0 +1,233 @@
+"""StreamingTableScan: a table's changes as a stream of plans, one per snapshot that changed rows.
+
+Where it starts (Paimon's starting scanners, in this order):
+  1. a consumer's recorded next snapshot (`with_consumer_id` / `consumer-id`), unless
+     `consumer.ignore-progress`;
+  2. `scan.mode`: `latest-full` (the default) reads the latest snapshot in full, then its changes;
+     `latest` only what comes after it; `from-snapshot` the changes from `scan.snapshot-id` on;
+     `from-snapshot-full` that snapshot in full, then its changes; `from-timestamp` the changes
+     after `scan.timestamp-millis`; `compacted-full` the latest compaction's snapshot in full.
+After that each plan is the changes of the next snapshot that has some (`read.changes`): skipped
+snapshots (compactions of a table without a changelog producer, overwrites) yield nothing. A full
+first read of a table with a `lookup` (or `full-compaction`) producer leaves out the files whose
+rows its changelog will deliver, as Paimon does (level 0, or all but the top level).
+
+The position is `checkpoint()` (the next snapshot id); a consumer records it in
+`consumer/consumer-<id>` once the plan before it has been processed (pypaimon's at-least-once
+rule: `stream()` writes it when the caller asks for the next plan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError, UnsupportedError
+from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options import (
+    CONSUMER_ID,
+    CONSUMER_IGNORE_PROGRESS,
+    SCAN_SNAPSHOT_ID,
+    SCAN_TIMESTAMP_MILLIS,
+)
+from lakehouse_engine.read.changes import (
+    ChangeScan,
+    as_store,
+    changelog_producer,
+    follow_up_kind,
+    has_changes,
+)
+from lakehouse_engine.read.predicate import Predicate
+from lakehouse_engine.read.scan import Plan, TableScan
+from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
+from lakehouse_engine.store.scan_start import latest_compacted, startup_mode
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.table import FileStoreTable
+
+log = logging.getLogger(__name__)
+
+
+class StreamingTableScan:
+    """Plans a table's changes snapshot by snapshot (pypaimon's AsyncStreamingTableScan, with
+    Java's `plan` / `checkpoint` / `restore` / `notify_checkpoint_complete` too)."""
+
+    def __init__(self, table: FileStore | FileStoreTable, predicate: Predicate | None = None,
+                 poll_interval_ms: int = 1000, bucket_filter: Callable[[int], bool] | None = None,
+                 consumer_id: str | None = None):
+        self.table = table = as_store(table)
+        self.predicate = predicate
+        if isinstance(poll_interval_ms, bool) or not isinstance(poll_interval_ms, int) or poll_interval_ms < 0:
+            raise InvalidOptionError(f"poll interval must be a number of milliseconds >= 0, got {poll_interval_ms!r}")
+        self.poll_interval = poll_interval_ms / 1000.0
+        self.bucket_filter = bucket_filter
+        consumer_id = consumer_id if consumer_id is not None else table.options.get(CONSUMER_ID)
+        self.consumer_id = check_consumer_id(consumer_id) if consumer_id is not None else None
+        self._consumers = table.consumer_manager() if self.consumer_id is not None else None
+        raw = table.options.raw
+        if raw.get("streaming-read-overwrite", "false").strip().lower() != "false" or "scan.bounded.watermark" in raw:
+            key = "scan.bounded.watermark" if "scan.bounded.watermark" in raw else "streaming-read-overwrite"
+            raise UnsupportedError(f"table {table.name}: option '{key}' = {raw[key]!r} is not applied by "
+                                   f"this engine's streaming read (it skips overwrites and never ends); "
+                                   f"remove it")
+        self.kind = follow_up_kind(table)
+        self._changes = ChangeScan(table, predicate, bucket_filter)
+        #: The id of the next snapshot whose changes are read; None before the first plan.
+        self.next_snapshot_id: int | None = None
+        self._pending_consumer: int | None = None
+
+    # ---- Java's shape: one step at a time -----------------------------------------------
+    def plan(self) -> Plan:
+        """The next plan: the first plan as the start mode says, then the changes of the next
+        snapshot that has some; an empty plan when there is nothing new yet."""
+        if self.next_snapshot_id is None:
+            return self._first_plan()
+        sm = self.table.snapshot_manager()
+        while True:
+            snapshot = sm.get_snapshot_by_id(self.next_snapshot_id)
+            if snapshot is None:
+                earliest = sm.earliest_snapshot_id()
+                if earliest is not None and earliest > self.next_snapshot_id:
+                    raise SnapshotNotExistError(
+                        f"streaming read of table {self.table.name}: snapshot {self.next_snapshot_id} "
+                        f"has expired (earliest is {earliest}) before its changes were read; keep "
+                        f"snapshots longer or read with a consumer id, which expiry respects")
+                return Plan([], None)
+            self.next_snapshot_id += 1
+            if has_changes(snapshot, self.kind):
+                return Plan(self._changes.plan_snapshot(snapshot, self.kind), snapshot)
+
+    def checkpoint(self) -> int | None:
+        """The position to restore from: the next snapshot id (None before the first plan)."""
+        return self.next_snapshot_id
+
+    def restore(self, next_snapshot_id: int | None) -> None:
+        """Continue from `next_snapshot_id` (a `checkpoint()` value)."""
+        self.next_snapshot_id = next_snapshot_id
+
+    def notify_checkpoint_complete(self, next_snapshot: int | None) -> None:
+        """The plans before `next_snapshot` are processed: record it for the consumer, if any."""
+        if next_snapshot is not None and self._consumers is not None and self.consumer_id is not None:
+            self._consumers.reset_consumer(self.consumer_id, Consumer(next_snapshot))
+
+    # ---- pypaimon's shape: an endless stream of plans ----------------------------------------
+    async def stream(self) -> AsyncGenerator[Plan, None]:
+        """Yield a plan for each snapshot with changes, polling every `poll_interval_ms` for new
+        ones; a consumer's position is recorded when the next plan is asked for."""
+        while True:
+            self._flush_consumer()
+            started = self.next_snapshot_id is not None
+            plan = self.plan()
+            if plan.snapshot is not None:
+                self._pending_consumer = self.next_snapshot_id
+                yield plan
+            elif started or self.next_snapshot_id is None:
+                await asyncio.sleep(self.poll_interval)
+            # (a first plan that only set the position, `latest`, polls again at once)
+
+    def stream_sync(self) -> Iterator[Plan]:
+        """`stream()` for code without an event loop: a blocking iterator of plans."""
+        loop = asyncio.new_event_loop()
+        agen = self.stream()
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(agen.aclose())
+            loop.close()
+
+    def _flush_consumer(self) -> None:
+        if self._pending_consumer is not None:
+            self.notify_checkpoint_complete(self._pending_consumer)
+            self._pending_consumer = None
+
+    # ---- the first plan ---------------------------------------------------------------
+    def _first_plan(self) -> Plan:
+        sm = self.table.snapshot_manager()
+        opts = self.table.options
+        if self._consumers is not None and self.consumer_id is not None and not opts.get(CONSUMER_IGNORE_PROGRESS):
+            consumer = self._consumers.consumer(self.consumer_id)
+            if consumer is not None:
+                self.next_snapshot_id = self._not_before_earliest(consumer.next_snapshot, "consumer")
+                return self.plan()
+        mode = startup_mode(self.table)
+        latest = sm.latest_snapshot()
+        if mode == "latest-full":
+            return self._full_plan(latest)
+        if mode == "latest":
+            self.next_snapshot_id = latest.id + 1 if latest is not None else 1
+            return Plan([], None)
+        if mode == "compacted-full":
+            return self._full_plan(latest_compacted(self.table) or latest)
+        if mode in ("from-snapshot", "from-snapshot-full"):
+            start = opts.get(SCAN_SNAPSHOT_ID)
+            if start is None:
+                raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' needs 'scan.snapshot-id' "
+                                         f"(a streaming read cannot start from a tag)")
+            start = self._not_before_earliest(start, "scan.snapshot-id")
+            if mode == "from-snapshot-full":
+                snapshot = sm.get_snapshot_by_id(start)
+                if snapshot is None:
+                    return Plan([], None)  # not committed yet: wait for it
+                return self._full_plan(snapshot)
+            self.next_snapshot_id = start
+            return self.plan()
+        if mode == "from-timestamp":
+            millis = opts.get(SCAN_TIMESTAMP_MILLIS)
+            if millis is None:
+                raise InvalidOptionError(f"table {self.table.name}: scan.mode 'from-timestamp' needs "
+                                         f"'scan.timestamp-millis'")
+            before = sm.earlier_or_equal_time_mills(millis)
+            earliest = sm.earliest_snapshot_id()
+            self.next_snapshot_id = before.id + 1 if before is not None else (earliest or 1)
+            return self.plan()
+        raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' is for batch reads, not "
+                                 f"for a streaming read")
+
+    def _not_before_earliest(self, start: int, what: str) -> int:
+        earliest = self.table.snapshot_manager().earliest_snapshot_id()
+        if earliest is not None and start < earliest:
+            log.warning("table %s: %s asks for snapshot %s, which has expired; reading from the "
+                        "earliest, %s", self.table.name, what, start, earliest)
+            return earliest
+        return start
+
+    def _full_plan(self, snapshot: Snapshot | None) -> Plan:
+        """All rows of `snapshot` (as +I), then its successors' changes; an empty plan, retried,
+        while the table has no snapshot."""
+        if snapshot is None:
+            return Plan([], None)
+        scan = TableScan(self.table, self.predicate, snapshot.id)
+        producer = changelog_producer(self.table)
+        top = self.table.options.num_levels - 1
+        bucket_filter = self.bucket_filter
+        if producer == "lookup":
+            scan.entry_filter = lambda e: e.file.level > 0 and (bucket_filter is None or bucket_filter(e.bucket))
+        elif producer == "full-compaction":
+            scan.entry_filter = lambda e: e.file.level == top and (bucket_filter is None or bucket_filter(e.bucket))
+        elif bucket_filter is not None:
+            scan.entry_filter = lambda e: bucket_filter(e.bucket)
+        plan = scan.plan()
+        self.next_snapshot_id = snapshot.id + 1
+        return Plan(plan.splits(), snapshot)
+
+
+def wait_for_snapshot(table: FileStore, snapshot_id: int, timeout_s: float = 30.0) -> Snapshot:
+    """Block until snapshot `snapshot_id` exists (tests and tools); SnapshotNotExistError on timeout."""
+    deadline = time.monotonic() + timeout_s
+    sm = table.snapshot_manager()
+    while True:
+        s = sm.get_snapshot_by_id(snapshot_id)
+        if s is not None:
+            return s
+        if time.monotonic() > deadline:
+            raise SnapshotNotExistError(f"snapshot {snapshot_id} of table {table.name} did not appear "
+                                        f"within {timeout_s}s")
+        time.sleep(0.05)

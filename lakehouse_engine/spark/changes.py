@@ -1,0 +1,239 @@
+"""A table's changes in Spark: a range as a DataFrame, and a Structured Streaming source.
+
+    spark.read.format("lakehouse-changes").option("warehouse", W)
+         .option("start-snapshot", "3").option("end-snapshot", "7").load("db.t")
+    spark.readStream.format("lakehouse-changes").option("warehouse", W)
+         .option("consumer-id", "etl").load("db.t")
+
+Rows are `_snapshot_id`, `_row_kind` (+I, -U, +U, -D), then the table's fields, read as stored
+(`read.changes`): one input partition per (snapshot, partition, bucket). Option `mode` is
+`delta`, `changelog` or `auto` (the table's: changelog when it has a producer); a batch read with
+`merged` = true gives one row per changed key instead (Paimon's `incremental-between`).
+
+The stream's offsets are snapshot ids: `{"next_snapshot": N}` means snapshots before N are read.
+It starts at the consumer's next snapshot (option `consumer-id`, when it has one), else at
+`start-snapshot` + 1 (`start-snapshot` is exclusive, as in a batch range), else after the
+snapshot that was the latest when the stream was loaded. A consumer is moved forward when Spark commits a micro-batch, so snapshot expiry keeps
+what the query has not read yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from lakehouse_engine.errors import InvalidOptionError, LakehouseError
+from lakehouse_engine.read.changes import (
+    CHANGELOG,
+    DELTA,
+    ROW_KIND,
+    SNAPSHOT_ID,
+    ChangeRead,
+    ChangeScan,
+    follow_up_kind,
+)
+from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
+from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.spark.datasource import spark_schema
+from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.store.consumer_manager import check_consumer_id
+from lakehouse_engine.store.file_store import FileStore
+from lakehouse_engine.table import FileStoreTable
+
+CHANGES_FORMAT = "lakehouse-changes"
+_BATCH_ROWS = 65_536
+
+
+def changes_schema(table: FileStoreTable, merged: bool = False) -> StructType:
+    """`_snapshot_id` (not for a merged read), `_row_kind`, then the table's fields."""
+    head = [] if merged else [StructField(SNAPSHOT_ID, LongType(), False)]
+    return StructType(head + [StructField(ROW_KIND, StringType(), False)] + list(spark_schema(table).fields))
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What every reader of one DataFrame or query agrees on (picklable: it travels to tasks)."""
+
+    ref: TableRef
+    mode: str
+    merged: bool
+
+    def kind(self, table: FileStore) -> str:
+        return follow_up_kind(table) if self.mode == "auto" else self.mode
+
+
+def _read(settings: _Settings, split: DataSplit, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    table = settings.ref.open().store
+    if settings.merged:
+        rows = IncrementalRead(table, include_row_kind=True).read_split(split)
+    else:
+        rows = ChangeRead(table, include_row_kind=True).read_split(split)
+        rows = rows.add_column(0, SNAPSHOT_ID, pa.array(np.full(rows.num_rows, split.snapshot_id, dtype=np.int64)))
+    yield from rows.cast(arrow_schema, safe=False).to_batches(max_chunksize=_BATCH_ROWS)
+
+
+class ChangesReader(DataSourceReader):
+    """A batch range of changes: one input partition per change (or incremental) split."""
+
+    def __init__(self, settings: _Settings, start: int, end: int, schema: StructType):
+        self.settings = settings
+        self.start = start
+        self.end = end
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> list[InputPartition]:
+        table = self.settings.ref.open().store
+        kind = self.settings.kind(table)
+        if self.settings.merged:
+            splits = IncrementalScan(table, None, IncrementalRange(self.start, self.end, kind)).plan().splits()
+        else:
+            splits = ChangeScan(table).plan_range(self.start, self.end, kind)
+        return [InputPartition(s) for s in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from _read(self.settings, partition.value, self.arrow_schema)
+
+
+class ChangesStreamReader(DataSourceStreamReader):
+    """Structured Streaming over snapshots: offsets `{"next_snapshot": N}`, a micro-batch reads
+    the changes of the snapshots between two offsets, a commit moves the consumer (if any)."""
+
+    def __init__(self, settings: _Settings, schema: StructType, consumer_id: str | None, start: int | None):
+        self.settings = settings
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.consumer_id = consumer_id
+        self.start = start
+
+    def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+        table = self.settings.ref.open()
+        if self.consumer_id is not None:
+            consumer = table.consumer_manager().consumer(self.consumer_id)
+            if consumer is not None:
+                return {"next_snapshot": consumer.next_snapshot}
+        if self.start is not None:
+            return {"next_snapshot": self.start + 1}
+        latest = table.snapshot_manager().latest_snapshot_id()
+        return {"next_snapshot": (latest or 0) + 1}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
+        latest = self.settings.ref.open().snapshot_manager().latest_snapshot_id()
+        return {"next_snapshot": (latest or 0) + 1}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
+        if stop <= first:
+            return []
+        table = self.settings.ref.open().store
+        splits = ChangeScan(table).plan_range(first - 1, stop - 1, self.settings.kind(table))
+        return [InputPartition(s) for s in splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from _read(self.settings, partition.value, self.arrow_schema)
+
+    def commit(self, end: dict) -> None:
+        """Spark finished the micro-batch up to `end`: the consumer reads from there next."""
+        if self.consumer_id is not None:
+            table = self.settings.ref.open()
+            table.consumer_manager().reset_consumer(self.consumer_id, int(end["next_snapshot"]))
+
+
+class ChangesDataSource(DataSource):
+    """`format("lakehouse-changes")`: options `warehouse` (required), `start-snapshot` (exclusive),
+    `end-snapshot`, `mode`, `merged` (batch), `consumer-id` (stream); the path is the table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return CHANGES_FORMAT
+
+    def _ref(self) -> TableRef:
+        identifier, warehouse = self.options.get("path"), self.options.get("warehouse")
+        if not identifier or not warehouse:
+            raise LakehouseError(f"format('{CHANGES_FORMAT}') needs option 'warehouse' and the table: "
+                                 f".load('database.table')")
+        return TableRef.of(identifier, warehouse)
+
+    def _int(self, key: str) -> int | None:
+        text = self.options.get(key)
+        if text is None or str(text).strip() == "":
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidOptionError(f"option '{key}' must be a snapshot id, got {text!r}") from None
+        if value < 0:
+            raise InvalidOptionError(f"option '{key}' must be 0 or a snapshot id, got {value}")
+        return value
+
+    def _settings(self) -> _Settings:
+        mode = (self.options.get("mode") or "auto").strip().lower()
+        if mode not in ("auto", DELTA, CHANGELOG):
+            raise InvalidOptionError(f"option 'mode' must be auto, delta or changelog, got {mode!r}")
+        merged = (self.options.get("merged") or "false").strip().lower()
+        if merged not in ("true", "false"):
+            raise InvalidOptionError(f"option 'merged' must be true or false, got {merged!r}")
+        return _Settings(self._ref(), mode, merged == "true")
+
+    def schema(self) -> StructType:
+        # Called once when the DataFrame is loaded, before this object is pickled: a stream
+        # without a consumer position or start starts after the snapshot that was latest here,
+        # not after whatever is latest when the query's first micro-batch runs.
+        settings = self._settings()
+        table = settings.ref.open()
+        self._latest_at_load = table.snapshot_manager().latest_snapshot_id() or 0
+        return changes_schema(table, settings.merged)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        settings = self._settings()
+        start = self._int("start-snapshot")
+        if start is None:
+            raise InvalidOptionError(f"format('{CHANGES_FORMAT}') read as a batch needs option "
+                                     f"'start-snapshot' (exclusive; 0 for every change)")
+        end = self._int("end-snapshot")
+        if end is None:
+            end = settings.ref.open().snapshot_manager().latest_snapshot_id() or 0
+        if end < start:
+            raise InvalidOptionError(f"option 'end-snapshot' ({end}) is before 'start-snapshot' ({start})")
+        return ChangesReader(settings, start, end, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        settings = self._settings()
+        if settings.merged:
+            raise InvalidOptionError(f"format('{CHANGES_FORMAT}'): option 'merged' is for batch reads")
+        consumer = self.options.get("consumer-id")
+        start = self._int("start-snapshot")
+        if start is None:
+            start = getattr(self, "_latest_at_load", None)
+        return ChangesStreamReader(settings, schema, check_consumer_id(consumer) if consumer else None, start)
+
+
+def register_changes_source(spark: SparkSession) -> None:
+    """Register `format("lakehouse-changes")` on a session."""
+    spark.dataSource.register(ChangesDataSource)
+
+
+def read_changes(spark: SparkSession, table: FileStoreTable | str, start_snapshot: int,
+                 end_snapshot: int | None = None, mode: str = "auto", merged: bool = False,
+                 warehouse: str | None = None) -> DataFrame:
+    """The changes of snapshots start_snapshot+1 .. end_snapshot (default: latest) as a DataFrame
+    with `_snapshot_id` and `_row_kind`; `merged` gives one row per changed key instead."""
+    ref = TableRef.of(table, warehouse)
+    register_changes_source(spark)
+    reader = (spark.read.format(CHANGES_FORMAT).option("warehouse", ref.warehouse)
+              .option("start-snapshot", str(start_snapshot)).option("mode", mode)
+              .option("merged", "true" if merged else "false"))
+    if end_snapshot is not None:
+        reader = reader.option("end-snapshot", str(end_snapshot))
+    return reader.load(ref.identifier)

@@ -1,0 +1,150 @@
+"""Consumers: a streaming reader's cursor, `consumer/consumer-<id>` holding `{"nextSnapshot": N}`.
+
+The file format and the manager's calls are Paimon's (ConsumerManager) and pypaimon 2.1.0's
+(`consumer_manager()`): snapshot expiry never removes snapshot N or later while a consumer's next
+snapshot is N, and `consumer.expiration-time` drops consumers whose file was not touched for that
+long.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from dataclasses import dataclass
+
+from lakehouse_engine.errors import CorruptFileError, InvalidOptionError
+from lakehouse_engine.io import FileIO
+
+CONSUMER_PREFIX = "consumer-"
+# `FileIO.overwrite_atomic` writes `<name>.<32 hex>.tmp` next to the file it replaces.
+_TEMP_SUFFIX = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """Where a consumer reads next: the id of the first snapshot it has not consumed."""
+
+    next_snapshot: int
+
+    def to_json(self) -> str:
+        """The consumer file's text, as Paimon writes it."""
+        return json.dumps({"nextSnapshot": self.next_snapshot})
+
+    @staticmethod
+    def from_json(text: str, path: str = "consumer file") -> Consumer:
+        """Parse a consumer file; CorruptFileError naming `path` when it is not one."""
+        try:
+            doc = json.loads(text)
+            value = doc["nextSnapshot"]
+        except (ValueError, TypeError, KeyError):
+            raise CorruptFileError(f"{path} is not a consumer file (expected {{\"nextSnapshot\": N}}): "
+                                   f"{text[:80]!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CorruptFileError(f"{path}: nextSnapshot is {value!r}, not a snapshot id")
+        return Consumer(value)
+
+
+def check_consumer_id(consumer_id: str) -> str:
+    """`consumer_id` when it can name a consumer file (no path separators, not empty, not '.' or
+    '..'); InvalidOptionError otherwise."""
+    if (not isinstance(consumer_id, str) or not consumer_id or "/" in consumer_id or "\\" in consumer_id
+            or consumer_id in (".", "..") or any(ord(c) < 0x20 for c in consumer_id)):
+        raise InvalidOptionError(f"consumer id {consumer_id!r} is not valid: it names the file "
+                                 f"consumer/consumer-<id>, so it must be non-empty, without path "
+                                 f"separators or control characters, and not '.' or '..'")
+    return consumer_id
+
+
+class ConsumerManager:
+    """The consumer files of one table (or branch): read, reset, delete, list and expire them."""
+
+    def __init__(self, file_io: FileIO, table_path: str, table_name: str = ""):
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+        self.table_name = table_name or table_path
+
+    @property
+    def consumer_dir(self) -> str:
+        return f"{self.table_path}/consumer"
+
+    def consumer_path(self, consumer_id: str) -> str:
+        return f"{self.consumer_dir}/{CONSUMER_PREFIX}{check_consumer_id(consumer_id)}"
+
+    def consumer(self, consumer_id: str) -> Consumer | None:
+        """The consumer `consumer_id`, None when there is no such consumer."""
+        path = self.consumer_path(consumer_id)
+        try:
+            text = self.file_io.read_text(path)
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise CorruptFileError(f"consumer file {path} of table {self.table_name} is not UTF-8") from None
+        return Consumer.from_json(text, f"consumer file {path} of table {self.table_name}")
+
+    def reset_consumer(self, consumer_id: str, consumer: Consumer | int) -> None:
+        """Set consumer `consumer_id` to read snapshot `consumer` next (created when absent)."""
+        if isinstance(consumer, int):
+            consumer = Consumer(consumer)
+        if consumer.next_snapshot < 1:
+            raise InvalidOptionError(f"consumer {consumer_id!r} of table {self.table_name}: next snapshot "
+                                     f"{consumer.next_snapshot} is not a snapshot id (ids start at 1)")
+        self.file_io.overwrite_atomic(self.consumer_path(consumer_id), consumer.to_json().encode())
+
+    def delete_consumer(self, consumer_id: str) -> None:
+        """Remove consumer `consumer_id` (nothing happens when it does not exist)."""
+        self.file_io.delete_file(self.consumer_path(consumer_id), quiet=True)
+
+    def list_all_ids(self) -> list[str]:
+        """Every consumer id, sorted."""
+        ids = []
+        for name in self.file_io.list_names(self.consumer_dir):
+            if name.startswith(CONSUMER_PREFIX) and not _TEMP_SUFFIX.search(name):
+                ids.append(name[len(CONSUMER_PREFIX):])
+        return sorted(ids)
+
+    def consumers(self) -> dict[str, int]:
+        """Consumer id -> next snapshot, for every consumer."""
+        out = {}
+        for cid in self.list_all_ids():
+            c = self.consumer(cid)
+            if c is not None:
+                out[cid] = c.next_snapshot
+        return out
+
+    def min_next_snapshot(self) -> int | None:
+        """The smallest next snapshot of all consumers (None without consumers): snapshot expiry
+        keeps this snapshot and every later one."""
+        values = list(self.consumers().values())
+        return min(values) if values else None
+
+    def expire(self, expire_before: datetime.datetime | int) -> list[str]:
+        """Delete the consumers whose file was last written before `expire_before` (a datetime,
+        or epoch milliseconds); returns their ids."""
+        if isinstance(expire_before, datetime.datetime):
+            if expire_before.tzinfo is None:
+                expire_before = expire_before.astimezone()
+            cutoff = int(expire_before.timestamp() * 1000)
+        else:
+            cutoff = int(expire_before)
+        gone = []
+        for status in self.file_io.list_status(self.consumer_dir):
+            name = status.path.rstrip("/").rsplit("/", 1)[-1]
+            if not name.startswith(CONSUMER_PREFIX) or _TEMP_SUFFIX.search(name) or status.is_dir:
+                continue
+            if status.mtime_millis < cutoff:
+                self.file_io.delete_file(f"{self.consumer_dir}/{name}", quiet=True)
+                gone.append(name[len(CONSUMER_PREFIX):])
+        return sorted(gone)
+
+    def clear_consumers(self, including_pattern: str = ".*", excluding_pattern: str | None = None) -> list[str]:
+        """Delete the consumers whose id matches `including_pattern` and not `excluding_pattern`
+        (regular expressions matched from the start, as pypaimon); returns their ids."""
+        including = re.compile(including_pattern)
+        excluding = re.compile(excluding_pattern) if excluding_pattern else None
+        gone = []
+        for cid in self.list_all_ids():
+            if including.match(cid) and not (excluding is not None and excluding.match(cid)):
+                self.delete_consumer(cid)
+                gone.append(cid)
+        return gone

@@ -1,0 +1,110 @@
+"""The `lookup` changelog producer at flush: each key of a level-0 run just written, looked up in
+the bucket's older files, yields +I, -U/+U or -D (`mergetree.changelog.lookup_changelog`).
+
+A deduplicate table's live row of a key is its newest record, which the shared lookup at commit
+(`mergetree.lookup`, levels searched newest first) finds; the other merge engines build a key's
+row from all its records, so every older record of the flushed keys is read and merged.
+The changelog files go into the bucket's commit message as the compaction's changelog (Paimon
+commits the lookup changelog in the COMPACT snapshot, where its stream scan reads it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.changelog import (
+    lookup_changelog,
+    records_of_keys,
+    row_deduplicate,
+    write_changelog,
+)
+from lakehouse_engine.mergetree.lookup import lookup
+from lakehouse_engine.mergetree.merge_order import merge_order
+from lakehouse_engine.options import MERGE_ENGINE
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.write.write_roles import LookupResult
+
+if TYPE_CHECKING:
+    from lakehouse_engine.partition import Partition
+    from lakehouse_engine.store.file_store import FileStore
+
+
+class LookupChangelog:
+    """The FlushLookup of a table with `changelog-producer` = lookup."""
+
+    def __init__(self, table: FileStore):
+        self.table = table
+        schema = table.schema
+        opts = schema.core_options
+        self.key_names = schema.trimmed_primary_keys
+        self.key_types = schema.types_of(self.key_names)
+        self.fields = schema.field_names
+        self.columns = self.fields + [SEQUENCE_NUMBER, VALUE_KIND]
+        file_schema = schema.data_file_arrow_schema()
+        self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
+        self.engine = opts.require(MERGE_ENGINE)
+        self.row_deduplicate = row_deduplicate(opts)
+        self.merge_function = table.merge_function()
+        self.reader = table.file_reader()
+        self.target_file_size = opts.target_file_size(True)
+
+    def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
+               older: list[DataFileMeta]) -> LookupResult:
+        """The changelog files of the run `flushed` against the bucket's `older` files."""
+        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
+
+        def read(f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
+            cols = columns or self.columns
+            schema = pa.schema([self.read_schema.field(c) for c in cols])
+            return self.reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
+
+        parts = [read(f) for f in flushed]
+        if not parts:
+            return LookupResult()
+        new = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        keys = new.select(self.key_names)
+        if self.engine == "deduplicate":
+            old = self._newest(keys, older, read)
+        else:
+            old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys))
+        old = old if old is not None else self.read_schema.empty_table()
+
+        def merge(rows: pa.Table) -> pa.Table:
+            return self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=False)
+
+        changes = lookup_changelog(new, old, self.key_names, merge, self.fields, self.row_deduplicate,
+                                   first_row=self.engine == "first-row")
+        files = write_changelog(self.table.file_io, self.table.schema, bucket_dir,
+                                self.table.path_factory.new_changelog_file_name, self.target_file_size,
+                                changes)
+        return LookupResult(changelog_files=files)
+
+    def _newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any) -> pa.Table | None:
+        """Each key's newest record in `older` (the shared lookup: level-0 runs newest first, then
+        levels 1, 2, ...), retractions included: a key whose newest record is a -D is gone."""
+        level0 = sorted((f for f in older if f.level == 0),
+                        key=lambda f: (f.max_sequence_number, f.min_sequence_number), reverse=True)
+        levels: list[list[DataFileMeta]] = [[f] for f in level0]
+        for level in sorted({f.level for f in older if f.level > 0}):
+            levels.append([f for f in older if f.level == level])
+        found = lookup(keys, levels, read, self.key_names, self.read_schema, self._range, comparable_key)
+        return found.old_rows if found.old_rows.num_rows else None
+
+    def _range(self, f: DataFileMeta) -> tuple[Any, Any]:
+        return (comparable_key(deserialize_row(f.min_key, self.key_types)),
+                comparable_key(deserialize_row(f.max_key, self.key_types)))
+
+    def _may_hold(self, keys: pa.Table) -> Any:
+        if any(pa.types.is_floating(keys.schema.field(k).type) for k in self.key_names):
+            return None  # Arrow's order and Java's differ on -0.0 and NaN: read every file
+        order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in self.key_names])
+        first, last = order[0].as_py(), order[len(order) - 1].as_py()
+        low = comparable_key(tuple(keys.column(k)[first].as_py() for k in self.key_names))
+        high = comparable_key(tuple(keys.column(k)[last].as_py() for k in self.key_names))
+        return lambda f: not (self._range(f)[1] < low or self._range(f)[0] > high)

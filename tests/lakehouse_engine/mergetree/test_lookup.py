@@ -1,0 +1,103 @@
+"""The lookup at commit: new keys found in the newest older level holding them, with their old rows
+and places; dead rows (a deletion vector's) skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.lookup import lookup
+from lakehouse_engine.table import FileStoreTable
+from tests.lakehouse_engine.conftest import create_table, write
+
+SCHEMA = pa.schema([pa.field("k1", pa.int64(), nullable=False), pa.field("k2", pa.string(), nullable=False),
+                    pa.field("v", pa.string())])
+
+
+def _batch(ids: range, tag: str) -> pa.Table:
+    return pa.table({"k1": list(ids), "k2": [f"s{i % 3}" for i in ids], "v": [f"{tag}{i}" for i in ids]},
+                    schema=SCHEMA)
+
+
+@pytest.fixture()
+def table(tmp_path: Path) -> FileStoreTable:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    t = create_table(catalog, "t", SCHEMA, primary_keys=["k1", "k2"],
+                     options={"bucket": "1", "write-only": "true"})
+    for start in (0, 200, 400):              # the older run: three key-disjoint files
+        write(t, _batch(range(start, start + 200), "a"))
+    write(t, _batch(range(300, 450), "b"))   # the newer run
+    return t
+
+
+def _runs(t: FileStoreTable) -> list[list[DataFileMeta]]:
+    files = [e.file for e in t.store.manifest_io().live_entries(t.latest_snapshot())]
+    by_seq = sorted({f.max_sequence_number > 599 for f in files}, reverse=True)
+    return [[f for f in files if (f.max_sequence_number > 599) == newer] for newer in by_seq]
+
+
+def _tools(t: FileStoreTable) -> dict[str, Any]:
+    reader = t.store.file_reader()
+    bucket_dir = t.path_factory.bucket_dir("", 0)
+    schema = t.schema.data_file_arrow_schema()
+    types = t.schema.types_of(["k1", "k2"])
+
+    def read_file(f: DataFileMeta, columns: list[str]) -> pa.Table:
+        return reader.read(f"{bucket_dir}/{f.file_name}", columns, pa.schema([schema.field(c) for c in columns]), f)
+
+    def key_range(f: DataFileMeta) -> tuple[Any, Any]:
+        return (comparable_key(deserialize_row(f.min_key, types)), comparable_key(deserialize_row(f.max_key, types)))
+
+    return {"read_file": read_file, "key_range": key_range, "comparable": comparable_key,
+            "key_names": ["k1", "k2"], "value_schema": pa.schema([SCHEMA.field("v"), SCHEMA.field("k1")])}
+
+
+def test_keys_are_found_in_the_newest_run_that_holds_them(table: FileStoreTable) -> None:
+    runs = _runs(table)
+    assert len(runs) == 2 and len(runs[1]) > 1  # the older run spans several files
+    keys = _batch(range(250, 700, 25), "new").select(["k1", "k2"])
+    got = lookup(keys, runs, **_tools(table))
+    ids = keys.column("k1").to_pylist()
+    assert got.exists.tolist() == [i < 600 for i in ids]
+    assert got.key_index.tolist() == [n for n, i in enumerate(ids) if i < 600]
+    assert got.old_rows.column("v").to_pylist() == [("b" if 300 <= i < 450 else "a") + str(i)
+                                                    for i in ids if i < 600]
+    # Each old row is where the lookup says: that row of that file.
+    bucket_dir = table.path_factory.bucket_dir("", 0)
+    for i, name, pos in zip(got.old_rows.column("k1").to_pylist(), got.file_names, got.positions.tolist(),
+                            strict=True):
+        assert pq.read_table(f"{bucket_dir}/{name}", columns=["k1"]).column("k1")[pos].as_py() == i
+
+
+def test_a_dead_row_is_skipped_and_the_older_run_answers(table: FileStoreTable) -> None:
+    runs = _runs(table)
+    tools = _tools(table)
+    newer = {f.file_name for f in runs[0]}
+
+    def live_rows(f: DataFileMeta, rows: pa.Table) -> np.ndarray | None:
+        if f.file_name not in newer:
+            return None
+        return np.asarray(pa.compute.not_equal(rows.column("k1"), 310).to_numpy(zero_copy_only=False))
+
+    keys = _batch(range(310, 311), "new").select(["k1", "k2"])
+    got = lookup(keys, runs, live_rows=live_rows, **tools)
+    assert got.old_rows.column("v").to_pylist() == ["a310"]
+    assert got.file_names[0] not in newer
+    by_file = got.positions_by_file()
+    assert list(by_file) == [got.file_names[0]] and by_file[got.file_names[0]].tolist() == got.positions.tolist()
+
+
+def test_no_key_found_gives_empty_rows_of_the_value_schema(table: FileStoreTable) -> None:
+    tools = _tools(table)
+    got = lookup(_batch(range(900, 905), "n").select(["k1", "k2"]), _runs(table), **tools)
+    assert not got.exists.any() and got.old_rows.schema == tools["value_schema"] and got.old_rows.num_rows == 0

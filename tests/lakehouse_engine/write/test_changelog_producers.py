@@ -1,0 +1,129 @@
+"""The changelog each producer writes, against Paimon's definition, replayed to the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.errors import UnsupportedError
+from tests.lakehouse_engine.conftest import create_table, read
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, put
+
+BATCHES = [
+    [(1, "a", "+I"), (2, "b", "+I"), (3, "c", "+I")],
+    [(1, "a2", "+I"), (2, None, "-D"), (4, "d", "+I"), (9, None, "-D"), (3, "c", "+I")],
+    [(4, "d2", "+I"), (4, "d3", "+I"), (1, None, "-D")],
+]
+
+
+def _table(catalog: Catalog, producer: str, **options: Any) -> Any:
+    opts = {"bucket": "2", "rowkind.field": "k", "changelog-producer": producer, **options}
+    return create_table(catalog, f"t_{producer.replace('-', '_')}", SCHEMA, primary_keys=["id"], options=opts)
+
+
+def _changes(table: Any, start: int = 0) -> list[tuple[int, str, int, Any]]:
+    c = table.changes(start)
+    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in c.to_pylist()]
+
+
+def _per_commit(changes: list[tuple[int, str, int, Any]]) -> list[list[tuple[str, int, Any]]]:
+    by: dict[int, list[tuple[str, int, Any]]] = {}
+    for sid, kind, k, v in changes:
+        by.setdefault(sid, []).append((kind, k, v))
+    return [sorted(v, key=lambda c: c[1]) for _, v in sorted(by.items())]
+
+
+def _replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
+    state: dict[int, Any] = {}
+    for _, kind, k, v in changes:
+        if kind in ("+I", "+U"):
+            state[k] = v
+        else:
+            state.pop(k, None)
+    return state
+
+
+def _table_rows(table: Any) -> dict[int, Any]:
+    t = read(table)
+    return dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+
+
+def test_input_writes_the_records_as_given_in_the_append_snapshot(catalog: Catalog) -> None:
+    t = _table(catalog, "input")
+    for batch in BATCHES:
+        put(t, *batch)
+    assert [s.commit_kind for s in t.snapshots() if s.changelog_manifest_list] == ["APPEND"] * 3
+    assert all(s.changelog_record_count == len(b) for s, b in zip(t.snapshots(), BATCHES, strict=True))
+    assert _per_commit(_changes(t)) == [
+        [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
+        [("+I", 1, "a2"), ("-D", 2, None), ("+I", 3, "c"), ("+I", 4, "d"), ("-D", 9, None)],
+        [("-D", 1, None), ("+I", 4, "d2"), ("+I", 4, "d3")],
+    ]
+    names = [f for f in (t.store.manifest_io().read_manifest(m.file_name)
+                         for s in t.snapshots()
+                         for m in t.store.manifest_io().read_manifest_list(s.changelog_manifest_list))]
+    assert all(e.file.file_name.startswith("changelog-") for es in names for e in es)
+
+
+@pytest.mark.parametrize("dedupe", [False, True])
+def test_lookup_gives_before_and_after_per_key_in_the_compact_snapshot(catalog: Catalog, dedupe: bool) -> None:
+    t = _table(catalog, "lookup", **{"changelog-producer.row-deduplicate": str(dedupe).lower()})
+    for batch in BATCHES:
+        put(t, *batch)
+    assert {s.commit_kind for s in t.snapshots() if s.changelog_manifest_list} == {"COMPACT"}
+    unchanged = [] if dedupe else [("-U", 3, "c"), ("+U", 3, "c")]
+    assert _per_commit(_changes(t)) == [
+        [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
+        sorted([("-U", 1, "a"), ("+U", 1, "a2"), ("-D", 2, "b"), *unchanged, ("+I", 4, "d")],
+               key=lambda c: c[1]),
+        [("-D", 1, "a2"), ("-U", 4, "d"), ("+U", 4, "d3")],
+    ]
+    assert _replay(_changes(t)) == _table_rows(t)
+
+
+def test_full_compaction_gives_the_difference_between_two_full_compactions(catalog: Catalog) -> None:
+    t = _table(catalog, "full-compaction", **{"write-only": "true"})
+    put(t, *BATCHES[0])
+    t.compact(full=True)
+    put(t, *BATCHES[1])
+    put(t, *BATCHES[2])
+    t.compact(full=True)
+    assert _per_commit(_changes(t)) == [
+        [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
+        [("-D", 1, "a"), ("-D", 2, "b"), ("-U", 3, "c"), ("+U", 3, "c"), ("+I", 4, "d3")],
+    ]
+    assert _replay(_changes(t)) == _table_rows(t)
+
+
+@pytest.mark.parametrize("engine,expected", [
+    ("partial-update", [("-U", 1, "a"), ("+U", 1, "a")]),
+    ("first-row", []),
+])
+def test_lookup_merges_before_and_after_with_the_merge_engine(catalog: Catalog, engine: str,
+                                                              expected: list[Any]) -> None:
+    t = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                     options={"bucket": "1", "changelog-producer": "lookup", "merge-engine": engine})
+    put(t, (1, "a", "+I"))
+    put(t, (1, None, "+I"), (5, "e", "+I"))
+    second = _per_commit(_changes(t, 2))
+    assert second == [sorted(expected + [("+I", 5, "e")], key=lambda c: c[1])]
+
+
+def test_a_producer_on_a_postpone_table_is_refused(catalog: Catalog) -> None:
+    t = create_table(catalog, "p", SCHEMA, primary_keys=["id"],
+                     options={"bucket": "-2", "changelog-producer": "input"})
+    with pytest.raises(UnsupportedError, match="postpone"):
+        t.new_batch_write_builder().new_write().write_arrow(
+            pa.Table.from_pylist([{"id": 1, "v": "a", "k": "+I"}], schema=SCHEMA))
+
+
+@pytest.mark.parametrize("key,value", [("changelog.num-retained.max", "100"), ("changelog-file.prefix", "cl-"),
+                                       ("changelog-producer.row-deduplicate-ignore-fields", "v")])
+def test_changelog_options_not_applied_are_refused_when_a_producer_writes(catalog: Catalog, key: str,
+                                                                          value: str) -> None:
+    t = _table(catalog, "input", **{key: value})
+    with pytest.raises(UnsupportedError, match=key):
+        t.new_batch_write_builder().new_write()
