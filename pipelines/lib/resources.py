@@ -19,10 +19,13 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_spark.utils import flatten_dict
 from pydantic import Field
 
-from lakehouse_engine import Catalog, FileStoreTable, Schema, TableNotExistError
+from lakehouse_engine import Catalog, FileStoreTable, Schema, SchemaChange, TableNotExistError
 from pipelines.lib.events import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
 
 DEFAULT_TABLE = "shop.orders"
+REVENUE_TABLE = "shop.daily_revenue"
+CHANGELOG_PRODUCER = "changelog-producer"
+CHANGELOG_LOOKUP = "lookup"
 DEFAULT_BUCKETS = 4
 DEFAULT_MASTER = "local[*]"
 
@@ -38,6 +41,8 @@ def table_pool(table: str) -> str:
 # shuffle does not keep the order in which rows arrived; and writers never compact, since
 # compaction is the sensor's and the nightly schedule's job (Paimon's dedicated compaction).
 PIPELINE_TABLE_OPTIONS = {
+    # Every commit writes what it changed, with the row before and after (daily_revenue reads it).
+    CHANGELOG_PRODUCER: CHANGELOG_LOOKUP,
     "rowkind.field": ROWKIND,
     "sequence.field": "updated_at",
     "write-only": "true",
@@ -175,13 +180,19 @@ class LakehouseResource(dg.ConfigurableResource):
         """The table, created first (order events, keyed by (order_id, dt), partitioned by dt)."""
         catalog = self.catalog()
         try:
-            return catalog.get_table(self.table)
+            table = catalog.get_table(self.table)
         except TableNotExistError:
             catalog.create_database(self.table.split(".", 1)[0], ignore_if_exists=True)
             catalog.create_table(self.table, Schema.from_pyarrow_schema(
                 EVENT_SCHEMA, primary_keys=list(PRIMARY_KEY), partition_keys=[PARTITION_KEY],
                 options=self.options()), ignore_if_exists=True)
             return catalog.get_table(self.table)
+        if CHANGELOG_PRODUCER not in table.schema.options:
+            # A warehouse made before the table had a producer: the option changes what later
+            # commits write (changelog files beside the data), never the rows already stored.
+            catalog.alter_table(self.table, [SchemaChange.set_option(CHANGELOG_PRODUCER, CHANGELOG_LOOKUP)])
+            table = catalog.get_table(self.table)
+        return table
 
     # ---- the pipeline's folders (a filesystem: Spark reads them, the ledger locks a file) ------
     @property
