@@ -46,7 +46,7 @@ def _grouped(rows: pa.Table, sign: pa.Array) -> pa.Table:
     status = pc.fill_null(rows.column("status"), NO_STATUS)
     amount = pc.fill_null(rows.column("amount").cast(REVENUE_TYPE), pa.scalar(0, REVENUE_TYPE))
     signed = pa.table({"dt": rows.column("dt"), "status": status,
-                       REVENUE: pc.multiply(amount, sign.cast(REVENUE_TYPE)), ORDERS: sign})
+                       REVENUE: pc.if_else(pc.less(sign, 0), pc.negate(amount), amount), ORDERS: sign})
     out = signed.group_by(list(GROUP)).aggregate([(REVENUE, "sum"), (ORDERS, "sum")])
     return pa.table({"dt": out.column("dt"), "status": out.column("status"),
                      REVENUE: out.column(f"{REVENUE}_sum").cast(REVENUE_TYPE),

@@ -22,8 +22,10 @@ import pytest
 
 from pipelines.defs.compaction.assets import full_compaction, sorted_run_compaction
 from pipelines.defs.compaction.sensors import sorted_runs_sensor
+from pipelines.defs.downstream.assets import daily_revenue
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
+from pipelines.defs.lsm.publish import lsm_publish
 from pipelines.defs.maintenance.assets import (
     ExpiryConfig,
     RescaleConfig,
@@ -47,8 +49,8 @@ from tests.pipelines.conftest import (
 
 pytestmark = pytest.mark.spark
 
-ASSETS = [ingested_events, bucket_assignment, lsm_write, sorted_run_compaction, full_compaction,
-          postpone_compaction, rescale, snapshot_expiry]
+ASSETS = [ingested_events, bucket_assignment, lsm_write, lsm_publish, sorted_run_compaction, full_compaction,
+          postpone_compaction, rescale, daily_revenue, snapshot_expiry]
 RANGE = {"dagster/asset_partition_range_start": DAYS[0], "dagster/asset_partition_range_end": DAYS[-1]}
 
 
@@ -174,7 +176,7 @@ def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipe
 
 def test_running_ingestion_again_adds_nothing(pipeline: Pipeline) -> None:
     before = pipeline.lakehouse.get_table().latest_snapshot()
-    result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write), tags=RANGE)
+    result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write, lsm_publish), tags=RANGE)
     assert result.success
     assert metadata_of(result, "ingested_events")["new_files"] == 0
     assert metadata_of(result, "lsm_write")["rows_written"] == 0
@@ -188,7 +190,7 @@ def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeli
     for copy in (1, 2):  # the same events again under new names: new files, same merged rows
         for path in originals:
             shutil.copy(path, folder / f"again{copy}-{path.name}")
-        result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write),
+        result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write, lsm_publish),
                                       partition_key=day)
         assert metadata_of(result, "ingested_events")["new_files"] == len(originals)
     runs = {(r.partition, r.bucket): r.sorted_runs for r in bucket_rows(lakehouse.get_table())}

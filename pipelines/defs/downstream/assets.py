@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from lakehouse_engine import FileStoreTable
+from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
 from pipelines.lib import keys, revenue
 from pipelines.lib.resources import LakehouseResource, table_pool
 
@@ -70,6 +70,10 @@ def read_changes(orders: FileStoreTable, next_snapshot: int) -> tuple[pa.Table, 
 def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Add the orders' changes since the consumer's position to the revenue table, then move it."""
     orders = lakehouse.get_or_create_table()
+    if orders.options.bucket == POSTPONE_BUCKET:
+        context.log.warning(f"{lakehouse.table} is a postpone-bucket table: it keeps no changelog to follow")
+        return dg.MaterializeResult(metadata={"mode": "not maintained (postpone-bucket table, no changelog)",
+                                              "changes": 0})
     target = revenue.get_or_create(lakehouse.catalog(), revenue_table_name(lakehouse))
     consumers = orders.consumer_manager()
     consumer = consumers.consumer(CONSUMER_ID)
@@ -114,7 +118,7 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         "groups_changed": deltas.num_rows,
         "dagster/row_count": groups.num_rows,
         "total_orders": int(sum(groups.column(revenue.ORDERS).to_pylist())),
-        "revenue_snapshot_id": (target.latest_snapshot().id if target.latest_snapshot() else 0),
+        "revenue_snapshot_id": getattr(target.latest_snapshot(), "id", 0),
     }
     context.log.info(f"{mode}: snapshots {metadata['snapshot_range']}, {changes.num_rows:,} changes {by_kind}, "
                      f"{deltas.num_rows} groups changed")
