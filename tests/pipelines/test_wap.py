@@ -192,14 +192,3 @@ def test_daily_revenue_follows_updates_and_deletes_reading_only_new_snapshots(ru
     assert kinds["update_before"] > 0 and kinds["update_after"] > 0 and kinds["delete"] > 0
     idle = run.materialize(dg.AssetSelection.assets(daily_revenue))
     assert metadata_of(idle, "daily_revenue")["changes"] == 0
-
-
-def test_daily_revenue_is_requested_when_orders_are_published(run: Run) -> None:
-    from pipelines.definitions import defs
-
-    run.land(2)
-    assert run.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write,
-                                                    lsm_publish)).success
-    result = dg.evaluate_automation_conditions(defs=defs, instance=run.instance,
-                                               asset_selection=dg.AssetSelection.assets(daily_revenue))
-    assert result.total_requested == 1
