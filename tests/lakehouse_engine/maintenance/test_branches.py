@@ -291,3 +291,14 @@ def test_a_fallback_branch_gives_the_partitions_main_lacks(catalog: Catalog) -> 
     # d1 is main's own (its value, not the fallback's); d2 only the fallback has.
     assert got == [{"id": 1, "dt": "d1", "v": 1}, {"id": 2, "dt": "d2", "v": 20}]
     assert read(catalog.get_table("db.p"), snapshot_id=1).num_rows == 1  # time travel: main only
+
+
+def test_a_rollback_of_main_keeps_the_files_of_a_branch_made_from_a_later_tag(catalog: Catalog) -> None:
+    main = _main_with_tag(catalog)
+    main.create_tag("t2", 2)
+    main.create_branch("b", "t2")
+    main.delete_tag("t2")
+    main.rollback_to(1)  # snapshot 2's files are main's no more, but the branch still reads them
+    assert _state(fresh(main)) == {1: 1, 2: 1, 3: 1}
+    assert _state(fresh(main.branch_table("b"))) == {1: 2, 2: 1, 3: 1}
+    assert main.remove_orphan_files(older_than=int(time.time() * 1000) + NOW_PLUS) == []
