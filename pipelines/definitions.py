@@ -1,8 +1,9 @@
 """The Dagster code location (`workspace.yaml`): assembles `pipelines/defs/`, defines nothing itself.
 
-    ingested_events -> bucket_assignment -> lsm_write -> postpone_compaction -> rescale ----------> snapshot_expiry
-                                                      -> sorted_run_compaction (sensor) ---------------^
-                                                      -> full_compaction (on_cron 02:00) --------------^
+    ingested_events -> bucket_assignment -> lsm_write -> lsm_publish -> postpone_compaction -> rescale -> snapshot_expiry
+                       (audit branch; blocking checks)  (fast-forward) -> sorted_run_compaction (sensor) -----^
+                                                                       -> full_compaction (on_cron 02:00) ----^
+                                                                       -> daily_revenue (eager; changelog) ---^
 
 `dg.load_from_defs_folder` finds every asset, check, job, sensor, schedule and resource under
 `pipelines/defs/` (the `[tool.dg.project]` of pyproject.toml names the folder); the executor is

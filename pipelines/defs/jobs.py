@@ -9,7 +9,8 @@ main_job = dg.define_asset_job(
     "main_job", selection=dg.AssetSelection.all(),
     description="Everything, for the days of the run: ingest, assign buckets, write, compact, rescale, expire.")
 ingest_job = dg.define_asset_job(
-    "ingest_job", selection=dg.AssetSelection.assets(keys.INGESTED_EVENTS, keys.BUCKET_ASSIGNMENT, keys.LSM_WRITE),
+    "ingest_job", selection=dg.AssetSelection.assets(keys.INGESTED_EVENTS, keys.BUCKET_ASSIGNMENT, keys.LSM_WRITE,
+                                                       keys.LSM_PUBLISH),
     description="New landing files of the run's days into the table.")
 compaction_job = dg.define_asset_job(
     "compaction_job", selection=dg.AssetSelection.assets(keys.SORTED_RUN_COMPACTION),

@@ -8,6 +8,8 @@ import dagster as dg
 INGESTED_EVENTS = dg.AssetKey("ingested_events")
 BUCKET_ASSIGNMENT = dg.AssetKey("bucket_assignment")
 LSM_WRITE = dg.AssetKey("lsm_write")
+LSM_PUBLISH = dg.AssetKey("lsm_publish")
+DAILY_REVENUE = dg.AssetKey("daily_revenue")
 SORTED_RUN_COMPACTION = dg.AssetKey("sorted_run_compaction")
 FULL_COMPACTION = dg.AssetKey("full_compaction")
 POSTPONE_COMPACTION = dg.AssetKey("postpone_compaction")

@@ -19,10 +19,20 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_spark.utils import flatten_dict
 from pydantic import Field
 
-from lakehouse_engine import Catalog, FileStoreTable, Schema, TableNotExistError
+from lakehouse_engine import (
+    POSTPONE_BUCKET,
+    Catalog,
+    FileStoreTable,
+    Schema,
+    SchemaChange,
+    TableNotExistError,
+)
 from pipelines.lib.events import EVENT_SCHEMA, PARTITION_KEY, PRIMARY_KEY, ROWKIND
 
 DEFAULT_TABLE = "shop.orders"
+REVENUE_TABLE = "shop.daily_revenue"
+CHANGELOG_PRODUCER = "changelog-producer"
+CHANGELOG_LOOKUP = "lookup"
 DEFAULT_BUCKETS = 4
 DEFAULT_MASTER = "local[*]"
 
@@ -161,8 +171,11 @@ class LakehouseResource(dg.ConfigurableResource):
         return Catalog(self.warehouse_root, self.all_catalog_options)
 
     def options(self) -> dict[str, str]:
-        """The options a new table is created with."""
-        return {**PIPELINE_TABLE_OPTIONS, **self.table_options, "bucket": str(self.bucket)}
+        """The options a new table is created with: with the lookup changelog (every commit writes
+        what it changed, the row before and after: daily_revenue reads it), except on a
+        postpone-bucket table, whose rows reach their buckets only at compaction (no producer)."""
+        producer = {} if self.bucket == POSTPONE_BUCKET else {CHANGELOG_PRODUCER: CHANGELOG_LOOKUP}
+        return {**PIPELINE_TABLE_OPTIONS, **producer, **self.table_options, "bucket": str(self.bucket)}
 
     def table_exists(self) -> bool:
         return self.catalog().table_exists(self.table)
@@ -175,13 +188,19 @@ class LakehouseResource(dg.ConfigurableResource):
         """The table, created first (order events, keyed by (order_id, dt), partitioned by dt)."""
         catalog = self.catalog()
         try:
-            return catalog.get_table(self.table)
+            table = catalog.get_table(self.table)
         except TableNotExistError:
             catalog.create_database(self.table.split(".", 1)[0], ignore_if_exists=True)
             catalog.create_table(self.table, Schema.from_pyarrow_schema(
                 EVENT_SCHEMA, primary_keys=list(PRIMARY_KEY), partition_keys=[PARTITION_KEY],
                 options=self.options()), ignore_if_exists=True)
             return catalog.get_table(self.table)
+        if CHANGELOG_PRODUCER not in table.schema.options and table.options.bucket != POSTPONE_BUCKET:
+            # A warehouse made before the table had a producer: the option changes what later
+            # commits write (changelog files beside the data), never the rows already stored.
+            catalog.alter_table(self.table, [SchemaChange.set_option(CHANGELOG_PRODUCER, CHANGELOG_LOOKUP)])
+            table = catalog.get_table(self.table)
+        return table
 
     # ---- the pipeline's folders (a filesystem: Spark reads them, the ledger locks a file) ------
     @property

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
-from pipelines.lib import keys
+from pipelines.lib import keys, wap
 from pipelines.lib.bucket_report import BucketRow, bucket_rows, buckets_markdown, skew
 from pipelines.lib.events import PRIMARY_KEY
 from pipelines.lib.resources import LakehouseResource
@@ -37,10 +37,37 @@ def rows_written_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
     return written
 
 
-def latest_snapshot_of(lakehouse: LakehouseResource) -> tuple[FileStoreTable, Snapshot] | None:
+def audited_table(lakehouse: LakehouseResource, run_id: str | None) -> FileStoreTable:
+    """The table a check of run `run_id` reads: the run's audit branch while it is open
+    (write-audit-publish), else main."""
+    table = lakehouse.get_table()
+    if run_id is not None:
+        branch = wap.audit_branch_name(run_id)
+        if branch in table.list_branches():
+            return table.branch_table(branch)
+    return table
+
+
+def keys_staged_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
+    """Distinct primary keys among the contract-valid rows lsm_write read from staging in the
+    check's run (`keys_staged`); None when lsm_write did not materialize in that run."""
+    events = context.instance.all_logs(context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    found = None
+    for event in events:
+        mat = event.asset_materialization
+        if mat is not None and mat.asset_key == keys.LSM_WRITE and "keys_staged" in mat.metadata:
+            value = mat.metadata["keys_staged"]
+            found = int(getattr(value, "value", value) or 0)
+    return found
+
+
+def latest_snapshot_of(lakehouse: LakehouseResource,
+                       run_id: str | None = None) -> tuple[FileStoreTable, Snapshot] | None:
+    """The table (the run's audit branch if open, else main) and its latest snapshot; None when
+    there is no table or no snapshot."""
     if not lakehouse.table_exists():
         return None
-    table = lakehouse.get_table()
+    table = audited_table(lakehouse, run_id)
     snapshot = table.latest_snapshot()
     return (table, snapshot) if snapshot is not None else None
 
@@ -119,13 +146,15 @@ def passed_empty(note: str = NO_SNAPSHOT) -> dg.AssetCheckResult:
 
 
 # ---- the check every committing asset carries ----------------------------------------------
-def row_counts_check(asset: dg.AssetKey) -> dg.AssetChecksDefinition:
-    """`bucket_row_counts_match_snapshot` on one asset (blocking)."""
+def row_counts_check(asset: dg.AssetKey, audited: bool = False) -> dg.AssetChecksDefinition:
+    """`bucket_row_counts_match_snapshot` on one asset (blocking); `audited`: on the run's audit
+    branch while it is open."""
 
     @dg.asset_check(asset=asset, name="bucket_row_counts_match_snapshot", blocking=True,
-                    description="Rows per bucket in the manifests add up to the snapshot's record count.")
-    def _check(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-        latest = latest_snapshot_of(lakehouse)
+                    description="Rows per bucket in the manifests add up to the snapshot's record count"
+                                + (" (on the run's audit branch)." if audited else "."))
+    def _check(context: dg.AssetCheckExecutionContext, lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+        latest = latest_snapshot_of(lakehouse, context.run.run_id if audited else None)
         if latest is None:
             return passed_empty()
         table, snapshot = latest

@@ -18,8 +18,11 @@ SUMMED = frozenset({"new_files", "rows_staged", "rows_quarantined", "rows", "row
 SHOWN = {
     "ingested_events": ("new_files", "rows_staged", "rows_quarantined", "evolution_columns"),
     "bucket_assignment": ("bucket_mode", "assignment", "rows", "buckets_assigned", "new_buckets"),
-    "lsm_write": ("snapshot_id", "commit_kind", "rows_written", "files_added", "new_buckets_written",
+    "lsm_write": ("audit_branch", "branch_base_snapshot", "snapshot_id", "commit_kind", "rows_written", "files_added", "new_buckets_written",
                   "max_sorted_runs", "bucket_skew", "schema_id", "columns_added"),
+    "lsm_publish": ("published", "main_snapshot_before", "main_snapshot_id", "snapshots_published"),
+    "daily_revenue": ("mode", "snapshot_range", "changes", "changes_insert", "changes_update_before",
+                      "changes_update_after", "changes_delete", "groups_changed", "total_orders"),
     "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),
     "full_compaction": ("buckets_compacted", "max_sorted_runs"),
     "postpone_compaction": ("bucket_mode", "rows_moved"),

@@ -206,18 +206,18 @@ def test_the_first_write_after_the_nightly_tick_requests_full_compaction_then_ex
         instance: dg.DagsterInstance) -> None:
     nights = Nights(instance)
     assert nights.at(1, 1) == NOTHING
-    nights.materialized(keys.LSM_WRITE, partition=DAY)
+    nights.materialized(keys.LSM_PUBLISH, partition=DAY)
     assert nights.at(1, 1, 30) == NOTHING  # written, but the 02:00 tick has not come
     assert nights.at(1, 2, 1) == NOTHING   # the tick: on_cron waits for a write after it
-    nights.materialized(keys.LSM_WRITE, partition=_day(1))  # the 03:00 hourly ingestion
+    nights.materialized(keys.LSM_PUBLISH, partition=_day(1))  # the 03:00 hourly ingestion
     # Full compaction, and expiry with it (on_cron counts a dependency requested in the same
     # evaluation): one run compacts, then expires the snapshots the compaction replaced.
     assert nights.at(1, 3, 5) == BOTH
     nights.materialized(keys.FULL_COMPACTION)
     nights.materialized(keys.SNAPSHOT_EXPIRY)
-    nights.materialized(keys.LSM_WRITE, partition=_day(1))  # 04:00
+    nights.materialized(keys.LSM_PUBLISH, partition=_day(1))  # 04:00
     assert nights.at(1, 4, 5) == NOTHING  # once per tick
-    nights.materialized(keys.LSM_WRITE, partition=_day(2))  # the next night's first write
+    nights.materialized(keys.LSM_PUBLISH, partition=_day(2))  # the next night's first write
     assert nights.at(2, 3, 5) == BOTH
 
 
@@ -244,4 +244,26 @@ def test_the_automation_sensor_starts_stopped_and_covers_every_asset() -> None:
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     conditions = {k.to_user_string(): a.automation_conditions_by_key.get(k)
                   for a in defs.assets or [] for k in a.keys}
-    assert {name for name, c in conditions.items() if c is not None} == {"full_compaction", "snapshot_expiry"}
+    assert {name for name, c in conditions.items() if c is not None} == {"full_compaction", "snapshot_expiry",
+                                                                         "daily_revenue"}
+
+
+def test_daily_revenue_is_requested_once_when_orders_are_published() -> None:
+    """Eager on lsm_publish: a publish of any day (the window is never complete) requests one run
+    of daily_revenue; nothing new, no request."""
+    from pipelines.definitions import defs
+    from pipelines.defs.downstream.assets import daily_revenue
+    from pipelines.lib import keys
+    from tests.pipelines.conftest import DAY
+
+    instance = dg.DagsterInstance.ephemeral()
+    selection = dg.AssetSelection.assets(daily_revenue)
+    first = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection)
+    assert first.total_requested == 0
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=keys.LSM_PUBLISH, partition=DAY))
+    published = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection,
+                                                  cursor=first.cursor)
+    assert published.total_requested == 1
+    idle = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection,
+                                             cursor=published.cursor)
+    assert idle.total_requested == 0

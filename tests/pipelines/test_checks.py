@@ -142,7 +142,7 @@ def test_an_even_table_passes_row_count_skew_and_target_checks(lakehouse: Lakeho
     result = _run(lakehouse, without_spark)
     verdicts = {name: e.passed for name, e in check_results(result).items()}
     assert verdicts == {"lsm_write:bucket_row_counts_match_snapshot": True, "lsm_write:bucket_skew": True,
-                        "lsm_write:dynamic_buckets_within_target": True}
+                        "lsm_write:dynamic_buckets_within_target": True, "lsm_write:contract_keys_on_branch": True}
     counts = check_results(result)["lsm_write:bucket_row_counts_match_snapshot"].metadata
     snapshot = lakehouse.get_table().latest_snapshot()
     assert snapshot is not None
@@ -153,7 +153,7 @@ def test_an_even_table_passes_row_count_skew_and_target_checks(lakehouse: Lakeho
 def test_checks_of_a_table_without_snapshots_pass_without_starting_spark(lakehouse: LakehouseResource) -> None:
     result = _run(lakehouse, dg.AssetSelection.checks(*ASSET_CHECKS))
     assert result.success
-    assert len(check_results(result)) == len(ASSET_CHECKS) == 8
+    assert len(check_results(result)) == len(ASSET_CHECKS) == 10
     assert all(e.passed for e in check_results(result).values())
 
 

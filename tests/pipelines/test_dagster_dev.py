@@ -85,7 +85,7 @@ def test_a_launched_ingestion_run_succeeds(server: DagsterDev, tmp_path: Path) -
     assert status == DagsterRunStatus.SUCCESS, server.log_tail()
     materialized = server.graphql(MATERIALIZATIONS, {"id": run_id})["runOrError"]["assetMaterializations"]
     assert sorted(("/".join(m["assetKey"]["path"]), m["partition"]) for m in materialized) == [
-        ("bucket_assignment", DAY), ("ingested_events", DAY), ("lsm_write", DAY)]
+        ("bucket_assignment", DAY), ("ingested_events", DAY), ("lsm_publish", DAY), ("lsm_write", DAY)]
 
 
 def test_sigterm_stops_dagster_dev_within_seconds(tmp_path: Path) -> None:

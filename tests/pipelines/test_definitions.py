@@ -12,15 +12,16 @@ import dagster as dg
 from pipelines.definitions import defs
 
 REPO = Path(__file__).resolve().parents[2]
-ASSETS = {"ingested_events", "bucket_assignment", "lsm_write", "sorted_run_compaction", "full_compaction",
-          "postpone_compaction", "rescale", "snapshot_expiry"}
+ASSETS = {"ingested_events", "bucket_assignment", "lsm_write", "lsm_publish", "sorted_run_compaction",
+          "full_compaction", "postpone_compaction", "rescale", "snapshot_expiry", "daily_revenue"}
 CHECKS = {"lsm_write:bucket_row_counts_match_snapshot", "lsm_write:dynamic_buckets_within_target",
-          "lsm_write:no_duplicate_primary_key", "lsm_write:bucket_skew",
+          "lsm_write:no_duplicate_primary_key", "lsm_write:bucket_skew", "lsm_write:contract_keys_on_branch",
+          "daily_revenue:revenue_equals_full_recompute",
           "postpone_compaction:postpone_bucket_empty", "rescale:bucket_row_counts_match_snapshot",
           "sorted_run_compaction:bucket_row_counts_match_snapshot",
           "full_compaction:bucket_row_counts_match_snapshot"}
 #: The assets that commit to shop.orders: each holds its pool.
-COMMITTING = {"lsm_write", "sorted_run_compaction", "full_compaction", "postpone_compaction", "rescale",
+COMMITTING = {"lsm_write", "lsm_publish", "sorted_run_compaction", "full_compaction", "postpone_compaction", "rescale",
               "snapshot_expiry"}
 
 
@@ -42,9 +43,10 @@ def test_the_definitions_hold_the_graph_checks_jobs_and_automation() -> None:
                 for k in graph.get_all_asset_keys()}
     assert upstream == {
         "ingested_events": set(), "bucket_assignment": {"ingested_events"}, "lsm_write": {"bucket_assignment"},
-        "postpone_compaction": {"lsm_write"}, "sorted_run_compaction": {"lsm_write"},
-        "full_compaction": {"lsm_write"}, "rescale": {"postpone_compaction"},
-        "snapshot_expiry": {"rescale", "sorted_run_compaction", "full_compaction"}}
+        "lsm_publish": {"lsm_write"}, "daily_revenue": {"lsm_publish"},
+        "postpone_compaction": {"lsm_publish"}, "sorted_run_compaction": {"lsm_publish"},
+        "full_compaction": {"lsm_publish"}, "rescale": {"postpone_compaction"},
+        "snapshot_expiry": {"rescale", "sorted_run_compaction", "full_compaction", "daily_revenue"}}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {
         "main_job", "ingest_job", "compaction_job", "maintenance_job", "snapshot_expiry_job"}
     assert {s.name for s in defs.sensors or []} == {"sorted_runs_sensor", "lakehouse_automation"}
@@ -66,8 +68,9 @@ def test_every_asset_that_commits_to_the_table_holds_its_pool_and_the_instance_a
 
     graph = defs.resolve_asset_graph()
     pools = {k.to_user_string(): graph.get(k).pools for k in graph.get_all_asset_keys()}
-    assert {name for name, p in pools.items() if p} == COMMITTING
-    assert {frozenset(p) for name, p in pools.items() if p} == {frozenset({"paimon-shop.orders"})}
+    assert {name for name, p in pools.items() if p} == COMMITTING | {"daily_revenue"}
+    assert {frozenset(p) for name, p in pools.items() if p and name in COMMITTING} == {frozenset({"paimon-shop.orders"})}
+    assert pools["daily_revenue"] == {"paimon-shop.daily_revenue"}
     settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
     assert settings["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
 

@@ -1,5 +1,5 @@
-"""The LSM write asset, rerun after its run died between the commit and the ledger update, or
-after the commit raised PostCommitError, does not commit the staged rows a second time."""
+"""The LSM write and its publish, rerun after the run died between publishing the commit and the
+ledger update, or after the commit raised PostCommitError, do not commit the staged rows a second time."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from lakehouse_engine.errors import PostCommitError
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
+from pipelines.defs.lsm.publish import lsm_publish
 from pipelines.lib.ledger import Ledger, LedgerState
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
 from pipelines.lib.sample_data import generate_order_events
@@ -45,12 +46,12 @@ def test_a_run_that_died_after_its_commit_is_not_committed_again(
         raise RuntimeError("the run died after the commit, before the ledger recorded it")
 
     monkeypatch.setattr(LedgerState, "mark_written", die)
-    assert not _run(lakehouse, spark_resource, lsm_write).success
+    assert not _run(lakehouse, spark_resource, lsm_write, lsm_publish).success
     monkeypatch.setattr(LedgerState, "mark_written", real)
     table = lakehouse.get_table()
     committed = table.latest_snapshot()
-    assert committed is not None and committed.commit_kind == "APPEND"
-    rerun = _run(lakehouse, spark_resource, lsm_write)
+    assert committed is not None and committed.commit_user.startswith("lsm_write-")  # published
+    rerun = _run(lakehouse, spark_resource, lsm_write, lsm_publish)
     assert rerun.success
     latest = lakehouse.get_table().latest_snapshot()
     assert latest.id == committed.id and latest.total_record_count == committed.total_record_count
@@ -70,11 +71,11 @@ def test_a_post_commit_error_records_the_rows_as_committed(
         raise PostCommitError("the data is committed, then its compaction failed", ids[:1])
 
     monkeypatch.setattr(lakehouse_spark, "write", compaction_fails)
-    first = _run(lakehouse, spark_resource, lsm_write)
+    first = _run(lakehouse, spark_resource, lsm_write, lsm_publish)
     assert first.success
     committed = lakehouse.get_table().latest_snapshot()
     assert Ledger(lakehouse.ledger_path).read().pending([DAY]) == []
     monkeypatch.setattr(lakehouse_spark, "write", real)
-    again = _run(lakehouse, spark_resource, lsm_write)
+    again = _run(lakehouse, spark_resource, lsm_write, lsm_publish)
     assert again.success and metadata_of(again, "lsm_write")["rows_written"] == 0
     assert lakehouse.get_table().latest_snapshot().id == committed.id

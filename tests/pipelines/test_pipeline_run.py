@@ -22,8 +22,10 @@ import pytest
 
 from pipelines.defs.compaction.assets import full_compaction, sorted_run_compaction
 from pipelines.defs.compaction.sensors import sorted_runs_sensor
+from pipelines.defs.downstream.assets import CONSUMER_ID, daily_revenue
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
+from pipelines.defs.lsm.publish import lsm_publish
 from pipelines.defs.maintenance.assets import (
     ExpiryConfig,
     RescaleConfig,
@@ -47,8 +49,8 @@ from tests.pipelines.conftest import (
 
 pytestmark = pytest.mark.spark
 
-ASSETS = [ingested_events, bucket_assignment, lsm_write, sorted_run_compaction, full_compaction,
-          postpone_compaction, rescale, snapshot_expiry]
+ASSETS = [ingested_events, bucket_assignment, lsm_write, lsm_publish, sorted_run_compaction, full_compaction,
+          postpone_compaction, rescale, daily_revenue, snapshot_expiry]
 RANGE = {"dagster/asset_partition_range_start": DAYS[0], "dagster/asset_partition_range_end": DAYS[-1]}
 
 
@@ -91,9 +93,9 @@ def test_one_run_materializes_every_asset_and_passes_every_check(pipeline: Pipel
     assert pipeline.first.success
     materialized = sorted((e.asset_key.to_user_string(), e.partition)
                           for e in pipeline.first.get_asset_materialization_events())
-    per_day = [(a, d) for a in ("bucket_assignment", "ingested_events", "lsm_write") for d in DAYS]
+    per_day = [(a, d) for a in ("bucket_assignment", "ingested_events", "lsm_write", "lsm_publish") for d in DAYS]
     once = [(a, None) for a in ("full_compaction", "postpone_compaction", "rescale", "snapshot_expiry",
-                                "sorted_run_compaction")]
+                                "sorted_run_compaction", "daily_revenue")]
     assert materialized == sorted(per_day + once)
     checks = check_results(pipeline.first)
     assert len(checks) == len(ASSET_CHECKS)
@@ -152,7 +154,9 @@ def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipe
     stats = {(r["partition"], r["bucket"]): r["row_count_sum"] for r in added.to_pylist()}
     for day, n in day_events(pipeline).items():
         meta = per_day[day]
-        assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (1, "APPEND", 2)
+        # Snapshot 1 holds the rows, snapshot 2 the lookup changelog of that commit (COMPACT).
+        assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (2, "COMPACT", 2)
+        assert table.snapshot(1).commit_kind == "APPEND"
         assert meta["rows_written"] == n
         assert meta["table_records"] == snapshot.total_record_count
         day_records = stats[(f"dt={day}", 0)] + stats[(f"dt={day}", 1)]
@@ -174,7 +178,7 @@ def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipe
 
 def test_running_ingestion_again_adds_nothing(pipeline: Pipeline) -> None:
     before = pipeline.lakehouse.get_table().latest_snapshot()
-    result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write), tags=RANGE)
+    result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write, lsm_publish), tags=RANGE)
     assert result.success
     assert metadata_of(result, "ingested_events")["new_files"] == 0
     assert metadata_of(result, "lsm_write")["rows_written"] == 0
@@ -188,7 +192,7 @@ def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeli
     for copy in (1, 2):  # the same events again under new names: new files, same merged rows
         for path in originals:
             shutil.copy(path, folder / f"again{copy}-{path.name}")
-        result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write),
+        result = pipeline.materialize(dg.AssetSelection.assets(ingested_events, bucket_assignment, lsm_write, lsm_publish),
                                       partition_key=day)
         assert metadata_of(result, "ingested_events")["new_files"] == len(originals)
     runs = {(r.partition, r.bucket): r.sorted_runs for r in bucket_rows(lakehouse.get_table())}
@@ -239,11 +243,20 @@ def test_snapshot_expiry_keeps_the_retained_snapshots_and_removes_orphans(pipeli
     orphan.write_bytes(b"left by a failed writer")
     os.utime(orphan, (time.time() - 3 * 86_400,) * 2)
 
+    # daily_revenue's consumer holds the snapshots it has not read: expiry keeps those too.
+    consumer = table.consumer_manager().consumer(CONSUMER_ID)
+    assert consumer is not None
+    kept = max(2, latest.id - consumer.next_snapshot + 1)
     config = dg.RunConfig(ops={"snapshot_expiry": ExpiryConfig(retain_max=2, retain_min=1)})
     result = pipeline.materialize(dg.AssetSelection.assets(snapshot_expiry), run_config=config)
     assert result.success
     meta = metadata_of(result, "snapshot_expiry")
-    assert meta["snapshots_retained"] == 2 and meta["latest_snapshot"] == latest.id
-    assert meta["snapshots_expired"] == meta["snapshots_before"] - 2
+    assert meta["snapshots_retained"] == kept and meta["latest_snapshot"] == latest.id
+    assert meta["snapshots_expired"] == meta["snapshots_before"] - kept
+    assert kept > 2  # the compactions after the last daily_revenue run are not read yet
+    # Once daily_revenue has read them, expiry keeps only the retained two.
+    assert pipeline.materialize(dg.AssetSelection.assets(daily_revenue)).success
+    again = pipeline.materialize(dg.AssetSelection.assets(snapshot_expiry), run_config=config)
+    assert metadata_of(again, "snapshot_expiry")["snapshots_retained"] == 2
     assert meta["orphan_files_removed"] == 1 and not orphan.exists()
     assert pipeline.table_equals_model()

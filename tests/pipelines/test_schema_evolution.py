@@ -21,6 +21,7 @@ import pytest
 
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm.assets import lsm_write
+from pipelines.defs.lsm.publish import lsm_publish
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
 from pipelines.lib.sample_data import (
     COUPON_CODE,
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.spark
 
 START = datetime.date.fromisoformat(DAY)
 DAYS = tuple((START + datetime.timedelta(days=d)).isoformat() for d in range(3))
-WRITE = [ingested_events, lsm_write]  # bucket_assignment only plans: not needed to write
+WRITE = [ingested_events, lsm_write, lsm_publish]  # bucket_assignment only plans: not needed to write
 
 
 def _land(lakehouse: LakehouseResource) -> list[pa.Table]:

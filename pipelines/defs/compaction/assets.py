@@ -96,7 +96,7 @@ def _absent() -> dg.MaterializeResult:
     # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
     # select it together with the daily assets (the CLI requires it of every selected asset).
     backfill_policy=SINGLE_RUN,
-    deps=[keys.LSM_WRITE],
+    deps=[keys.LSM_PUBLISH],
     pool=TABLE_POOL,
     group_name="lsm",
     kinds={"spark", "paimon"},
@@ -121,7 +121,7 @@ def sorted_run_compaction(context: dg.AssetExecutionContext, config: CompactionC
 
 @dg.asset(
     backfill_policy=SINGLE_RUN,
-    deps=[keys.LSM_WRITE],
+    deps=[keys.LSM_PUBLISH],
     pool=TABLE_POOL,
     group_name="lsm",
     kinds={"spark", "paimon"},

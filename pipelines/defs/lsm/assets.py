@@ -28,7 +28,7 @@ from lakehouse_engine import (
 )
 from lakehouse_engine.options import DYNAMIC_BUCKET_ASSIGNER_PARALLELISM
 from lakehouse_engine.spark import TableRef, bucket_column
-from pipelines.lib import keys
+from pipelines.lib import keys, wap
 from pipelines.lib.bucket_report import (
     bar_chart_markdown,
     bucket_label,
@@ -37,7 +37,7 @@ from pipelines.lib.bucket_report import (
     bucket_text,
     skew,
 )
-from pipelines.lib.events import EVOLUTION_COLUMNS, PARTITION_KEY
+from pipelines.lib.events import EVOLUTION_COLUMNS, PARTITION_KEY, PRIMARY_KEY
 from pipelines.lib.ledger import Ledger
 from pipelines.lib.partitions import DAILY_PARTITIONS, SINGLE_RUN, partition_name, per_day_metadata
 from pipelines.lib.resources import (
@@ -179,6 +179,12 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: LakehouseSparkRe
                                           "plan": dg.MetadataValue.path(str(path))})
 
 
+def _still_running(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether a run exists and has not finished (its audit branch is an open audit)."""
+    run = instance.get_run_by_id(run_id)
+    return run is not None and not run.is_finished
+
+
 # ---- the LSM write -----------------------------------------------------------------------------
 WRITTEN_TABLE_SCHEMA = dg.TableSchema(columns=[
     dg.TableColumn("partition", "string"), dg.TableColumn("bucket", "string"),
@@ -205,16 +211,22 @@ def written_buckets(files: pa.Table, existed: set[tuple[str, int]]) -> list[dict
     pool=TABLE_POOL,
     group_name="lsm",
     kinds={"spark", "paimon"},
-    description="The Paimon primary-key table: staged rows written by Spark, one commit per run, "
-                "one new level-0 sorted run per bucket written; an evolution column the staged "
+    description="The staged rows written by Spark into the run's audit branch of the table "
+                "(write-audit-publish: main does not see them until lsm_publish), one commit per "
+                "run, one new level-0 sorted run per bucket written; an evolution column the staged "
                 "rows carry is added to the table first (the lakehouse resource's evolve_schema).",
 )
 def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
               lakehouse: LakehouseResource) -> dg.MaterializeResult:
-    """Write the staged, uncommitted rows of the run's days in one Spark commit."""
+    """Write the staged, uncommitted rows of the run's days in one Spark commit to the run's
+    audit branch (made at main's latest snapshot; failed audits of finished runs discarded first)."""
     import lakehouse_engine.spark as lakehouse_spark
 
-    table = lakehouse.get_or_create_table()
+    main = lakehouse.get_or_create_table()
+    for gone in wap.discard_finished(main, lambda run_id: _still_running(context.instance, run_id)):
+        context.log.info(f"discarded audit branch {gone} of a finished run")
+    branch = wap.audit_branch_name(context.run.run_id)
+    table = wap.open_audit_branch(main, context.run.run_id)
     columns_before = table.schema.field_names
     existed = {(r.partition, r.bucket) for r in bucket_rows(table, context.partition_keys)}
     dts = list(context.partition_keys)
@@ -223,9 +235,10 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
     with ledger.update() as state:
         pending = state.pending(dts)
         ids: list[int] = []
+        keys_staged = 0
         # Rows an interrupted run committed, though it did not live to record it: never twice.
         for user, entries in state.committing_users(pending).items():
-            landed = table.committed_snapshots(user)
+            landed = main.committed_snapshots(user)  # landed means: published to main
             if landed:
                 context.log.warning(f"commit {user} of an earlier run had landed in snapshot {landed[0]}; "
                                     f"its {len(entries)} staged parts are not written again")
@@ -240,6 +253,8 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
             # (null in rows staged before the events had them).
             extra = [c for c in EVOLUTION_COLUMNS if c in state.columns_of(pending) or c in columns_before]
             rows = read_staged(spark.spark_session, lakehouse.staging_path, pending, extra)
+            # What contract_keys_on_branch expects to find on the branch.
+            keys_staged = rows.select(*PRIMARY_KEY).distinct().count()
             try:
                 ids = lakehouse_spark.write(rows, table, warehouse=lakehouse.warehouse_root, commit_user=commit_user,
                                             merge_schema=lakehouse.evolve_schema)
@@ -254,10 +269,11 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
             except PostCommitError as exc:  # the rows are committed; only the compaction after them failed
                 context.log.warning(f"snapshot {exc.snapshot_ids} committed the rows, then: {exc}")
                 ids = exc.snapshot_ids
-            done += state.mark_written(pending, ids[-1] if ids else 0)
+            # Not marked written: the rows are on the audit branch only. lsm_publish marks them
+            # once main holds this commit; a failed audit leaves them pending for the next run.
     for batch in done:  # committed and recorded: the table holds these rows now
         shutil.rmtree(lakehouse.staging_path / f"batch={batch}", ignore_errors=True)
-    table = lakehouse.get_table()  # re-opened: the latest schema and snapshot
+    table = lakehouse.get_table().branch_table(branch)  # re-opened: the latest schema and snapshot
     snapshot = table.latest_snapshot()
     files = table.files_added(ids)
     files_of = {dt: files.filter(pc.equal(files.column("partition"), partition_name(dt))) for dt in dts}
@@ -284,6 +300,9 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
     per_day_metadata(context, {dt: figures([dt]) for dt in dts})
     added = [c for c in table.schema.field_names if c not in columns_before]
     metadata: dict[str, Any] = {
+        "audit_branch": branch,
+        "branch_base_snapshot": wap.branch_base(main, branch),
+        "keys_staged": keys_staged,
         "snapshot_id": snapshot.id if snapshot else 0,
         "schema_id": table.schema.id,
         "columns": ", ".join(table.schema.field_names),
@@ -295,8 +314,8 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
     }
     if added:
         context.log.info(f"table {lakehouse.table} gained columns {added} (schema {table.schema.id})")
-    context.log.info(f"snapshot {metadata['snapshot_id']}: {metadata['rows_written']:,} rows, "
-                     f"{files.num_rows} files added")
+    context.log.info(f"branch {branch} snapshot {metadata['snapshot_id']}: {metadata['rows_written']:,} rows, "
+                     f"{files.num_rows} files added; main publishes them after the audit")
     return dg.MaterializeResult(metadata=metadata)
 
 

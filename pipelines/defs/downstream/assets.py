@@ -1,0 +1,127 @@
+"""`daily_revenue`: revenue and order counts per day and status in a second Paimon table, kept up
+to date from `shop.orders`'s changelog, incrementally.
+
+Each run reads only the changes since the last one through the consumer `daily_revenue` (the
+asset's cursor: `consumer/consumer-daily_revenue` in the orders table, which snapshot expiry
+respects), turns them into per-group deltas (`+I`/`+U` add, `-U`/`-D` subtract) and commits them
+to the aggregation table. The commit carries the consumer's next snapshot as its commit
+identifier, so a run that died between its commit and moving the consumer is recognised and not
+counted twice. The first run, with no consumer yet, reads the orders table in full.
+"""
+
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
+from pipelines.lib import keys, revenue
+from pipelines.lib.resources import LakehouseResource, table_pool
+
+CONSUMER_ID = "daily_revenue"
+CHANGE_COLUMNS = ["dt", "status", "amount"]
+
+
+def revenue_table_name(lakehouse: LakehouseResource) -> str:
+    """`<database of the orders table>.daily_revenue`."""
+    return f"{lakehouse.table.split('.', 1)[0]}.daily_revenue"
+
+
+def _last_committed(table: FileStoreTable) -> int | None:
+    """The orders snapshot after the last one this asset committed (its commit identifier)."""
+    for snapshot in reversed(table.snapshots()):
+        if snapshot.commit_user == CONSUMER_ID:
+            return snapshot.commit_identifier
+    return None
+
+
+def read_changes(orders: FileStoreTable, next_snapshot: int) -> tuple[pa.Table, int, list[int]]:
+    """The changes of the orders snapshots from `next_snapshot` on (with `_row_kind`), the
+    consumer's next snapshot after them, and the snapshots that had changes."""
+    builder = (orders.new_stream_read_builder().with_consumer_id(CONSUMER_ID)
+               .with_include_row_kind().with_projection(CHANGE_COLUMNS))
+    scan, read = builder.new_streaming_scan(), builder.new_read()
+    scan.restore(next_snapshot)
+    parts, snapshots = [], []
+    while True:
+        plan = scan.plan()
+        if plan.snapshot_id is None:
+            break
+        snapshots.append(plan.snapshot_id)
+        if plan.splits():
+            parts.append(read.to_arrow(plan.splits()))
+    after = scan.checkpoint() or next_snapshot
+    empty = pa.schema([pa.field(revenue.ROW_KIND, pa.string())]).empty_table()
+    changes = pa.concat_tables(parts, promote_options="default") if parts else empty
+    return changes, after, snapshots
+
+
+@dg.asset(
+    key=keys.DAILY_REVENUE,
+    deps=[keys.LSM_PUBLISH],
+    pool=table_pool("shop.daily_revenue"),
+    group_name="downstream",
+    kinds={"paimon"},
+    # eager, except that it does not wait for every daily partition of lsm_publish (the window
+    # is never complete): a publish of any day is new orders to follow.
+    automation_condition=dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()),
+    description="Revenue and order counts per day and status (aggregation merge engine), from the "
+                "orders table's lookup changelog since the last run: consumer 'daily_revenue' is "
+                "the cursor, and keeps the snapshots it has not read from expiry.",
+)
+def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Add the orders' changes since the consumer's position to the revenue table, then move it."""
+    orders = lakehouse.get_or_create_table()
+    if orders.options.bucket == POSTPONE_BUCKET:
+        context.log.warning(f"{lakehouse.table} is a postpone-bucket table: it keeps no changelog to follow")
+        return dg.MaterializeResult(metadata={"mode": "not maintained (postpone-bucket table, no changelog)",
+                                              "changes": 0})
+    target = revenue.get_or_create(lakehouse.catalog(), revenue_table_name(lakehouse))
+    consumers = orders.consumer_manager()
+    consumer = consumers.consumer(CONSUMER_ID)
+    committed = _last_committed(target)
+    if committed is not None and (consumer is None or consumer.next_snapshot < committed):
+        # The last run committed these changes, then died before moving the consumer.
+        context.log.warning(f"consumer {CONSUMER_ID} was behind its last commit: moved to {committed}")
+        consumers.reset_consumer(CONSUMER_ID, committed)
+        consumer = consumers.consumer(CONSUMER_ID)
+    latest = orders.latest_snapshot()
+    if consumer is None:
+        if latest is None:
+            return dg.MaterializeResult(metadata={"mode": "nothing yet", "changes": 0})
+        rows = revenue.read_all(orders, latest.id).select(CHANGE_COLUMNS)
+        changes = rows.append_column(revenue.ROW_KIND, pa.array(["+I"] * rows.num_rows, pa.string()))
+        start, after, snapshots, mode = latest.id, latest.id + 1, [latest.id], "full (first run)"
+    else:
+        start = consumer.next_snapshot
+        changes, after, snapshots = read_changes(orders, start)
+        mode = "incremental"
+    deltas = revenue.deltas(changes)
+    if deltas.num_rows:
+        builder = target.new_stream_write_builder().with_commit_user(CONSUMER_ID)
+        write, commit = builder.new_write(), builder.new_commit()
+        write.write_arrow(deltas)
+        commit.commit(write.prepare_commit(), after)
+    consumers.reset_consumer(CONSUMER_ID, after)
+    by_kind = revenue.counts_by_kind(changes)
+    target = revenue.get_or_create(lakehouse.catalog(), revenue_table_name(lakehouse))
+    groups = revenue.live_groups(revenue.read_all(target))
+    metadata: dict[str, Any] = {
+        "mode": mode,
+        "first_snapshot": start if snapshots else 0,
+        "last_snapshot": after - 1,
+        "snapshots_with_changes": len(snapshots),
+        "snapshot_range": f"{start}..{after - 1}" if after > start else "none (no new snapshot)",
+        "consumer_next_snapshot": after,
+        "changes": changes.num_rows,
+        **{f"changes_{k}": n for k, n in zip(("insert", "update_before", "update_after", "delete"),
+                                             by_kind.values(), strict=True)},
+        "changes_per_row_kind": dg.MetadataValue.json(by_kind),
+        "groups_changed": deltas.num_rows,
+        "dagster/row_count": groups.num_rows,
+        "total_orders": int(sum(groups.column(revenue.ORDERS).to_pylist())),
+        "revenue_snapshot_id": getattr(target.latest_snapshot(), "id", 0),
+    }
+    context.log.info(f"{mode}: snapshots {metadata['snapshot_range']}, {changes.num_rows:,} changes {by_kind}, "
+                     f"{deltas.num_rows} groups changed")
+    return dg.MaterializeResult(metadata=metadata)

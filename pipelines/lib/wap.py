@@ -1,0 +1,115 @@
+"""Write-audit-publish on `shop.orders`: each run's rows go to a branch made for that run, the
+blocking checks read the branch, and only a passing audit fast-forwards main (docs/pipelines.md).
+
+A run's branch is `audit-<run id>`, started from the tag `audit-<run id>-base` on main's latest
+snapshot (no tag when main had none). The tag is the branch point: publishing compares it with
+main's latest snapshot, because a fast-forward replaces main's snapshots after the branch point
+with the branch's, and a commit main gained since (another writer, a compaction, a rescale) would
+be dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lakehouse_engine import FileStoreTable
+
+AUDIT_PREFIX = "audit-"
+BASE_SUFFIX = "-base"
+
+
+class MainMovedError(Exception):
+    """Main gained snapshots after the audit branch's point: a fast-forward would drop them."""
+
+
+def audit_branch_name(run_id: str) -> str:
+    """The audit branch of one Dagster run."""
+    return f"{AUDIT_PREFIX}{run_id}"
+
+
+def run_id_of(branch: str) -> str | None:
+    """The run an audit branch belongs to (None: not an audit branch)."""
+    return branch[len(AUDIT_PREFIX):] if branch.startswith(AUDIT_PREFIX) else None
+
+
+def base_tag_name(branch: str) -> str:
+    """The tag on main's snapshot where `branch` starts."""
+    return f"{branch}{BASE_SUFFIX}"
+
+
+def audit_branches(table: FileStoreTable) -> list[str]:
+    """The audit branches the table holds (open audits and failed ones kept for inspection)."""
+    return sorted(b for b in table.list_branches() if b.startswith(AUDIT_PREFIX))
+
+
+def discard(table: FileStoreTable, branch: str) -> None:
+    """Drop an audit branch and its base tag; its files only it used become orphans."""
+    if branch in table.list_branches():
+        table.drop_branch(branch)
+    if base_tag_name(branch) in table.list_tags():
+        table.delete_tag(base_tag_name(branch))
+
+
+def discard_finished(table: FileStoreTable, still_running: Callable[[str], bool]) -> list[str]:
+    """Discard the audit branches of runs no longer running (failed audits a later run clears);
+    returns their names. A branch of a run still in progress is its open audit: kept."""
+    gone = []
+    for branch in audit_branches(table):
+        run_id = run_id_of(branch)
+        if run_id is not None and not still_running(run_id):
+            discard(table, branch)
+            gone.append(branch)
+    return gone
+
+
+def open_audit_branch(table: FileStoreTable, run_id: str) -> FileStoreTable:
+    """The run's audit branch as a table, made at main's latest snapshot (an empty branch with
+    main's schema when main has none); an existing one of the same run is reused."""
+    name = audit_branch_name(run_id)
+    if name not in table.list_branches():
+        latest = table.latest_snapshot()
+        if latest is None:
+            table.create_branch(name)
+        else:
+            table.create_tag(base_tag_name(name), latest.id, ignore_if_exists=True)
+            table.create_branch(name, base_tag_name(name))
+    return table.branch_table(name)
+
+
+def branch_base(table: FileStoreTable, branch: str) -> int:
+    """Main's snapshot id at the branch point (0: main had no snapshot)."""
+    tag = table.tags().get(base_tag_name(branch))
+    return tag.id if tag is not None else 0
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a publish did: main's snapshot before and after, and the branch's snapshots it took."""
+
+    branch: str
+    main_before: int
+    main_after: int
+    snapshots_published: int
+
+
+def publish(table: FileStoreTable, branch: str) -> Published:
+    """Fast-forward main to the audit branch, then drop the branch and its tag. MainMovedError
+    (main and the branch untouched) when main's latest snapshot is no longer the branch point."""
+    base = branch_base(table, branch)
+    latest = table.latest_snapshot()
+    main_before = latest.id if latest is not None else 0
+    if main_before != base:
+        kinds = ", ".join(f"{s.id} {s.commit_kind}" for s in table.snapshots()
+                          if s.id > base)
+        raise MainMovedError(
+            f"main of {table.identifier} moved after audit branch {branch} was made at snapshot {base}: "
+            f"it is at {main_before} now ({kinds}); a fast-forward would drop those snapshots, so "
+            f"nothing was published. The branch is kept for inspection; the staged rows stay pending "
+            f"and the next run writes and audits them again on top of main")
+    head = table.branch_table(branch).latest_snapshot()
+    head_id = head.id if head is not None else base
+    if head_id > base:
+        table.fast_forward(branch)
+    discard(table, branch)
+    return Published(branch, main_before, max(head_id, main_before), head_id - base)
