@@ -131,6 +131,8 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
     first_by_age = max(latest - config.retain_max + 1, earliest)
     # 2. retain_min and 4. max_deletes: nothing at or after this id goes.
     end = min(latest - config.retain_min + 1, earliest + config.max_deletes)
+    if end <= earliest:
+        return 0  # nothing may go: no need to list the consumers (a commit stays listing-free)
     # A consumer's next snapshot and everything after it stay: a streaming reader reads them.
     consumed = table.consumer_manager().min_next_snapshot()
     if consumed is not None:

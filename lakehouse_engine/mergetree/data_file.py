@@ -309,6 +309,11 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
     files are decoded `batch_bytes` at a time (rows sized by the width of a first small batch),
     ORC files a stripe at a time.
     """
+    if meta.file_size * _SMALL_FILE_EXPANSION <= batch_bytes:
+        # A file that decodes well within the budget is read whole: one read (and on an object
+        # store one round of ranged GETs) instead of a probe and a stream of batches.
+        yield read_data_file(file_io, path, columns, schema, meta, schema_file)
+        return
     if not path.endswith((".orc", ".avro")):
         yield from _parquet_batches(file_io, path, columns, schema, meta, batch_bytes, schema_file)
         return
@@ -334,6 +339,10 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
     except (pa.ArrowException, ValueError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
+
+# How many times its stored size a data file may take decoded, at most, for the reads of bounded
+# memory to read it whole (zstd-compressed, dictionary-encoded columns rarely expand further).
+_SMALL_FILE_EXPANSION = 16
 
 # Rows a parquet batch holds at least, however tight the memory: below this, per-batch overhead
 # (Python, Arrow's kernels) outweighs the rows.

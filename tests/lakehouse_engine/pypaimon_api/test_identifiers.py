@@ -11,6 +11,7 @@ from lakehouse_engine import (
     Identifier,
     InvalidIdentifierError,
     Schema,
+    TableNotExistError,
     UnsupportedError,
 )
 
@@ -69,10 +70,13 @@ def test_catalog_serves_tables_whose_names_hold_periods(tmp_path) -> None:
     assert (tmp_path / "my.db.db" / "t.1" / "schema" / "schema-0").is_file()
 
 
-def test_catalog_refuses_branches_and_system_tables_until_it_serves_them(tmp_path) -> None:
+def test_catalog_refuses_system_tables_and_serves_branches(tmp_path) -> None:
     catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
     catalog.create_database("db", False)
     catalog.create_table("db.t", Schema.from_pyarrow_schema(pa.schema([("a", pa.int64())])), False)
-    for name in ("db.t$snapshots", "db.t$branch_dev"):
-        with pytest.raises(UnsupportedError, match="branch or system table"):
-            catalog.get_table(name)
+    with pytest.raises(UnsupportedError, match="names a system table"):
+        catalog.get_table("db.t$snapshots")
+    with pytest.raises(TableNotExistError, match="branch"):
+        catalog.get_table("db.t$branch_dev")  # not created yet
+    catalog.create_branch("db.t", "dev")
+    assert catalog.get_table("db.t$branch_dev").branch == "dev"
