@@ -170,6 +170,10 @@ def write_orc(sink: BinaryIO, table: pa.Table, compression: str) -> None:
     for f, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_time(f.type):
             column, f = column.cast(pa.int32()), pa.field(f.name, pa.int32(), f.nullable)
+        elif pa.types.is_nested(f.type) and any(chunk.offset for chunk in column.chunks):
+            # pyarrow's ORC writer reads a sliced ROW's null bitmap from its start, not from the
+            # slice's offset (a range merge's rows are slices): copy such a column out first.
+            column = pa.chunked_array([pa.concat_arrays(column.chunks)], f.type)
         columns.append(column)
         fields.append(f)
     table = pa.Table.from_arrays(columns, schema=pa.schema(fields))

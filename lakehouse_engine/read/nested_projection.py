@@ -7,7 +7,7 @@ the field taken from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -78,12 +78,14 @@ class NestedProjectionRead(TableRead):
             raise SchemaError(f"projection {list(projection)} names one output column twice: {names}")
         self.output_schema = pa.schema(fields)
 
-    def read_split(self, split: DataSplit) -> pa.Table:
-        table = self._columns_read.read_split(split)
-        columns = []
-        for path in self._paths:
-            column = table.column(path[0])
-            if len(path) > 1:
-                column = pc.struct_field(column, path[1:])
-            columns.append(column)
-        return pa.Table.from_arrays(columns, schema=self.output_schema)
+    def read_split_ranges(self, split: DataSplit) -> Iterator[pa.Table]:
+        """The split's rows one key range at a time, as TableRead reads them, each reshaped into
+        the projected fields: every read path (`to_arrow`, batches, `read_split`) goes through here."""
+        for table in self._columns_read.read_split_ranges(split):
+            columns = []
+            for path in self._paths:
+                column = table.column(path[0])
+                if len(path) > 1:
+                    column = pc.struct_field(column, path[1:])
+                columns.append(column)
+            yield pa.Table.from_arrays(columns, schema=self.output_schema)

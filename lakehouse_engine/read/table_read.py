@@ -129,7 +129,7 @@ class TableRead:
     def to_iterator(self, splits: Sequence[DataSplit]) -> Iterator[Row]:
         """The rows of `splits` one at a time, read one split at a time (pypaimon's
         `to_iterator`): each a Row with `get_field(i)`, `get_row_kind()` and `to_dict()`."""
-        names = list(self.output)
+        names = list(self.output_schema.names)
         for t in self._read_splits(splits):
             for batch in t.to_batches():
                 columns = [c.to_pylist() for c in batch.columns]
