@@ -6,6 +6,10 @@ snapshot (no tag when main had none). The tag is the branch point: publishing co
 main's latest snapshot, because a fast-forward replaces main's snapshots after the branch point
 with the branch's, and a commit main gained since (another writer, a compaction, a rescale) would
 be dropped.
+
+A fast-forward also replaces main's tags from the branch's earliest snapshot on with the branch's
+(Paimon's semantics), and that snapshot is the branch point: publishing first carries main's tags
+of it onto the branch, so a tag a user made on main's latest snapshot survives the publish.
 """
 
 from __future__ import annotations
@@ -83,6 +87,24 @@ def branch_base(table: FileStoreTable, branch: str) -> int:
     return tag.id if tag is not None else 0
 
 
+def carry_tags(main: FileStoreTable, branch: FileStoreTable, base: int) -> list[str]:
+    """Tag on `branch` every tag main holds on a snapshot from `base` on (the ones a fast-forward
+    replaces with the branch's), keeping each one's retention (its retention then counts from the
+publish); returns their names. The branch
+    holds those snapshots: it starts at `base`, and main has none later when publishing."""
+    carried = []
+    stored = main.tag_manager()
+    for name, tagged in main.tags().items():
+        if tagged.id < base:
+            continue
+        as_stored = stored.get(name)  # tags() drops the retention; the stored tag has it
+        retained = as_stored.extra.get("tagTimeRetained") if as_stored is not None else None  # seconds
+        branch.create_tag(name, tagged.id, ignore_if_exists=True,
+                          time_retained=None if retained is None else f"{round(float(retained) * 1000)} ms")
+        carried.append(name)
+    return carried
+
+
 @dataclass(frozen=True)
 class Published:
     """What a publish did: main's snapshot before and after, and the branch's snapshots it took."""
@@ -110,6 +132,7 @@ def publish(table: FileStoreTable, branch: str) -> Published:
     head = table.branch_table(branch).latest_snapshot()
     head_id = head.id if head is not None else base
     if head_id > base:
+        carry_tags(table, table.branch_table(branch), base)
         table.fast_forward(branch)
     discard(table, branch)
     return Published(branch, main_before, max(head_id, main_before), head_id - base)

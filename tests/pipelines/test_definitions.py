@@ -63,6 +63,15 @@ def test_blocking_checks_are_the_error_checks() -> None:
     assert blocking == CHECKS - {"lsm_write:bucket_skew"}
 
 
+def test_every_asset_runs_a_partition_range_in_one_run() -> None:
+    # `dagster asset materialize --partition-range` refuses a selection with any asset lacking
+    # BackfillPolicy.single_run(), partitioned or not (test_partition_range runs the command).
+    graph = defs.resolve_asset_graph()
+    policies = {k.to_user_string(): graph.get(k).backfill_policy for k in graph.get_all_asset_keys()}
+    assert set(policies) == ASSETS
+    assert {name for name, policy in policies.items() if policy != dg.BackfillPolicy.single_run()} == set()
+
+
 def test_every_asset_that_commits_to_the_table_holds_its_pool_and_the_instance_admits_one() -> None:
     import yaml
 

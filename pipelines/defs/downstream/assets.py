@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
 from pipelines.lib import keys, revenue
+from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
 
 CONSUMER_ID = "daily_revenue"
@@ -58,6 +59,9 @@ def read_changes(orders: FileStoreTable, next_snapshot: int) -> tuple[pa.Table, 
 
 @dg.asset(
     key=keys.DAILY_REVENUE,
+    # Unpartitioned, one run anyway; the policy lets `dagster asset materialize --partition-range`
+    # select it together with the daily assets (the CLI requires it of every selected asset).
+    backfill_policy=SINGLE_RUN,
     deps=[keys.LSM_PUBLISH],
     pool=table_pool("shop.daily_revenue"),
     group_name="downstream",
