@@ -92,7 +92,7 @@ def _name_cases() -> list[Case]:
     bad = {
         "right-to-left override": ("ord\u202eers", "U+202E"), "zero width space": ("a\u200bb", "U+200B"),
         "left-to-right isolate": ("x\u2066y", "U+2066"), "NUL": ("a\x00b", "U+0000"),
-        "escape sequence": ("t\x1b[31m", "U+001B"), "slash": ("a/b", "a/b"), "dot-dot": ("..", "'db...'"),
+        "escape sequence": ("t\x1b[31m", "U+001B"), "slash": ("a/b", "a/b"), "dot-dot": ("..", "'..'"),
         "empty": ("", "empty"), "dollar": ("t$snapshots", "t$snapshots"), "too long": ("t" * 300, "255"),
     }
     cases = [Case("name", f"table name: {what}", _create(f"db.{name}"), (fragment,))

@@ -20,8 +20,10 @@ from tests.lakehouse_engine.conftest import create_table, read
 pytestmark = pytest.mark.spark
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+# Trigger 1: a bucket of two sorted runs compacts whatever their sizes (Paimon's universal picker
+# compacts on a run count above the trigger; with 2 it would depend on the files' size ratio).
 SUM = {"bucket": "2", "merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
-       "num-sorted-run.compaction-trigger": "2"}
+       "num-sorted-run.compaction-trigger": "1"}
 
 
 def _sums(table: Any) -> dict[int, int]:
