@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
+from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
@@ -101,6 +102,26 @@ def _run_deletion_vector_task(table: FileStore, task: CompactTask) -> CommitMess
                          deletion_vector_base=(list(base.index_files), list(base.upper_files)))
 
 
+def run_unless_stale(table: FileStore, task: CompactTask) -> CommitMessage | None:
+    """`run_compact_task`, or None when an input file went missing because another commit
+    compacted it away and an expiry deleted it since the task was planned (the bucket's compaction
+    is then simply skipped: its rows live on in the files that replaced it). A file missing from
+    a bucket that still lists it is damage, and raises."""
+    try:
+        return run_compact_task(table, task)
+    except DataFileMissingError:
+        latest = table.snapshot_manager().latest_snapshot()
+        if latest is None or latest.id == task.snapshot_id:
+            raise
+        live = {e.file.file_name for e in table.manifest_io().live_entries(latest)
+                if e.partition == task.partition and e.bucket == task.bucket}
+        if all(f.file_name in live for f in task.files):
+            raise
+        log.info("table %s, bucket %d: skipped a compaction whose input files another commit "
+                 "replaced (and an expiry deleted) after it was planned", table.name, task.bucket)
+        return None
+
+
 def compact_table(table: FileStore, full: bool = False,
                   partitions: Sequence[Mapping[str, Any]] | None = None,
                   expire: Callable[[], None] | None = None) -> list[int]:
@@ -117,7 +138,7 @@ def compact_table(table: FileStore, full: bool = False,
     tasks = plan_compaction(table, full, partitions)
     if not tasks:
         return ids
-    results = parallel_map(lambda t: run_compact_task(table, t), tasks)
+    results = parallel_map(lambda t: run_unless_stale(table, t), tasks)
     messages = [m for m in results if m is not None]
     if not messages:
         return ids
