@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.errors import UnsupportedError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -35,24 +35,22 @@ from lakehouse_engine.mergetree.merge_engines.ordering import (
     UPDATE_BEFORE,
     merge_sort_indices,
 )
-from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.options import (
+    CHANGELOG_PRODUCER,
+    CHANGELOG_PRODUCER_ROW_DEDUPLICATE,
+    CoreOptions,
+)
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 
 #: The file name prefix of changelog files (Paimon's `changelog-file.prefix` default).
 CHANGELOG_FILE_PREFIX = "changelog-"
-CHANGELOG_PRODUCER_KEY = "changelog-producer"
-ROW_DEDUPLICATE_KEY = "changelog-producer.row-deduplicate"
-PRODUCERS = ("none", "input", "lookup", "full-compaction")
+CHANGELOG_PRODUCER_KEY = CHANGELOG_PRODUCER.key
 
 
 def changelog_producer(options: CoreOptions) -> str:
-    """The table's `changelog-producer` (none, input, lookup, full-compaction); InvalidOptionError
-    for another value."""
-    value = options.raw.get(CHANGELOG_PRODUCER_KEY, "none")
-    if value not in PRODUCERS:
-        raise InvalidOptionError(f"option '{CHANGELOG_PRODUCER_KEY}' has invalid value {value!r}: "
-                                 f"expected one of {', '.join(PRODUCERS)}")
-    return value
+    """The table's `changelog-producer` (none, input, lookup, full-compaction), as the option
+    system parses and validates it."""
+    return options.require(CHANGELOG_PRODUCER)
 
 
 #: Options of changelog files this engine does not apply: set (to anything but Paimon's default),
@@ -82,11 +80,7 @@ def check_producer_options(options: CoreOptions, table_name: str) -> None:
 
 def row_deduplicate(options: CoreOptions) -> bool:
     """`changelog-producer.row-deduplicate`: no -U/+U pair for an update that changes nothing."""
-    value = options.raw.get(ROW_DEDUPLICATE_KEY, "false").strip().lower()
-    if value not in ("true", "false"):
-        raise InvalidOptionError(f"option '{ROW_DEDUPLICATE_KEY}' has invalid value {value!r}: "
-                                 f"expected true or false")
-    return value == "true"
+    return options.require(CHANGELOG_PRODUCER_ROW_DEDUPLICATE)
 
 
 def write_changelog(file_io: FileIO, schema: TableSchema, bucket_dir: str, new_file_name: Callable[[str], str],

@@ -29,6 +29,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import TableScan
@@ -44,9 +45,6 @@ if TYPE_CHECKING:
 ROW_KIND = "_row_kind"
 ROW_KIND_NAMES = ("+I", "-U", "+U", "-D")
 DELTA, CHANGELOG = "delta", "changelog"
-#: The key of the table option naming the changelog producer (its values: Paimon's).
-CHANGELOG_PRODUCER_KEY = "changelog-producer"
-CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
 
 
 def as_store(table: FileStore | FileStoreTable) -> FileStore:
@@ -62,11 +60,7 @@ def row_kind_column(kinds: np.ndarray) -> pa.Array:
 
 def changelog_producer(table: FileStore) -> str:
     """The table's `changelog-producer` (none, input, lookup or full-compaction)."""
-    value = table.options.raw.get(CHANGELOG_PRODUCER_KEY, "none")
-    if value not in CHANGELOG_PRODUCERS:
-        raise InvalidOptionError(f"option '{CHANGELOG_PRODUCER_KEY}' of table {table.name} has invalid "
-                                 f"value {value!r}: expected one of {', '.join(CHANGELOG_PRODUCERS)}")
-    return value
+    return table.options.require(CHANGELOG_PRODUCER)
 
 
 def follow_up_kind(table: FileStore) -> str:
