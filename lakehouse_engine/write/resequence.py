@@ -89,7 +89,7 @@ class Resequencer:
             offset = 0
             if bound >= low:
                 overlapping = [f for f, top_seq in rivals.get(key, []) if top_seq >= low]
-                if self._share_keys(m, overlapping):
+                if self.share_keys(m, overlapping):
                     offset = bound + 1 - low
                     shifts.append((m, offset))
             top[key] = max(bound, high + offset)
@@ -124,10 +124,6 @@ class Resequencer:
 
     # ---- do the numbers matter? ------------------------------------------------------------
     def share_keys(self, m: CommitMessage, files: list[DataFileMeta]) -> bool:
-        """True when a key of `m`'s new files may also be in `files` (see `_share_keys`)."""
-        return self._share_keys(m, files)
-
-    def _share_keys(self, m: CommitMessage, files: list[DataFileMeta]) -> bool:
         """True when a key of `m`'s new files is also in `files` (whose numbers overlap ours).
 
         Numbers only decide between records of the same key: writers of disjoint keys in one
