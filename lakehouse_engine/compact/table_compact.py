@@ -25,6 +25,8 @@ from lakehouse_engine.write.deletion_vectors import (
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
+    from lakehouse_engine.format.manifest_entries import ManifestEntry
+    from lakehouse_engine.format.snapshot import Snapshot
     from lakehouse_engine.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
@@ -39,14 +41,11 @@ def plan_compaction(table: FileStore, full: bool = False,
         from lakehouse_engine.compact.append import plan_append_compaction
 
         return plan_append_compaction(table, full, partitions)
-    snapshot = table.latest_snapshot()
+    snapshot, live = table.read_latest(lambda s: (s, _checked_live_entries(table, s)))
     if snapshot is None:
         return []
     groups: dict[tuple[bytes, int], list[Any]] = defaultdict(list)
-    mio = table.manifest_io()
-    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot),
-                   table.schema.has_primary_key)
-    for e in mio.live_entries(snapshot):
+    for e in live:
         check_entry(table.name, e)
         if e.bucket == POSTPONE_BUCKET:
             continue
@@ -120,6 +119,17 @@ def run_unless_stale(table: FileStore, task: CompactTask) -> CommitMessage | Non
         log.info("table %s, bucket %d: skipped a compaction whose input files another commit "
                  "replaced (and an expiry deleted) after it was planned", table.name, task.bucket)
         return None
+
+
+def _checked_live_entries(table: FileStore, snapshot: Snapshot | None) -> list[ManifestEntry]:
+    """The live entries of `snapshot`, once the table's features are known to be ones this
+    engine compacts right."""
+    if snapshot is None:
+        return []
+    mio = table.manifest_io()
+    check_writable(table.name, table.options, snapshot, mio.index_entries(snapshot),
+                   table.schema.has_primary_key)
+    return mio.live_entries(snapshot)
 
 
 def compact_table(table: FileStore, full: bool = False,

@@ -10,9 +10,11 @@ every branch shares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
-from lakehouse_engine.errors import LakehouseError, SnapshotNotExistError
+from lakehouse_engine.errors import CorruptFileError, LakehouseError, SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.evolution import EvolvingFileReader
@@ -33,6 +35,10 @@ from lakehouse_engine.store.manifest_io import ManifestIO
 from lakehouse_engine.store.schema_manager import SchemaManager
 from lakehouse_engine.store.snapshot_manager import SnapshotManager
 from lakehouse_engine.store.tag_files import list_tags, tag_snapshot
+
+T = TypeVar("T")
+#: Reads of the latest snapshot that an expiry may overtake, before one error is final.
+_LATEST_READ_ATTEMPTS = 20
 
 
 class BranchNotExistError(LakehouseError, ValueError):
@@ -121,6 +127,20 @@ class FileStore:
     def latest_snapshot(self) -> Snapshot | None:
         """The branch's newest snapshot, None when it has none."""
         return self.snapshot_manager().latest_snapshot()
+
+    def read_latest(self, read: Callable[[Snapshot | None], T]) -> T:
+        """`read(latest snapshot)`, again on the new latest when an expiry deleted the snapshot's
+        metadata while it was being read (many commits landed meanwhile: not damage). Metadata
+        missing from a snapshot that still exists is damage, and raises."""
+        sm = self.snapshot_manager()
+        for _ in range(_LATEST_READ_ATTEMPTS - 1):
+            latest = sm.latest_snapshot()
+            try:
+                return read(latest)
+            except CorruptFileError:
+                if latest is None or sm.snapshot_exists(latest.id):
+                    raise
+        return read(sm.latest_snapshot())
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         """Snapshot `snapshot_id`; SnapshotNotExistError when it does not exist."""

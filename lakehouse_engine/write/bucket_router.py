@@ -42,7 +42,10 @@ class RestoredState:
 
     @staticmethod
     def read(table: FileStore) -> RestoredState:
-        latest = table.snapshot_manager().latest_snapshot()
+        return table.read_latest(lambda latest: RestoredState._read(table, latest))
+
+    @staticmethod
+    def _read(table: FileStore, latest: Snapshot | None) -> RestoredState:
         state = RestoredState(latest)
         mio = table.manifest_io()
         # A write must not add files the table's other readers would misread, nor compact files

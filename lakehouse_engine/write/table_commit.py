@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from lakehouse_engine.errors import (
     CommitConflictError,
     CommitTimeoutError,
+    CorruptFileError,
     LakehouseError,
     SnapshotNotExistError,
     StorageError,
@@ -359,24 +360,35 @@ class TableCommit:
             landed = self._already_committed(base_latest_id, latest, identifier, planner.kind) if attempt else None
             if landed is not None:
                 return landed
-            # Another engine may have turned on a feature this engine does not apply (deletion
-            # vectors, a changelog producer) since the files were written: refuse, publish nothing.
-            check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest),
-                           self.table.schema.has_primary_key)
-            planned = planner.plan(latest)
-            if planned.delta_stale and delta is not None:
-                self._delete_manifests([delta.file_name])
-                delta = None
             # Manifest files of this attempt only: garbage when it loses the race.
             new_files: list[str] = []
-            index_manifest = self._index_manifest(latest, planned.index, new_files)
-            if delta is None:
-                delta = mio.write_manifest(planned.changes) if planned.changes else None
-                if delta is not None and planner.delta_per_attempt:
-                    new_files.append(delta.file_name)
-            base_metas = mio.data_manifests(latest) if latest else []
-            if len(base_metas) > self.merge_min_count:
-                base_metas = self._merge_manifests(base_metas, new_files)
+            try:
+                # Another engine may have turned on a feature this engine does not apply (deletion
+                # vectors, a changelog producer) since the files were written: refuse, publish nothing.
+                check_writable(self.table.name, self.table.options, latest, mio.index_entries(latest),
+                               self.table.schema.has_primary_key)
+                planned = planner.plan(latest)
+                if planned.delta_stale and delta is not None:
+                    self._delete_manifests([delta.file_name])
+                    delta = None
+                index_manifest = self._index_manifest(latest, planned.index, new_files)
+                if delta is None:
+                    delta = mio.write_manifest(planned.changes) if planned.changes else None
+                    if delta is not None and planner.delta_per_attempt:
+                        new_files.append(delta.file_name)
+                base_metas = mio.data_manifests(latest) if latest else []
+                if len(base_metas) > self.merge_min_count:
+                    base_metas = self._merge_manifests(base_metas, new_files)
+            except CorruptFileError:
+                if latest is None or snapshots.snapshot_exists(latest.id):
+                    raise
+                # `latest` was expired (its manifests deleted) while this attempt read it: many
+                # commits landed meanwhile. Not damage: plan again on the snapshot that is latest now.
+                self._delete_manifests(new_files)
+                if planner.delta_per_attempt:
+                    delta = None
+                attempt += 1
+                continue
             base_name, base_size = mio.write_manifest_list(base_metas)
             delta_name, delta_size = mio.write_manifest_list([delta] if delta else [])
             new_files += [base_name, delta_name]

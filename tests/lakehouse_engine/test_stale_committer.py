@@ -16,6 +16,8 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.io import FileIO
+from lakehouse_engine.store.manifest_io import clear_manifest_cache
+from lakehouse_engine.write.commit_planners import AppendPlanner
 from lakehouse_engine.write.table_commit import TableCommit
 from tests.lakehouse_engine.conftest import create_table, read, write
 
@@ -40,18 +42,29 @@ def _expire(table: Any) -> None:
 
 def _commit_with(table: Any, expire_at: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Commit rows 1..3 while others commit 7 snapshots as it writes its manifests, and an expiry
-    runs then too (`expire_at` = "manifests") or as it puts its snapshot ("publish": after the
-    committer checked that its base snapshot is still there)."""
+    runs then too (`expire_at` = "manifests"), before it reads its base snapshot's manifests at all
+    ("planning": the base's manifest lists are gone when it reads them) or as it puts its snapshot
+    ("publish": after the committer checked that its base snapshot is still there)."""
     wb = table.new_batch_write_builder()
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(_batch(1))
     messages = w.prepare_commit()
     real_index: Callable[..., Any] = TableCommit._index_manifest
     real_put: Callable[..., Any] = FileIO.try_put_if_absent
+    real_plan: Callable[..., Any] = AppendPlanner.plan
     fired: set[str] = set()
 
+    def plan_hook(self: Any, latest: Any) -> Any:
+        if expire_at == "planning" and "planning" not in fired:
+            fired.add("planning")
+            _others_commit(table)
+            fired.add("overtaken")
+            _expire(table)
+            clear_manifest_cache()  # as in another process: nothing of the base was read yet
+        return real_plan(self, latest)
+
     def index_hook(self: Any, *args: Any) -> Any:
-        if "manifests" not in fired:
+        if expire_at != "planning" and "manifests" not in fired:
             fired.add("manifests")
             _others_commit(table)
             fired.add("overtaken")
@@ -68,14 +81,16 @@ def _commit_with(table: Any, expire_at: str, monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(TableCommit, "_index_manifest", index_hook)
     monkeypatch.setattr(FileIO, "try_put_if_absent", put_hook)
+    monkeypatch.setattr(AppendPlanner, "plan", plan_hook)
     ids = c.commit(messages)
+    monkeypatch.setattr(AppendPlanner, "plan", real_plan)
     monkeypatch.setattr(TableCommit, "_index_manifest", real_index)
     monkeypatch.setattr(FileIO, "try_put_if_absent", real_put)
     assert expire_at in fired
     return ids
 
 
-@pytest.mark.parametrize("where", ["manifests", "publish"])
+@pytest.mark.parametrize("where", ["manifests", "planning", "publish"])
 def test_a_committer_overtaken_by_commits_and_expiry_lands_on_the_real_chain(
         catalog: Catalog, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     table = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
@@ -111,3 +126,41 @@ def test_a_successor_expired_between_listing_and_reading_does_not_hide_a_reused_
     assert snapshots.reused_expired_id(2, put_millis)
     # A successor committed after the put (it read the new snapshot) means the id was the next one.
     assert not snapshots.reused_expired_id(2, 0)
+
+
+def _overtake_first_index_read(table: Any, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """On the first index read of a snapshot (the first read of its metadata), others commit 7
+    snapshots and an expiry deletes that snapshot's metadata, as from another process."""
+    from lakehouse_engine.store.manifest_io import ManifestIO
+
+    real: Callable[..., Any] = ManifestIO.index_entries
+    fired: set[str] = set()
+
+    def hook(self: Any, snapshot: Any) -> Any:
+        if not fired and snapshot is not None:
+            fired.add("overtaken")
+            _others_commit(table)
+            _expire(table)
+            clear_manifest_cache()
+        return real(self, snapshot)
+
+    monkeypatch.setattr(ManifestIO, "index_entries", hook)
+    return fired
+
+
+@pytest.mark.parametrize("who", ["writer", "compaction"])
+def test_a_writer_or_compaction_whose_base_snapshot_expires_as_it_reads_it_reads_the_new_latest(
+        catalog: Catalog, who: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                         options={"bucket": "1", "snapshot.num-retained.min": "1", "write-only": "true"})
+    write(table, _batch(50))
+    write(table, _batch(60))
+    fired = _overtake_first_index_read(table, monkeypatch)
+    if who == "writer":
+        write(table, _batch(1))
+    else:
+        assert table.compact(full=True)
+    assert fired
+    expected = [1, 2, 3] if who == "writer" else []
+    expected += [50, 51, 52, 60, 61, 62] + [100 + 10 * i + j for i in range(7) for j in range(3)]
+    assert sorted(read(table).column("id").to_pylist()) == sorted(expected)
