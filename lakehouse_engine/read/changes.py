@@ -173,16 +173,18 @@ class ChangeScan:
 
 
 def snapshots_between(table: FileStore, start_exclusive: int, end_inclusive: int) -> Iterator[Snapshot]:
-    """Snapshots start_exclusive+1 .. end_inclusive, oldest first; SnapshotNotExistError names the
-    first one that has expired."""
+    """Snapshots start_exclusive+1 .. end_inclusive, oldest first, an expired one as its long-lived
+    changelog; SnapshotNotExistError names the first one that is in neither."""
     sm = table.snapshot_manager()
     for sid in range(start_exclusive + 1, end_inclusive + 1):
-        try:
-            yield sm.snapshot(sid)
-        except SnapshotNotExistError as exc:
+        snapshot = sm.snapshot_or_changelog(sid)
+        if snapshot is None:
+            earliest = sm.earliest_readable_id()
             raise SnapshotNotExistError(
                 f"the changes of table {table.name} between snapshots {start_exclusive} (exclusive) "
-                f"and {end_inclusive} need snapshot {sid}, which does not exist: {exc}") from None
+                f"and {end_inclusive} need snapshot {sid}, which does not exist (neither as a snapshot "
+                f"nor as a long-lived changelog; the earliest readable is {earliest})")
+        yield snapshot
 
 
 class ChangeRead:

@@ -120,7 +120,7 @@ def test_a_producer_on_a_postpone_table_is_refused(catalog: Catalog) -> None:
             pa.Table.from_pylist([{"id": 1, "v": "a", "k": "+I"}], schema=SCHEMA))
 
 
-@pytest.mark.parametrize("key,value", [("changelog.num-retained.max", "100"), ("changelog-file.prefix", "cl-"),
+@pytest.mark.parametrize("key,value", [("changelog-file.stats-mode", "none"), ("changelog-file.prefix", "cl-"),
                                        ("changelog-producer.row-deduplicate-ignore-fields", "v")])
 def test_changelog_options_not_applied_are_refused_when_a_producer_writes(catalog: Catalog, key: str,
                                                                           value: str) -> None:
