@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
