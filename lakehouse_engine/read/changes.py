@@ -31,6 +31,7 @@ from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.nested_projection import NestedProjectionRead, is_nested_projection
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.split import DataSplit, PartitionRow
@@ -196,7 +197,12 @@ class ChangeRead:
         self.table = table = as_store(table)
         self.predicate = predicate
         self.include_row_kind = include_row_kind
-        self._full = TableRead(table, projection, predicate)
+        # A projection of nested ROW fields (`col.field`, read as `col_field`) reads the top-level
+        # columns and takes the fields out, for change splits as for full ones.
+        self._nested: NestedProjectionRead | None = None
+        if projection and is_nested_projection(table.schema, projection):
+            self._nested = NestedProjectionRead(table, projection, predicate)
+        self._full = self._nested or TableRead(table, projection, predicate)
         self.output = list(self._full.output)
         self._columns = list(self._full.value_columns)
         self._file_schema = table.schema.data_file_arrow_schema()
@@ -229,6 +235,8 @@ class ChangeRead:
             kinds = np.zeros(rows.num_rows, dtype=np.int8)
         else:
             rows, kinds = self._read_changes(split)
+            if self._nested is not None:
+                rows = self._nested.reshape(rows)
         if self.include_row_kind:
             rows = rows.add_column(0, pa.field(ROW_KIND, pa.string(), nullable=False), row_kind_column(kinds))
         return rows.cast(self.output_schema)
@@ -239,7 +247,8 @@ class ChangeRead:
         parts = [self._reader.read(f"{split.bucket_path}/{f.file_name}", columns, schema, f)
                  for f in split.files]
         if not parts:
-            return self._full.output_schema.empty_table(), np.zeros(0, dtype=np.int8)
+            columns_schema = self._nested.columns_schema if self._nested else self._full.output_schema
+            return columns_schema.empty_table(), np.zeros(0, dtype=np.int8)
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if self._primary_key:
             kinds = table.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int8)
