@@ -225,6 +225,18 @@ def long_lived_changelog_references(table: FileStore, changelogs: Iterable[Snaps
     return refs
 
 
+def long_lived_changelogs(table: FileStore) -> list[Snapshot]:
+    """Every long-lived changelog of the table's branch (`changelog/changelog-<id>`), oldest first."""
+    sm = table.snapshot_manager()
+    out = []
+    for cid in sm.list_long_lived_changelog_ids():
+        try:
+            out.append(sm.long_lived_changelog(cid))
+        except SnapshotNotExistError:
+            continue  # expired since the listing
+    return out
+
+
 def metadata_references(table: FileStore, snapshots: Iterable[Snapshot]) -> References:
     """Manifest lists, manifests, index manifests and index files of `snapshots` (no data files)."""
     mio = table.manifest_io()
@@ -325,12 +337,7 @@ def used_paths(table: FileStore) -> set[str]:
             except SnapshotNotExistError:
                 continue
         tags = list_tags(table)
-        changelogs = []
-        for cid in snapshots.list_long_lived_changelog_ids():
-            try:
-                changelogs.append(snapshots.long_lived_changelog(cid))
-            except SnapshotNotExistError:
-                continue  # expired since the listing
+        changelogs = long_lived_changelogs(table)
         try:
             paths = DataPaths(table)
             refs = snapshot_references(table, retained, paths) | tag_references(table, tags.values(), paths)

@@ -255,3 +255,16 @@ def test_rollback_to_an_older_tag_removes_the_later_long_lived_changelogs(catalo
     assert json.loads((Path(t.path, "changelog") / "LATEST").read_text()) == 2
     assert [s.id for s in t.snapshots()] == [2]
     _assert_clean(t)
+
+
+def test_deleting_a_tag_of_an_expired_snapshot_keeps_what_its_long_lived_changelog_reads(
+        catalog: Catalog) -> None:
+    t = keyed_table(catalog, **{"changelog-producer": "input", **KEEP_CHANGELOG})
+    _history(t, 2)
+    t.create_tag("one", 1)
+    _history(t, 3)
+    before = _change_rows(t)
+    t.expire_snapshots(retain_max=1)
+    t.delete_tag("one")
+    assert _change_rows(t) == before  # changelog 1's files are still there
+    _assert_clean(t)
