@@ -187,8 +187,10 @@ class StreamingTableScan:
             if millis is None:
                 raise InvalidOptionError(f"table {self.table.name}: scan.mode 'from-timestamp' needs "
                                          f"'scan.timestamp-millis'")
-            before = sm.earlier_or_equal_time_mills(millis)
-            earliest = sm.earliest_snapshot_id()
+            # Long-lived changelogs reach further back than the snapshots (Paimon's
+            # earlierThanTimeMills with startFromChangelog).
+            before = sm.earlier_or_equal_time_mills(millis) or sm.long_lived_changelog_at_or_before(millis)
+            earliest = sm.earliest_readable_id()
             self.next_snapshot_id = before.id + 1 if before is not None else (earliest or 1)
             return self.plan()
         raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' is for batch reads, not "

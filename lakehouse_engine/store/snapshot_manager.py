@@ -237,6 +237,25 @@ class SnapshotManager:
         with contextlib.suppress(OSError):
             self.file_io.overwrite_atomic(f"{self.paths.changelog_dir}/{EARLIEST}", str(snapshot_id).encode())
 
+    def long_lived_changelog_at_or_before(self, timestamp_millis: int) -> Snapshot | None:
+        """The newest long-lived changelog committed at or before `timestamp_millis` (a binary
+        search over the changelog ids, as over the snapshots)."""
+        ids = self.list_long_lived_changelog_ids()
+        lo, hi, found = 0, len(ids) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            try:
+                changelog = self.long_lived_changelog(ids[mid])
+            except SnapshotNotExistError:  # expired meanwhile: drop it and search again
+                ids.pop(mid)
+                hi -= 1
+                continue
+            if changelog.time_millis <= timestamp_millis:
+                found, lo = changelog, mid + 1
+            else:
+                hi = mid - 1
+        return found
+
     def earliest_readable_id(self) -> int | None:
         """The oldest snapshot whose changes can still be read: the earliest long-lived changelog,
         else the earliest snapshot (Paimon's earliest id of a decoupled changelog)."""

@@ -268,3 +268,19 @@ def test_deleting_a_tag_of_an_expired_snapshot_keeps_what_its_long_lived_changel
     t.delete_tag("one")
     assert _change_rows(t) == before  # changelog 1's files are still there
     _assert_clean(t)
+
+
+def test_a_stream_from_a_timestamp_before_the_snapshots_starts_in_the_long_lived_changelogs(
+        catalog: Catalog) -> None:
+    t = keyed_table(catalog, **{"changelog-producer": "input", **KEEP_CHANGELOG})
+    times = []
+    for i in range(5):
+        put(t, (i, f"v{i}", "+I"))
+        times.append(t.latest_snapshot().time_millis)
+        time.sleep(0.005)
+    t.expire_snapshots(retain_max=1)
+    assert [s.id for s in t.snapshots()] == [5]
+    for ts, first in ((times[1], 3), (times[0] - 1, 1)):
+        scan = t.copy({"scan.mode": "from-timestamp", "scan.timestamp-millis": str(ts)}) \
+            .new_stream_read_builder().new_streaming_scan()
+        assert scan.plan().snapshot_id == first
