@@ -284,3 +284,51 @@ def test_a_stream_from_a_timestamp_before_the_snapshots_starts_in_the_long_lived
         scan = t.copy({"scan.mode": "from-timestamp", "scan.timestamp-millis": str(ts)}) \
             .new_stream_read_builder().new_streaming_scan()
         assert scan.plan().snapshot_id == first
+
+
+@pytest.mark.parametrize("producer", ["input", "none"])
+def test_a_stream_keeps_up_while_commits_expire_snapshots_into_changelogs(catalog: Catalog, producer: str) -> None:
+    import threading
+
+    t = keyed_table(catalog, **{"changelog-producer": producer, "snapshot.num-retained.min": "1",
+                                "snapshot.num-retained.max": "1", "changelog.num-retained.max": "1000",
+                                "changelog.num-retained.min": "1", "write-only": "true"})
+    put(t, (0, "v", "+I"))
+    scan_table = t.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": "1"})
+    builder = scan_table.new_stream_read_builder().with_include_row_kind()
+    scan, read = builder.new_streaming_scan(), builder.new_read()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(1, 25):
+                put(t, (i % 5, f"v{i}", "-D" if i % 7 == 0 else "+I"))
+                t.expire_snapshots()  # every commit: only the latest snapshot stays
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    streamed: list[dict[str, Any]] = []
+    while True:
+        finished = done.is_set()
+        plan = scan.plan()
+        if plan.snapshot is not None:
+            streamed += read.to_arrow(plan.splits()).to_pylist()
+            time.sleep(0.02)  # a slow reader: the snapshots it reads have expired by then
+        elif finished and scan.checkpoint() > t.latest_snapshot().id:
+            break
+    thread.join()
+    assert not errors
+    assert len(list(Path(t.path, "changelog").glob("changelog-*"))) > 10
+    state: dict[int, Any] = {}
+    for r in streamed:
+        if r["_row_kind"] in ("+I", "+U"):
+            state[r["id"]] = r["v"]
+        else:
+            state.pop(r["id"], None)
+    rb = t.new_read_builder()
+    assert state == {r["id"]: r["v"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()}
