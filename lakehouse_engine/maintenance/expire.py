@@ -89,8 +89,9 @@ class ExpireConfig:
     @staticmethod
     def of(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
            older_than: int | None = None, max_deletes: int | None = None) -> ExpireConfig:
-        """Arguments given win; the others come from the table's `snapshot.*` options, and the
-        changelog bounds from its `changelog.*` options (else the snapshot bounds in effect).
+        """Arguments given win; the others come from the table's `snapshot.*` options. The
+        changelog bounds are the snapshot bounds in effect, unless the table sets a `changelog.*`
+        option: then they are its `changelog.*` options, each defaulting to its `snapshot.*` one.
 
         Raises:
             InvalidOptionError: a bound is below 1, or a minimum is above its maximum.
@@ -108,12 +109,14 @@ class ExpireConfig:
             older_than = now - opts.require(SNAPSHOT_TIME_RETAINED)
         if max_deletes is None:
             max_deletes = opts.require(SNAPSHOT_EXPIRE_LIMIT)
-        changelog_min = opts.get(CHANGELOG_NUM_RETAINED_MIN)
-        changelog_max = opts.get(CHANGELOG_NUM_RETAINED_MAX)
-        changelog_time = opts.get(CHANGELOG_TIME_RETAINED)
-        changelog_min = retain_min if changelog_min is None else changelog_min
-        changelog_max = retain_max if changelog_max is None else changelog_max
-        changelog_older = older_than if changelog_time is None else now - changelog_time
+        changelog_min, changelog_max, changelog_older = retain_min, retain_max, older_than
+        if any(o.key in opts.raw for o in (CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX,
+                                           CHANGELOG_TIME_RETAINED)):
+            # The table's changelog retention: each unset bound is its snapshot option (Paimon's
+            # CoreOptions), whatever this run keeps of the snapshots.
+            changelog_min = opts.get(CHANGELOG_NUM_RETAINED_MIN) or opts.require(SNAPSHOT_NUM_RETAINED_MIN)
+            changelog_max = opts.get(CHANGELOG_NUM_RETAINED_MAX) or opts.require(SNAPSHOT_NUM_RETAINED_MAX)
+            changelog_older = now - (opts.get(CHANGELOG_TIME_RETAINED) or opts.require(SNAPSHOT_TIME_RETAINED))
         for what, value in (("retain_min (snapshot.num-retained.min)", retain_min),
                             ("retain_max (snapshot.num-retained.max)", retain_max),
                             ("max_deletes (snapshot.expire.limit)", max_deletes)):

@@ -349,6 +349,14 @@ class CoreOptions:
         for key in self.raw:
             if key in OPTIONS:
                 OPTIONS[key].value(self.raw)
+        if CHANGELOG_NUM_RETAINED_MIN.key in self.raw or CHANGELOG_NUM_RETAINED_MAX.key in self.raw:
+            # Paimon's SchemaValidation: each falls back to its snapshot option.
+            low = self.get(CHANGELOG_NUM_RETAINED_MIN) or self.require(SNAPSHOT_NUM_RETAINED_MIN)
+            high = self.get(CHANGELOG_NUM_RETAINED_MAX) or self.require(SNAPSHOT_NUM_RETAINED_MAX)
+            if low > high:
+                raise InvalidOptionError(
+                    f"option 'changelog.num-retained.min' ({low}) must not exceed "
+                    f"'changelog.num-retained.max' ({high}) (each defaults to its snapshot.* option)")
         trigger = self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
         if self.stop_trigger < trigger:
             raise InvalidOptionError(

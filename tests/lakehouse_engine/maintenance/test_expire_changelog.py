@@ -235,11 +235,15 @@ def test_without_changelog_retention_no_long_lived_changelog_is_written(catalog:
 
 
 def test_a_changelog_minimum_above_its_maximum_is_refused(catalog: Catalog) -> None:
-    t = keyed_table(catalog, **{"changelog.num-retained.min": "5", "changelog.num-retained.max": "3",
-                                "write-only": "true"})
-    put(t, (1, "a", "+I"))
+    # As Paimon's SchemaValidation, at create and alter (each falls back to its snapshot option).
     with pytest.raises(InvalidOptionError, match="changelog.num-retained.min"):
-        t.expire_snapshots()
+        keyed_table(catalog, **{"changelog.num-retained.min": "5", "changelog.num-retained.max": "3"})
+    with pytest.raises(InvalidOptionError, match="changelog.num-retained.min"):
+        keyed_table(catalog, "t2", **{"changelog.num-retained.max": "3"})  # min: snapshot's 10
+    t = keyed_table(catalog, "t3", **{"changelog.num-retained.max": "3", "changelog.num-retained.min": "1",
+                                      "write-only": "true"})
+    with pytest.raises(InvalidOptionError, match="changelog.num-retained.min"):
+        t.copy({"changelog.num-retained.min": "4"})
 
 
 def test_rollback_to_an_older_tag_removes_the_later_long_lived_changelogs(catalog: Catalog) -> None:
