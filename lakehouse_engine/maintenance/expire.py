@@ -17,6 +17,10 @@ expiry interrupted at any point leaves a shorter intact chain plus orphan files 
 expiry of the following snapshots or `remove_orphan_files` deletes). Paimon deletes the data
 files before the snapshot files so that a rerun can finish the job; here an interrupted run
 never leaves a snapshot pointing at deleted files, at the price of leaving orphans instead.
+
+With changelog retention longer than the snapshots' (`changelog.*` options, `ExpireConfig`), each
+expiring snapshot is first written as a long-lived changelog and what it reads stays
+(`plan_expiry`); `maintenance/expire_changelog.py` expires those.
 """
 
 from __future__ import annotations
