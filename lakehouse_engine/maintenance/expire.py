@@ -80,15 +80,18 @@ class ExpireConfig:
     retain_min: int
     older_than_millis: int
     max_deletes: int
-    changelog_retain_max: int = 0
-    changelog_retain_min: int = 0
-    changelog_older_than_millis: int = 0
+    #: The changelog's bounds; None: the snapshot bounds (the changelog goes with its snapshot).
+    changelog_retain_max: int | None = None
+    changelog_retain_min: int | None = None
+    changelog_older_than_millis: int | None = None
 
     @property
     def changelog_decoupled(self) -> bool:
         """Whether the changelog is kept longer than the snapshots (Paimon's changelogDecoupled)."""
-        return (self.changelog_retain_max > self.retain_max or self.changelog_retain_min > self.retain_min
-                or self.changelog_older_than_millis < self.older_than_millis)
+        return ((self.changelog_retain_max or 0) > self.retain_max
+                or (self.changelog_retain_min or 0) > self.retain_min
+                or (self.changelog_older_than_millis is not None
+                    and self.changelog_older_than_millis < self.older_than_millis))
 
     @staticmethod
     def of(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,

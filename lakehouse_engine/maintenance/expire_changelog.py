@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 def expire_changelogs(table: FileStore, config: ExpireConfig | None = None) -> int:
     """Expire the long-lived changelogs past the `changelog.*` retention; returns how many went."""
     config = config or ExpireConfig.of(table)
+    retain_max = config.changelog_retain_max or config.retain_max
+    retain_min = config.changelog_retain_min or config.retain_min
+    older_than = config.changelog_older_than_millis
+    older_than = config.older_than_millis if older_than is None else older_than
     sm = table.snapshot_manager()
     latest = sm.latest_snapshot_id()
     if latest is None or sm.earliest_snapshot_id() is None:
@@ -54,8 +58,8 @@ def expire_changelogs(table: FileStore, config: ExpireConfig | None = None) -> i
     earliest_changelog = sm.earliest_long_lived_changelog_id()
     if latest_changelog is None or earliest_changelog is None:
         return 0
-    first_by_age = max(latest - config.changelog_retain_max + 1, earliest_changelog)
-    end = latest - config.changelog_retain_min + 1
+    first_by_age = max(latest - retain_max + 1, earliest_changelog)
+    end = latest - retain_min + 1
     consumed = table.consumer_manager().min_next_snapshot()
     if consumed is not None:
         end = min(end, consumed)
@@ -65,7 +69,7 @@ def expire_changelogs(table: FileStore, config: ExpireConfig | None = None) -> i
             committed = sm.long_lived_changelog(cid).time_millis
         except SnapshotNotExistError:
             continue
-        if committed >= config.changelog_older_than_millis:
+        if committed >= older_than:
             end = cid
             break
     return expire_changelogs_until(table, earliest_changelog, end)
