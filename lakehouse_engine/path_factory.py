@@ -116,6 +116,11 @@ class PathFactory:
     def tag_dir(self) -> str:
         return f"{self.metadata_path}/tag"
 
+    @property
+    def changelog_dir(self) -> str:
+        """Where long-lived changelogs (Paimon's `changelog/changelog-<id>`) outlive their snapshots."""
+        return f"{self.metadata_path}/changelog"
+
     # ---- shared by every branch -------------------------------------------------------
     @property
     def manifest_dir(self) -> str:
@@ -130,6 +135,9 @@ class PathFactory:
 
     def snapshot_path(self, snapshot_id: int) -> str:
         return f"{self.snapshot_dir}/snapshot-{snapshot_id}"
+
+    def long_lived_changelog_path(self, snapshot_id: int) -> str:
+        return f"{self.changelog_dir}/changelog-{snapshot_id}"
 
     def manifest_path(self, name: str) -> str:
         return f"{self.manifest_dir}/{name}"

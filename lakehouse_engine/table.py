@@ -316,6 +316,13 @@ class FileStoreTable:
         return expire_snapshots(self.store, retain_max=retain_max, retain_min=retain_min,
                                 older_than=older_than, max_deletes=max_deletes)
 
+    def expire_changelogs(self) -> int:
+        """Expire the long-lived changelogs (`changelog/`) past the `changelog.*` retention
+        options; returns how many expired (Paimon's ExpireChangelogImpl)."""
+        from lakehouse_engine.maintenance.expire_changelog import expire_changelogs
+
+        return expire_changelogs(self.store)
+
     def expire_after_commit(self) -> None:
         """What a commit of this table runs once it landed: expire snapshots past the retention
         options. Best effort: a failure is logged, never raised (the commit has landed)."""

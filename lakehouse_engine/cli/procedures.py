@@ -61,6 +61,10 @@ def register(subparsers: Subparsers, parents: list[argparse.ArgumentParser]) -> 
                    help="expire at most N snapshots in this run")
     p.set_defaults(run=run_expire_snapshots)
 
+    p = _procedure_parser(subparsers, parents, "expire-changelogs",
+                          "expire long-lived changelogs past the table's changelog.* retention")
+    p.set_defaults(run=run_expire_changelogs)
+
     p = _procedure_parser(subparsers, parents, "remove-orphan-files",
                           "delete files that no snapshot or tag references")
     p.add_argument("--older-than", type=timestamp_millis, metavar="TIME",
@@ -184,6 +188,22 @@ def run_rescale(args: argparse.Namespace, ctx: Context) -> None:
 
 
 # ---- snapshot lifecycle -------------------------------------------------------------------------
+def run_expire_changelogs(args: argparse.Namespace, ctx: Context) -> None:
+    table = ctx.table(args.warehouse, args.table)
+    with ctx.progress(f"expiring changelogs of {table.name}"):
+        expired = table.expire_changelogs()
+    remaining = table.store.snapshot_manager().list_long_lived_changelog_ids()
+
+    def human() -> Iterator[str]:
+        kept = (f"changelogs {remaining[0]}..{remaining[-1]} remain" if len(remaining) > 1 else
+                f"changelog {remaining[0]} remains" if remaining else "no long-lived changelog remains")
+        yield f"expired {plural(expired, 'long-lived changelog')} of {table.name}; {kept}"
+
+    ctx.out.emit({"table": table.name, "expired": expired,
+                  "earliest_changelog_id": remaining[0] if remaining else None,
+                  "latest_changelog_id": remaining[-1] if remaining else None}, human)
+
+
 def run_expire_snapshots(args: argparse.Namespace, ctx: Context) -> None:
     if args.retain_min is not None and args.retain_max is not None and args.retain_min > args.retain_max:
         raise UsageError(f"--retain-min ({args.retain_min}) must not be greater than "

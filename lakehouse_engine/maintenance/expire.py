@@ -17,6 +17,10 @@ expiry interrupted at any point leaves a shorter intact chain plus orphan files 
 expiry of the following snapshots or `remove_orphan_files` deletes). Paimon deletes the data
 files before the snapshot files so that a rerun can finish the job; here an interrupted run
 never leaves a snapshot pointing at deleted files, at the price of leaving orphans instead.
+
+With changelog retention longer than the snapshots' (`changelog.*` options, `ExpireConfig`), each
+expiring snapshot is first written as a long-lived changelog and what it reads stays
+(`plan_expiry`); `maintenance/expire_changelog.py` expires those.
 """
 
 from __future__ import annotations
@@ -33,20 +37,24 @@ from lakehouse_engine.errors import (
     InvalidOptionError,
     LakehouseError,
     SnapshotNotExistError,
-    UnsupportedError,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
     changelog_files,
+    changelog_metadata,
     delete_files,
     delta_changes,
     live_data_files,
     metadata_references,
+    produces_changelog,
     tag_references,
 )
 from lakehouse_engine.options import (
+    CHANGELOG_NUM_RETAINED_MAX,
+    CHANGELOG_NUM_RETAINED_MIN,
+    CHANGELOG_TIME_RETAINED,
     CONSUMER_EXPIRATION_TIME,
     SNAPSHOT_EXPIRE_LIMIT,
     SNAPSHOT_NUM_RETAINED_MAX,
@@ -63,22 +71,40 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class ExpireConfig:
-    """How many snapshots to keep and which are old enough to go (Paimon's ExpireConfig)."""
+    """How many snapshots (and changelogs) to keep and which are old enough to go (Paimon's
+    ExpireConfig). The changelog bounds default to the snapshot ones; when one of them keeps more
+    than its snapshot bound, the changelog is *decoupled*: it outlives its snapshots as a
+    long-lived changelog (`changelog/changelog-<id>`), which `expire_changelogs` expires."""
 
     retain_max: int
     retain_min: int
     older_than_millis: int
     max_deletes: int
+    #: The changelog's bounds; None: the snapshot bounds (the changelog goes with its snapshot).
+    changelog_retain_max: int | None = None
+    changelog_retain_min: int | None = None
+    changelog_older_than_millis: int | None = None
+
+    @property
+    def changelog_decoupled(self) -> bool:
+        """Whether the changelog is kept longer than the snapshots (Paimon's changelogDecoupled)."""
+        return ((self.changelog_retain_max or 0) > self.retain_max
+                or (self.changelog_retain_min or 0) > self.retain_min
+                or (self.changelog_older_than_millis is not None
+                    and self.changelog_older_than_millis < self.older_than_millis))
 
     @staticmethod
     def of(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
            older_than: int | None = None, max_deletes: int | None = None) -> ExpireConfig:
-        """Arguments given win; the others come from the table's `snapshot.*` options.
+        """Arguments given win; the others come from the table's `snapshot.*` options. The
+        changelog bounds are the snapshot bounds in effect, unless the table sets a `changelog.*`
+        option: then they are its `changelog.*` options, each defaulting to its `snapshot.*` one.
 
         Raises:
-            InvalidOptionError: a bound is below 1, or `retain_min` is above `retain_max`.
+            InvalidOptionError: a bound is below 1, or a minimum is above its maximum.
         """
         opts = table.options
+        now = int(time.time() * 1000)
         if retain_min is None:
             retain_min = opts.require(SNAPSHOT_NUM_RETAINED_MIN)
             if retain_max is not None:
@@ -87,9 +113,17 @@ class ExpireConfig:
         if retain_max is None:
             retain_max = max(opts.require(SNAPSHOT_NUM_RETAINED_MAX), retain_min)
         if older_than is None:
-            older_than = int(time.time() * 1000) - opts.require(SNAPSHOT_TIME_RETAINED)
+            older_than = now - opts.require(SNAPSHOT_TIME_RETAINED)
         if max_deletes is None:
             max_deletes = opts.require(SNAPSHOT_EXPIRE_LIMIT)
+        changelog_min, changelog_max, changelog_older = retain_min, retain_max, older_than
+        if any(o.key in opts.raw for o in (CHANGELOG_NUM_RETAINED_MIN, CHANGELOG_NUM_RETAINED_MAX,
+                                           CHANGELOG_TIME_RETAINED)):
+            # The table's changelog retention: each unset bound is its snapshot option (Paimon's
+            # CoreOptions), whatever this run keeps of the snapshots.
+            changelog_min = opts.get(CHANGELOG_NUM_RETAINED_MIN) or opts.require(SNAPSHOT_NUM_RETAINED_MIN)
+            changelog_max = opts.get(CHANGELOG_NUM_RETAINED_MAX) or opts.require(SNAPSHOT_NUM_RETAINED_MAX)
+            changelog_older = now - (opts.get(CHANGELOG_TIME_RETAINED) or opts.require(SNAPSHOT_TIME_RETAINED))
         for what, value in (("retain_min (snapshot.num-retained.min)", retain_min),
                             ("retain_max (snapshot.num-retained.max)", retain_max),
                             ("max_deletes (snapshot.expire.limit)", max_deletes)):
@@ -101,10 +135,14 @@ class ExpireConfig:
                 f"expiring snapshots of table {table.name}: retain_min ({retain_min}) is above "
                 f"retain_max ({retain_max}); snapshot.num-retained.min must not exceed "
                 f"snapshot.num-retained.max")
-        return ExpireConfig(retain_max, retain_min, older_than, max_deletes)
+        if changelog_min > changelog_max:
+            raise InvalidOptionError(
+                f"expiring changelogs of table {table.name}: changelog.num-retained.min "
+                f"({changelog_min}) is above changelog.num-retained.max ({changelog_max})")
+        return ExpireConfig(retain_max, retain_min, older_than, max_deletes, changelog_max,
+                            changelog_min, changelog_older)
 
 
-_CHANGELOG_RETENTION = ("changelog.num-retained.min", "changelog.num-retained.max", "changelog.time-retained")
 
 
 def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min: int | None = None,
@@ -114,14 +152,6 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
     `older_than` is epoch milliseconds; unset arguments come from the `snapshot.*` options.
     """
     config = ExpireConfig.of(table, retain_max, retain_min, older_than, max_deletes)
-    retention = [k for k in _CHANGELOG_RETENTION if k in table.options.raw]
-    if retention:
-        # Paimon keeps such a table's changelog past its snapshots (the `changelog/` directory);
-        # expiring here would delete changelog files it means to keep.
-        raise UnsupportedError(
-            f"table {table.name} sets {', '.join(repr(k) for k in retention)}: its changelog outlives "
-            f"its snapshots in Paimon's long-lived changelog, which this engine does not maintain; "
-            f"expire its snapshots with Paimon")
     snapshots = table.snapshot_manager()
     latest = snapshots.latest_snapshot_id()
     earliest = snapshots.earliest_snapshot_id()
@@ -146,7 +176,7 @@ def expire_snapshots(table: FileStore, retain_max: int | None = None, retain_min
         if committed >= config.older_than_millis:
             end = sid
             break
-    return expire_until(table, earliest, end)
+    return expire_until(table, earliest, end, config.changelog_decoupled)
 
 
 def expire_after_commit(table: FileStore) -> None:
@@ -159,6 +189,10 @@ def expire_after_commit(table: FileStore) -> None:
     try:
         expire_consumers(table)
         expire_snapshots(table)
+        if ExpireConfig.of(table).changelog_decoupled:
+            from lakehouse_engine.maintenance.expire_changelog import expire_changelogs
+
+            expire_changelogs(table)
     except (LakehouseError, OSError) as exc:
         log.warning("table %s: expiring snapshots after a commit failed (%s); the commit itself "
                     "succeeded and the next commit will try again", table.name, exc)
@@ -173,10 +207,12 @@ def expire_consumers(table: FileStore) -> list[str]:
     return table.consumer_manager().expire(int(time.time() * 1000) - ttl)
 
 
-def expire_until(table: FileStore, begin: int, end: int) -> int:
+def expire_until(table: FileStore, begin: int, end: int, changelog_decoupled: bool = False) -> int:
     """Expire every snapshot with an id below `end` and the files only they reference.
 
     `begin` is the earliest snapshot as the hints tell it; nothing happens unless end > begin.
+    With `changelog_decoupled` each snapshot is first written as a long-lived changelog, and
+    what that changelog reads stays (`plan_expiry`).
     """
     if end <= begin:
         return 0
@@ -195,7 +231,7 @@ def expire_until(table: FileStore, begin: int, end: int) -> int:
         return 0  # never expire the latest snapshot
     tags = _tags(table)
     try:
-        doomed = plan_expiry(table, expiring, retained, tags.values())
+        doomed = plan_expiry(table, expiring, retained, tags.values(), changelog_decoupled)
     except CorruptFileError:
         if snapshots.snapshot_exists(retained.id):
             raise  # what stays cannot be read: real damage, never guessed around
@@ -206,8 +242,12 @@ def expire_until(table: FileStore, begin: int, end: int) -> int:
                  table.name, retained.id)
         return 0
 
-    # 1. Snapshot files, oldest first: an interrupted run leaves a shorter, intact chain.
+    # 1. Snapshot files, oldest first: an interrupted run leaves a shorter, intact chain. A
+    #    decoupled changelog is written before its snapshot goes: a streaming reader always finds
+    #    one of the two.
     for s in expiring:
+        if changelog_decoupled:
+            snapshots.commit_long_lived_changelog(s)
         with contextlib.suppress(FileNotFoundError):
             table.file_io.delete_file(table.path_factory.snapshot_path(s.id), quiet=False)
     snapshots.commit_earliest_hint(retained.id)
@@ -222,7 +262,7 @@ def expire_until(table: FileStore, begin: int, end: int) -> int:
 
 
 def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
-                tags: Iterable[Snapshot]) -> References:
+                tags: Iterable[Snapshot], changelog_decoupled: bool = False) -> References:
     """The files to delete when `expiring` go and `retained` (and every later snapshot) stays.
 
     Data files: those a delta from the first expiring snapshot up to `retained` deleted (and did
@@ -230,6 +270,11 @@ def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
     delta is not live in that snapshot or any later one. Manifests, manifest lists and index
     files: those of the expiring snapshots that neither `retained` nor a tag names (a later
     snapshot only names ones `retained` names, or new ones). Nothing a tag references goes.
+
+    With `changelog_decoupled` (Paimon's SnapshotDeletion), what the long-lived changelogs read
+    stays for `expire_changelogs`: the changelog files and changelog manifest lists; without a
+    changelog producer (a streaming read reads the deltas) also the delta and base manifest lists
+    and the files a writer added (file source APPEND) that a compaction deleted.
     """
     tags = sorted(tags, key=lambda t: t.id)
     paths = DataPaths(table)
@@ -237,12 +282,14 @@ def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
     nothing: set[str] = set()
     # The first expiring snapshot's own delta too: what it deleted was live only in snapshots
     # already expired, and a run interrupted before deleting those files left them behind.
+    keep_appends = changelog_decoupled and not produces_changelog(table)
     for s in [*expiring, retained]:
-        added, deleted = _tolerant(table, s, lambda snap: delta_changes(table, snap, paths),
+        added, deleted = _tolerant(table, s, lambda snap: delta_changes(table, snap, paths, keep_appends),
                                    (nothing, nothing))
         data |= deleted - added
-    for s in expiring:
-        data |= _tolerant(table, s, lambda snap: changelog_files(table, snap, paths), nothing)
+    if not changelog_decoupled:
+        for s in expiring:
+            data |= _tolerant(table, s, lambda snap: changelog_files(table, snap, paths), nothing)
     data -= _tagged_data_files(table, tags, expiring[0].id, retained.id, paths)
 
     going = References()
@@ -250,6 +297,10 @@ def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
         going.update(_tolerant(table, s, lambda snap: metadata_references(table, [snap]),
                                References()))
     keep = metadata_references(table, [retained, *tags])
+    if changelog_decoupled:
+        for s in expiring:
+            keep.update(_tolerant(table, s, lambda snap: changelog_metadata(table, snap, keep_appends),
+                                  References()))
     going = going - keep
     going.data_files = data
     return going

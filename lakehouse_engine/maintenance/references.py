@@ -29,6 +29,8 @@ from lakehouse_engine.format.manifest_entries import (
     merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT
+from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.store.tag_files import list_tags
 
 if TYPE_CHECKING:
@@ -154,14 +156,21 @@ def live_data_files(table: FileStore, snapshot: Snapshot, paths: DataPaths | Non
     return {p for e in merged if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 
-def delta_changes(table: FileStore, snapshot: Snapshot,
-                  paths: DataPaths | None = None) -> tuple[set[str], set[str]]:
-    """(added, deleted) data file paths of the snapshot's delta; a path in both only changed level."""
+def delta_changes(table: FileStore, snapshot: Snapshot, paths: DataPaths | None = None,
+                  keep_appends: bool = False) -> tuple[set[str], set[str]]:
+    """(added, deleted) data file paths of the snapshot's delta; a path in both only changed level.
+
+    With `keep_appends` a deleted file a writer added (file source APPEND, or none recorded) is
+    left out of `deleted`: a long-lived changelog of a table without a producer still reads it.
+    """
     paths = paths or DataPaths(table)
     added: set[str] = set()
     deleted: set[str] = set()
     for e in _entries(table, snapshot.delta_manifest_list, snapshot.delta_manifest_list_size):
-        (added if e.kind == FileKind.ADD else deleted).update(paths.of_entry(e))
+        if e.kind == FileKind.ADD:
+            added.update(paths.of_entry(e))
+        elif not keep_appends or e.file.file_source == FILE_SOURCE_COMPACT:
+            deleted.update(paths.of_entry(e))
     return added, deleted
 
 
@@ -173,6 +182,59 @@ def changelog_files(table: FileStore, snapshot: Snapshot, paths: DataPaths | Non
     return {p for e in _entries(table, snapshot.changelog_manifest_list,
                                 snapshot.changelog_manifest_list_size)
             if e.kind == FileKind.ADD for p in paths.of_entry(e)}
+
+
+def produces_changelog(table: FileStore) -> bool:
+    """Whether the table has a changelog producer (its changes are changelog files, not deltas)."""
+    return table.options.require(CHANGELOG_PRODUCER) != "none"
+
+
+def changelog_metadata(table: FileStore, snapshot: Snapshot, data_lists: bool,
+                       existing_only: bool = False) -> References:
+    """The manifest lists and manifests a long-lived changelog of `snapshot` reads: its changelog
+    manifest list, and with `data_lists` (a table without a producer) its base and delta lists
+    too. `existing_only` skips lists already deleted (a changelog's data lists go with its
+    snapshot when the table has a producer)."""
+    lists = []
+    if snapshot.changelog_manifest_list:
+        lists.append((snapshot.changelog_manifest_list, snapshot.changelog_manifest_list_size))
+    if data_lists:
+        lists += [(snapshot.base_manifest_list, snapshot.base_manifest_list_size),
+                  (snapshot.delta_manifest_list, snapshot.delta_manifest_list_size)]
+    mio = table.manifest_io()
+    refs = References()
+    for name, size in lists:
+        if existing_only and not table.file_io.exists(table.path_factory.manifest_path(name)):
+            continue
+        refs.manifest_lists.add(name)
+        refs.manifests.update(m.file_name for m in mio.read_manifest_list(name, size))
+    return refs
+
+
+def long_lived_changelog_references(table: FileStore, changelogs: Iterable[Snapshot],
+                                    paths: DataPaths | None = None) -> References:
+    """Everything long-lived changelogs read: their lists and manifests that still exist, their
+    changelog files, and the files their deltas added (a table without a producer)."""
+    paths = paths or DataPaths(table)
+    refs = References()
+    for c in changelogs:
+        refs.update(changelog_metadata(table, c, True, existing_only=True))
+        refs.data_files |= changelog_files(table, c, paths)
+        if table.file_io.exists(table.path_factory.manifest_path(c.delta_manifest_list)):
+            refs.data_files |= delta_changes(table, c, paths)[0]
+    return refs
+
+
+def long_lived_changelogs(table: FileStore) -> list[Snapshot]:
+    """Every long-lived changelog of the table's branch (`changelog/changelog-<id>`), oldest first."""
+    sm = table.snapshot_manager()
+    out = []
+    for cid in sm.list_long_lived_changelog_ids():
+        try:
+            out.append(sm.long_lived_changelog(cid))
+        except SnapshotNotExistError:
+            continue  # expired since the listing
+    return out
 
 
 def metadata_references(table: FileStore, snapshots: Iterable[Snapshot]) -> References:
@@ -259,7 +321,7 @@ _ATTEMPTS = 3
 
 
 def used_paths(table: FileStore) -> set[str]:
-    """Paths of every file a snapshot or tag of `table`'s branch references.
+    """Paths of every file a snapshot, tag or long-lived changelog of `table`'s branch references.
 
     A snapshot expired while this reads it is skipped, and the whole read is retried: a file
     went missing for a good reason. Any other unreadable file raises.
@@ -275,12 +337,15 @@ def used_paths(table: FileStore) -> set[str]:
             except SnapshotNotExistError:
                 continue
         tags = list_tags(table)
+        changelogs = long_lived_changelogs(table)
         try:
             paths = DataPaths(table)
             refs = snapshot_references(table, retained, paths) | tag_references(table, tags.values(), paths)
+            refs.update(long_lived_changelog_references(table, changelogs, paths))
             return refs.all_paths(table)
         except CorruptFileError:
             gone = [s.id for s in retained if not snapshots.snapshot_exists(s.id)]
+            gone += [c.id for c in changelogs if not snapshots.long_lived_changelog_exists(c.id)]
             if not gone or attempt == _ATTEMPTS:
                 raise
 

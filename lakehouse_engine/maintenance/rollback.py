@@ -42,6 +42,7 @@ from lakehouse_engine.maintenance.references import (
     delete_files,
     delta_changes,
     live_data_files,
+    long_lived_changelog_references,
     metadata_references,
     tag_references,
 )
@@ -83,6 +84,14 @@ def rollback_to(table: FileStore, snapshot_or_tag: int | str) -> None:
     dropped_tags = sorted(n for n, t in tags.items() if t.id > target.id)
     kept_tags = [t for n, t in tags.items() if t.id <= target.id]
     doomed = _plan(table, target, removed, kept_tags)
+    # Long-lived changelogs after the target (a target restored from a tag is older than the
+    # earliest snapshot) describe changes that are being undone: they go too, as in Paimon.
+    changelogs = []
+    for cid in (i for i in snapshots.list_long_lived_changelog_ids() if i > target.id):
+        with contextlib.suppress(SnapshotNotExistError):
+            changelogs.append(snapshots.long_lived_changelog(cid))
+    if changelogs:
+        doomed.update(_changelogs_plan(table, target, changelogs, kept_tags))
 
     fio, paths = table.file_io, table.path_factory
     latest_hint = f"{paths.snapshot_dir}/{LATEST}"
@@ -107,7 +116,18 @@ def rollback_to(table: FileStore, snapshot_or_tag: int | str) -> None:
         fio.overwrite_atomic(latest_hint, str(target.id).encode())
         if restore:
             fio.overwrite_atomic(f"{paths.snapshot_dir}/{EARLIEST}", str(target.id).encode())
-    # 6. Tags of removed snapshots, then the files nothing references any more.
+    # 6. Long-lived changelogs after the target, newest first; tags of removed snapshots; then
+    #    the files nothing references any more.
+    for c in sorted(changelogs, key=lambda c: c.id, reverse=True):
+        fio.delete_file(paths.long_lived_changelog_path(c.id))
+    if changelogs:
+        with contextlib.suppress(OSError):
+            remaining = snapshots.list_long_lived_changelog_ids()
+            if remaining:
+                fio.overwrite_atomic(f"{paths.changelog_dir}/{LATEST}", str(remaining[-1]).encode())
+            else:
+                for hint in (LATEST, EARLIEST):
+                    fio.delete_file(f"{paths.changelog_dir}/{hint}")
     for name in dropped_tags:
         fio.delete_file(tag_path(table, name))
     delete_files(table, doomed)
@@ -134,6 +154,17 @@ def _target(table: FileStore, snapshot_or_tag: int | str) -> Snapshot:
     raise SnapshotNotExistError(
         f"cannot roll back table {table.name} to snapshot {sid}: it doesn't exist ({span}) "
         f"and no tag holds it")
+
+
+def _changelogs_plan(table: FileStore, target: Snapshot, changelogs: list[Snapshot],
+                     kept_tags: list[Snapshot]) -> References:
+    """Files long-lived changelogs after the target read that neither the target nor a kept tag
+    references (their changelog files, the files their deltas added, their lists)."""
+    paths = DataPaths(table)
+    going = long_lived_changelog_references(table, changelogs, paths)
+    keep = metadata_references(table, [target])
+    keep.data_files = live_data_files(table, target, paths) | changelog_files(table, target, paths)
+    return going - (keep | tag_references(table, kept_tags, paths))
 
 
 def _plan(table: FileStore, target: Snapshot, removed: list[Snapshot],

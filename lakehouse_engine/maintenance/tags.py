@@ -19,6 +19,8 @@ from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
     delete_files,
+    long_lived_changelog_references,
+    long_lived_changelogs,
     snapshot_references,
     tag_references,
 )
@@ -232,6 +234,9 @@ def _files_only_tag_keeps(table: FileStore, name: str, tag: Snapshot) -> Referen
     keep = snapshot_references(table, [snapshots.snapshot(earliest_id)], paths)
     others = [t for n, t in list_tags(table).items() if n != name]
     keep = keep | tag_references(table, others, paths)
+    # What the long-lived changelogs read stays too (a tag of an expired snapshot shares its
+    # changelog files and manifests with that snapshot's changelog).
+    keep.update(long_lived_changelog_references(table, long_lived_changelogs(table), paths))
     return tag_references(table, [tag], paths) - keep
 
 

@@ -58,8 +58,7 @@ def changelog_producer(options: CoreOptions) -> str:
 _NOT_APPLIED = {
     "changelog-file.format": None, "changelog-file.compression": None,
     "changelog-file.prefix": CHANGELOG_FILE_PREFIX, "changelog-file.stats-mode": None,
-    "changelog.num-retained.min": None, "changelog.num-retained.max": None,
-    "changelog.time-retained": None, "changelog-producer.row-deduplicate-ignore-fields": None,
+    "changelog-producer.row-deduplicate-ignore-fields": None,
     "delete.force-produce-changelog": "false",
 }
 
@@ -74,7 +73,7 @@ def check_producer_options(options: CoreOptions, table_name: str) -> None:
             raise UnsupportedError(
                 f"table {table_name}: option '{key}' = {value!r} is not applied by this engine's "
                 f"changelog producers (changelog files follow the data files' format and "
-                f"compression, expire with their snapshots, and compare every field); remove it "
+                f"compression and compare every field); remove it "
                 f"or write this table with Paimon")
 
 

@@ -280,6 +280,9 @@ _snapshots = OptionGroup("Snapshots and commits")
 SNAPSHOT_NUM_RETAINED_MIN = _snapshots.integer("snapshot.num-retained.min", 10, "Fewest snapshots to keep.", _positive)
 SNAPSHOT_NUM_RETAINED_MAX = _snapshots.integer("snapshot.num-retained.max", 2**31 - 1, "Most snapshots to keep.", _positive)
 SNAPSHOT_TIME_RETAINED = _snapshots.duration("snapshot.time-retained", 3_600_000, "Longest time a snapshot is kept.")
+CHANGELOG_NUM_RETAINED_MIN = _snapshots.integer("changelog.num-retained.min", None, "Fewest changelogs to keep (default: snapshot.num-retained.min); above it, a changelog outlives its snapshot.", _positive)
+CHANGELOG_NUM_RETAINED_MAX = _snapshots.integer("changelog.num-retained.max", None, "Most changelogs to keep (default: snapshot.num-retained.max); above it, a changelog outlives its snapshot.", _positive)
+CHANGELOG_TIME_RETAINED = _snapshots.duration("changelog.time-retained", None, "Longest time a changelog is kept (default: snapshot.time-retained); longer, it outlives its snapshot.")
 SNAPSHOT_EXPIRE_LIMIT = _snapshots.integer("snapshot.expire.limit", 50, "Most snapshots expired in one go.", _positive)
 COMMIT_MAX_RETRIES = _snapshots.integer("commit.max-retries", 10, "Retries of a commit that lost the race for a snapshot id.", _non_negative)
 COMMIT_TIMEOUT = _snapshots.duration("commit.timeout", None, "Give up retrying a commit after this long (default: no limit).")
@@ -346,6 +349,14 @@ class CoreOptions:
         for key in self.raw:
             if key in OPTIONS:
                 OPTIONS[key].value(self.raw)
+        if CHANGELOG_NUM_RETAINED_MIN.key in self.raw or CHANGELOG_NUM_RETAINED_MAX.key in self.raw:
+            # Paimon's SchemaValidation: each falls back to its snapshot option.
+            low = self.get(CHANGELOG_NUM_RETAINED_MIN) or self.require(SNAPSHOT_NUM_RETAINED_MIN)
+            high = self.get(CHANGELOG_NUM_RETAINED_MAX) or self.require(SNAPSHOT_NUM_RETAINED_MAX)
+            if low > high:
+                raise InvalidOptionError(
+                    f"option 'changelog.num-retained.min' ({low}) must not exceed "
+                    f"'changelog.num-retained.max' ({high}) (each defaults to its snapshot.* option)")
         trigger = self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
         if self.stop_trigger < trigger:
             raise InvalidOptionError(

@@ -167,7 +167,6 @@ _stored(_DDL, "add-column-before-partition", "alter-column-null-to-not-null.disa
 _stored(_SYSTEM, "table-read.sequence-number.enabled")
 _stored(_CHANGELOG, "changelog-producer.row-deduplicate-ignore-fields", "changelog-file.format",
         "changelog-file.compression", "changelog-file.prefix", "changelog-file.stats-mode",
-        "changelog.num-retained.max", "changelog.num-retained.min", "changelog.time-retained",
         "delete.force-produce-changelog")
 _stored(_DV, "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read",
         "deletion-vectors.modifiable")

@@ -31,6 +31,7 @@ from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.nested_projection import NestedProjectionRead, is_nested_projection
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.split import DataSplit, PartitionRow
@@ -173,16 +174,18 @@ class ChangeScan:
 
 
 def snapshots_between(table: FileStore, start_exclusive: int, end_inclusive: int) -> Iterator[Snapshot]:
-    """Snapshots start_exclusive+1 .. end_inclusive, oldest first; SnapshotNotExistError names the
-    first one that has expired."""
+    """Snapshots start_exclusive+1 .. end_inclusive, oldest first, an expired one as its long-lived
+    changelog; SnapshotNotExistError names the first one that is in neither."""
     sm = table.snapshot_manager()
     for sid in range(start_exclusive + 1, end_inclusive + 1):
-        try:
-            yield sm.snapshot(sid)
-        except SnapshotNotExistError as exc:
+        snapshot = sm.snapshot_or_changelog(sid)
+        if snapshot is None:
+            earliest = sm.earliest_readable_id()
             raise SnapshotNotExistError(
                 f"the changes of table {table.name} between snapshots {start_exclusive} (exclusive) "
-                f"and {end_inclusive} need snapshot {sid}, which does not exist: {exc}") from None
+                f"and {end_inclusive} need snapshot {sid}, which does not exist (neither as a snapshot "
+                f"nor as a long-lived changelog; the earliest readable is {earliest})")
+        yield snapshot
 
 
 class ChangeRead:
@@ -194,7 +197,12 @@ class ChangeRead:
         self.table = table = as_store(table)
         self.predicate = predicate
         self.include_row_kind = include_row_kind
-        self._full = TableRead(table, projection, predicate)
+        # A projection of nested ROW fields (`col.field`, read as `col_field`) reads the top-level
+        # columns and takes the fields out, for change splits as for full ones.
+        self._nested: NestedProjectionRead | None = None
+        if projection and is_nested_projection(table.schema, projection):
+            self._nested = NestedProjectionRead(table, projection, predicate)
+        self._full = self._nested or TableRead(table, projection, predicate)
         self.output = list(self._full.output)
         self._columns = list(self._full.value_columns)
         self._file_schema = table.schema.data_file_arrow_schema()
@@ -227,6 +235,8 @@ class ChangeRead:
             kinds = np.zeros(rows.num_rows, dtype=np.int8)
         else:
             rows, kinds = self._read_changes(split)
+            if self._nested is not None:
+                rows = self._nested.reshape(rows)
         if self.include_row_kind:
             rows = rows.add_column(0, pa.field(ROW_KIND, pa.string(), nullable=False), row_kind_column(kinds))
         return rows.cast(self.output_schema)
@@ -237,7 +247,8 @@ class ChangeRead:
         parts = [self._reader.read(f"{split.bucket_path}/{f.file_name}", columns, schema, f)
                  for f in split.files]
         if not parts:
-            return self._full.output_schema.empty_table(), np.zeros(0, dtype=np.int8)
+            columns_schema = self._nested.columns_schema if self._nested else self._full.output_schema
+            return columns_schema.empty_table(), np.zeros(0, dtype=np.int8)
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if self._primary_key:
             kinds = table.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int8)

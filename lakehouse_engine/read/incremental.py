@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
+from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.merge import DELETE, INSERT
 from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import (
@@ -42,6 +43,7 @@ from lakehouse_engine.read.changes import (
     as_store,
     changelog_producer,
     row_kind_column,
+    snapshots_between,
 )
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import Plan
@@ -130,10 +132,14 @@ def incremental_range(table: FileStore) -> IncrementalRange | None:
     if start > end:
         raise InvalidOptionError(f"table {table.name}: incremental start snapshot {start} must not be "
                                  f"after end snapshot {end}")
+    resolved = auto if mode == "auto" else mode
+    if resolved != DIFF:
+        # Changes are read through long-lived changelogs where the snapshots have expired.
+        earliest = sm.earliest_readable_id() or earliest
     if start < earliest - 1 or end > latest:
         raise InvalidOptionError(f"table {table.name}: the incremental range ({start}, {end}] is outside "
                                  f"the retained snapshots [{earliest}, {latest}]")
-    return IncrementalRange(start, end, auto if mode == "auto" else mode)
+    return IncrementalRange(start, end, resolved)
 
 
 @dataclass
@@ -158,7 +164,7 @@ class IncrementalScan:
         r = self.range
         if r is None:
             return Plan([], None)
-        end = self.table.snapshot(r.end)
+        end = self.table.snapshot(r.end) if r.mode == DIFF else _snapshot_or_changelog(self.table, r.end)
         changes = ChangeScan(self.table, self.predicate)
         groups: dict[tuple[bytes, int], tuple[list[DataFileMeta], list[DataFileMeta]]] = {}
         if r.mode == DIFF:
@@ -175,8 +181,8 @@ class IncrementalScan:
             entries: dict[tuple[bytes, int], ManifestEntry] = {(e.partition, e.bucket): e for e in after + before}
         else:
             entries = {}
-            for sid in range(r.start + 1, r.end + 1):
-                for e in changes.entries(self.table.snapshot(sid), r.mode):
+            for snapshot in snapshots_between(self.table, r.start, r.end):
+                for e in changes.entries(snapshot, r.mode):
                     groups.setdefault((e.partition, e.bucket), ([], []))[0].append(e.file)
                     entries.setdefault((e.partition, e.bucket), e)
         codec = self.table.partition_codec()
@@ -191,6 +197,12 @@ class IncrementalScan:
                                            self.table.path_factory.bucket_dir(part.spec, bucket),
                                            [files], False, mode=r.mode, before_files=before_files))
         return Plan(splits, end)
+
+
+def _snapshot_or_changelog(table: FileStore, snapshot_id: int) -> Snapshot:
+    """Snapshot `snapshot_id`, or its long-lived changelog; SnapshotNotExistError when neither is."""
+    found = table.snapshot_manager().snapshot_or_changelog(snapshot_id)
+    return found if found is not None else table.snapshot(snapshot_id)
 
 
 class IncrementalRead:

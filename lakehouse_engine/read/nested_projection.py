@@ -8,6 +8,7 @@ the field taken from it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ from lakehouse_engine.errors import SchemaError
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.table_read import TableRead
-from lakehouse_engine.schema import TableSchema
+from lakehouse_engine.schema import DataField, TableSchema
 from lakehouse_engine.types import ROW, DataType
 
 if TYPE_CHECKING:
@@ -41,6 +42,23 @@ def projection_path(schema: TableSchema, name: str) -> list[str] | None:
             return None
         t = inner[0].type
     return parts
+
+
+def projected_field(schema: TableSchema, name: str) -> DataField:
+    """The field a projected name reads: the column, or for `col.field...` the ROW field under the
+    name its output column has (`col_field`), nullable when any ROW on its path is."""
+    path = projection_path(schema, name)
+    if path is None:
+        raise SchemaError(f"projection names unknown field {name!r}")
+    top = schema.field(path[0])
+    if len(path) == 1:
+        return top
+    field_id, t, nullable, description = top.id, top.type, top.type.nullable, top.description
+    for part in path[1:]:
+        inner = next(f for f in t.fields or () if f.name == part)
+        field_id, t, description = inner.id, inner.type, inner.description
+        nullable = nullable or t.nullable
+    return DataField(field_id, "_".join(path), replace(t, nullable=nullable), description)
 
 
 def is_nested_projection(schema: TableSchema, projection: Sequence[str]) -> bool:
@@ -82,10 +100,19 @@ class NestedProjectionRead(TableRead):
         """The split's rows one key range at a time, as TableRead reads them, each reshaped into
         the projected fields: every read path (`to_arrow`, batches, `read_split`) goes through here."""
         for table in self._columns_read.read_split_ranges(split):
-            columns = []
-            for path in self._paths:
-                column = table.column(path[0])
-                if len(path) > 1:
-                    column = pc.struct_field(column, path[1:])
-                columns.append(column)
-            yield pa.Table.from_arrays(columns, schema=self.output_schema)
+            yield self.reshape(table)
+
+    @property
+    def columns_schema(self) -> pa.Schema:
+        """The top-level columns read, before `reshape` takes the projected fields out of them."""
+        return self._columns_read.output_schema
+
+    def reshape(self, table: pa.Table) -> pa.Table:
+        """The projected fields out of a table of the top-level columns read."""
+        columns = []
+        for path in self._paths:
+            column = table.column(path[0])
+            if len(path) > 1:
+                column = pc.struct_field(column, path[1:])
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=self.output_schema)

@@ -11,6 +11,7 @@ from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan, 
 from lakehouse_engine.read.nested_projection import (
     NestedProjectionRead,
     is_nested_projection,
+    projected_field,
     projection_path,
 )
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
@@ -122,4 +123,4 @@ class ReadBuilder:
         """The fields a read returns, in order (pypaimon's `read_type`; `.name` of each for names)."""
         table = self.read_table()
         projection = self._resolved_projection(table)
-        return [table.schema.field(n) for n in (projection or table.schema.field_names)]
+        return [projected_field(table.schema, n) for n in (projection or table.schema.field_names)]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.read.changes import ChangeRead, as_store
+from lakehouse_engine.read.nested_projection import projection_path
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
 from lakehouse_engine.read.streaming_scan import StreamingTableScan
@@ -37,9 +38,10 @@ class StreamReadBuilder:
         return self
 
     def with_projection(self, projection: Sequence[str]) -> StreamReadBuilder:
-        """Read only these columns."""
+        """Read only these columns; `col.field` reads one field of a ROW column (as `col_field`),
+        as a batch read does (an unknown plain name raises, an unknown dotted one is skipped)."""
         ReadBuilder(self.table).with_projection(projection)  # names unknown fields, as a batch read
-        self._projection = list(projection)
+        self._projection = [p for p in projection if projection_path(self.table.schema, p) is not None]
         return self
 
     def with_poll_interval_ms(self, poll_interval_ms: int) -> StreamReadBuilder:
@@ -81,5 +83,7 @@ class StreamReadBuilder:
 
     def read_type(self) -> list[DataField]:
         """The fields a read returns (without `_row_kind`), in order."""
-        schema = self.table.schema
-        return [schema.field(n) for n in (self._projection or schema.field_names)]
+        builder = ReadBuilder(self.table)
+        if self._projection is not None:
+            builder.with_projection(self._projection)
+        return builder.read_type()

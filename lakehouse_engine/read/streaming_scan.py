@@ -7,7 +7,8 @@ Where it starts (Paimon's starting scanners, in this order):
      `latest` only what comes after it; `from-snapshot` the changes from `scan.snapshot-id` on;
      `from-snapshot-full` that snapshot in full, then its changes; `from-timestamp` the changes
      after `scan.timestamp-millis`; `compacted-full` the latest compaction's snapshot in full.
-After that each plan is the changes of the next snapshot that has some (`read.changes`): skipped
+After that each plan is the changes of the next snapshot that has some (`read.changes`), read
+from its long-lived changelog once the snapshot has expired (`changelog.*` retention): skipped
 snapshots (compactions of a table without a changelog producer, overwrites) yield nothing. A full
 first read of a table with a `lookup` (or `full-compaction`) producer leaves out the files whose
 rows its changelog will deliver, as Paimon does (level 0, or all but the top level).
@@ -88,14 +89,16 @@ class StreamingTableScan:
             return self._first_plan()
         sm = self.table.snapshot_manager()
         while True:
-            snapshot = sm.get_snapshot_by_id(self.next_snapshot_id)
+            # An expired snapshot is read from its long-lived changelog (`changelog.*` retention).
+            snapshot = sm.snapshot_or_changelog(self.next_snapshot_id)
             if snapshot is None:
                 earliest = sm.earliest_snapshot_id()
                 if earliest is not None and earliest > self.next_snapshot_id:
                     raise SnapshotNotExistError(
                         f"streaming read of table {self.table.name}: snapshot {self.next_snapshot_id} "
                         f"has expired (earliest is {earliest}) before its changes were read; keep "
-                        f"snapshots longer or read with a consumer id, which expiry respects")
+                        f"snapshots (or, with 'changelog.num-retained.*' / 'changelog.time-retained', "
+                        f"their changelog) longer or read with a consumer id, which expiry respects")
                 return Plan([], None)
             self.next_snapshot_id += 1
             if has_changes(snapshot, self.kind):
@@ -184,15 +187,17 @@ class StreamingTableScan:
             if millis is None:
                 raise InvalidOptionError(f"table {self.table.name}: scan.mode 'from-timestamp' needs "
                                          f"'scan.timestamp-millis'")
-            before = sm.earlier_or_equal_time_mills(millis)
-            earliest = sm.earliest_snapshot_id()
+            # Long-lived changelogs reach further back than the snapshots (Paimon's
+            # earlierThanTimeMills with startFromChangelog).
+            before = sm.earlier_or_equal_time_mills(millis) or sm.long_lived_changelog_at_or_before(millis)
+            earliest = sm.earliest_readable_id()
             self.next_snapshot_id = before.id + 1 if before is not None else (earliest or 1)
             return self.plan()
         raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' is for batch reads, not "
                                  f"for a streaming read")
 
     def _not_before_earliest(self, start: int, what: str) -> int:
-        earliest = self.table.snapshot_manager().earliest_snapshot_id()
+        earliest = self.table.snapshot_manager().earliest_readable_id()
         if earliest is not None and start < earliest:
             log.warning("table %s: %s asks for snapshot %s, which has expired; reading from the "
                         "earliest, %s", self.table.name, what, start, earliest)

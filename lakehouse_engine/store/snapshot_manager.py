@@ -14,6 +14,7 @@ from lakehouse_engine.path_factory import PathFactory
 
 log = logging.getLogger(__name__)
 _SNAPSHOT_RE = re.compile(r"^snapshot-(\d+)$")
+_CHANGELOG_RE = re.compile(r"^changelog-(\d+)$")
 LATEST = "LATEST"
 EARLIEST = "EARLIEST"
 
@@ -101,9 +102,9 @@ class SnapshotManager:
                 ids.append(int(m.group(1)))
         return sorted(ids)
 
-    def _read_hint(self, name: str) -> int | None:
+    def _read_hint(self, name: str, directory: str | None = None) -> int | None:
         try:
-            text = self.file_io.read_text(f"{self.paths.snapshot_dir}/{name}").strip()
+            text = self.file_io.read_text(f"{directory or self.paths.snapshot_dir}/{name}").strip()
             return int(text) if text else None
         except (FileNotFoundError, ValueError, UnicodeDecodeError, OSError):
             return None
@@ -179,3 +180,100 @@ class SnapshotManager:
     def commit_earliest_hint(self, snapshot_id: int) -> None:
         with contextlib.suppress(OSError):
             self.file_io.overwrite_atomic(f"{self.paths.snapshot_dir}/{EARLIEST}", str(snapshot_id).encode())
+
+    # ---- long-lived changelogs (`changelog/`): a snapshot's changelog kept past the snapshot ----
+    def long_lived_changelog_exists(self, snapshot_id: int) -> bool:
+        return self.file_io.exists(self.paths.long_lived_changelog_path(snapshot_id))
+
+    def long_lived_changelog(self, snapshot_id: int) -> Snapshot:
+        """Read `changelog/changelog-<id>` (the expired snapshot's own JSON); SnapshotNotExistError
+        when there is none."""
+        path = self.paths.long_lived_changelog_path(snapshot_id)
+        try:
+            text = self.file_io.read_text(path)
+        except FileNotFoundError:
+            raise SnapshotNotExistError(
+                f"changelog {snapshot_id} of table {self.table_name} doesn't exist") from None
+        except UnicodeDecodeError:
+            raise CorruptFileError(f"changelog file {path} is not UTF-8 JSON") from None
+        return Snapshot.from_json(text, path)
+
+    def list_long_lived_changelog_ids(self) -> list[int]:
+        ids = []
+        for name in self.file_io.list_names(self.paths.changelog_dir):
+            m = _CHANGELOG_RE.match(name)
+            if m:
+                ids.append(int(m.group(1)))
+        return sorted(ids)
+
+    def earliest_long_lived_changelog_id(self) -> int | None:
+        """The oldest long-lived changelog: the `changelog/EARLIEST` hint when it checks out, else
+        a listing (None when there is none)."""
+        hint = self._read_hint(EARLIEST, self.paths.changelog_dir)
+        if (hint is not None and self.long_lived_changelog_exists(hint)
+                and not self.long_lived_changelog_exists(hint - 1)):
+            return hint
+        ids = self.list_long_lived_changelog_ids()
+        return ids[0] if ids else None
+
+    def latest_long_lived_changelog_id(self) -> int | None:
+        """The newest long-lived changelog (None when there is none)."""
+        hint = self._read_hint(LATEST, self.paths.changelog_dir)
+        if (hint is not None and self.long_lived_changelog_exists(hint)
+                and not self.long_lived_changelog_exists(hint + 1)):
+            return hint
+        ids = self.list_long_lived_changelog_ids()
+        return ids[-1] if ids else None
+
+    def commit_long_lived_changelog(self, snapshot: Snapshot) -> None:
+        """Write `snapshot` as `changelog/changelog-<id>` and move `changelog/LATEST` (Paimon's
+        commitChangelog then commitLongLivedChangelogLatestHint); an existing file is kept."""
+        self.file_io.try_put_if_absent(self.paths.long_lived_changelog_path(snapshot.id),
+                                       snapshot.to_json().encode())
+        with contextlib.suppress(OSError):
+            self.file_io.overwrite_atomic(f"{self.paths.changelog_dir}/{LATEST}", str(snapshot.id).encode())
+
+    def commit_long_lived_changelog_earliest_hint(self, snapshot_id: int) -> None:
+        with contextlib.suppress(OSError):
+            self.file_io.overwrite_atomic(f"{self.paths.changelog_dir}/{EARLIEST}", str(snapshot_id).encode())
+
+    def long_lived_changelog_at_or_before(self, timestamp_millis: int) -> Snapshot | None:
+        """The newest long-lived changelog committed at or before `timestamp_millis` (a binary
+        search over the changelog ids, as over the snapshots)."""
+        ids = self.list_long_lived_changelog_ids()
+        lo, hi, found = 0, len(ids) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            try:
+                changelog = self.long_lived_changelog(ids[mid])
+            except SnapshotNotExistError:  # expired meanwhile: drop it and search again
+                ids.pop(mid)
+                hi -= 1
+                continue
+            if changelog.time_millis <= timestamp_millis:
+                found, lo = changelog, mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def earliest_readable_id(self) -> int | None:
+        """The oldest snapshot whose changes can still be read: the earliest long-lived changelog,
+        else the earliest snapshot (Paimon's earliest id of a decoupled changelog)."""
+        earliest = self.earliest_long_lived_changelog_id()
+        return earliest if earliest is not None else self.earliest_snapshot_id()
+
+    def snapshot_or_changelog(self, snapshot_id: int) -> Snapshot | None:
+        """Snapshot `snapshot_id`, or its long-lived changelog once the snapshot has expired (Paimon's
+        NextSnapshotFetcher); None when neither exists. The changelog directory is only looked at
+        for an id below the earliest snapshot, so polling for a snapshot not yet committed costs
+        one lookup."""
+        snapshot = self.get_snapshot_by_id(snapshot_id)
+        if snapshot is not None:
+            return snapshot
+        earliest = self.earliest_snapshot_id()
+        if earliest is None or earliest <= snapshot_id:
+            return None
+        try:
+            return self.long_lived_changelog(snapshot_id)
+        except SnapshotNotExistError:
+            return None

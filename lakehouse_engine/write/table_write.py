@@ -22,7 +22,6 @@ from lakehouse_engine.errors import (
 from lakehouse_engine.format.features import refused_options
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.changelog import (
-    CHANGELOG_PRODUCER_KEY,
     changelog_producer,
     check_producer_options,
     input_changelog,
@@ -129,14 +128,13 @@ class TableWrite:
         self.role = role
         self.flush_lookup = flush_lookup
         # What changelog this writer produces: none for rows that replace or move (an overwrite
-        # is read as no change; a compaction's output is not new input).
+        # is read as no change; a compaction's output is not new input) or that wait in
+        # bucket-postpone; rows postpone compaction brings into the buckets get theirs there
+        # (Paimon's postpone compaction writes with the table's own bucket writers).
         producer = changelog_producer(opts) if self.primary_key else "none"
-        self.changelog_producer = "none" if (role.replaces or role.compaction_output) else producer
-        if producer != "none" and table.bucket_mode() in (BucketMode.POSTPONE_MODE, BucketMode.CROSS_PARTITION):
-            raise UnsupportedError(
-                f"table {table.name}: '{CHANGELOG_PRODUCER_KEY}' = {producer} is not written for a "
-                f"{'postpone-bucket' if table.bucket_mode() == BucketMode.POSTPONE_MODE else 'cross-partition'} "
-                f"table by this engine yet; leave it 'none'")
+        moved = role.replaces or (role.compaction_output and not role.first_arrival)
+        postponed = table.bucket_mode() == BucketMode.POSTPONE_MODE and not isinstance(buckets, FixedBuckets)
+        self.changelog_producer = "none" if (moved or postponed) else producer
         if producer != "none":
             check_producer_options(opts, table.name)
         if self.changelog_producer == "lookup" and flush_lookup is None:
@@ -482,6 +480,8 @@ class TableWrite:
                 new_files, after = list(buf.new_files), list(buf.compact_after)
                 if self.role.compaction_output:
                     new_files, after = [], new_files + after
+                    # Its changelog lands with the compaction (Paimon's compact increment).
+                    buf.compact_changelog, buf.new_changelog = buf.new_changelog + buf.compact_changelog, []
                 message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
                                         new_files, list(buf.compact_before), after,
                                         commit_user=self.commit_user)
@@ -553,7 +553,6 @@ class TableWrite:
         """The bucket each row of `data` would be written to, assigned as `write_arrow` assigns
         it, with nothing buffered or written. For a fresh TableWrite only: a dynamic-bucket
         assigner remembers the keys it placed."""
-        from lakehouse_engine.errors import UnsupportedError
 
         if self.mode is BucketMode.CROSS_PARTITION:
             raise UnsupportedError(

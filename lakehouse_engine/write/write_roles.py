@@ -64,6 +64,9 @@ class OutputRole:
     compaction_output: bool = False
     #: Compaction inside the writer; None: as the table's `write-only` option says.
     compacts: bool | None = None
+    #: A compaction's output whose rows reach the table's buckets for the first time (postpone
+    #: compaction): the table's changelog producer makes their changelog, as Paimon's does.
+    first_arrival: bool = False
 
 
 #: New rows (an APPEND commit).
@@ -72,8 +75,9 @@ NEW_DATA = OutputRole()
 OVERWRITE_DATA = OutputRole(replaces=True)
 #: Rows the table holds, rewritten in place of their partitions (rescale); no compaction.
 REWRITE = OutputRole(replaces=True, compacts=False)
-#: Rows moved into buckets by a compaction (postpone-bucket compaction); no compaction.
-COMPACTION_OUTPUT = OutputRole(compaction_output=True, compacts=False)
+#: Rows moved into buckets by a compaction (postpone-bucket compaction); no compaction; their
+#: changelog is made there.
+COMPACTION_OUTPUT = OutputRole(compaction_output=True, compacts=False, first_arrival=True)
 
 
 # ---- the lookup at flush -------------------------------------------------------------------------

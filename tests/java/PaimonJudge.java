@@ -348,19 +348,34 @@ public class PaimonJudge {
         return answer;
     }
 
-    /** Expires snapshots as Paimon's expire_snapshots procedure does, by count only. */
+    /**
+     * Expires snapshots as Paimon's expire_snapshots procedure does, by count only; with
+     * "changelog_retain_max" (and "changelog_retain_min") the changelog is kept longer (decoupled,
+     * long-lived changelog) and
+     * Paimon's changelog expiry runs after the snapshot expiry, as its commit does.
+     */
     private static Object expire(FileStoreTable table, Map<String, Object> req) {
         int retainMax = ((Number) req.get("retain_max")).intValue();
         int retainMin = ((Number) req.getOrDefault("retain_min", 1)).intValue();
-        ExpireConfig config =
+        ExpireConfig.Builder builder =
                 ExpireConfig.builder()
                         .snapshotRetainMax(retainMax)
                         .snapshotRetainMin(retainMin)
                         .snapshotTimeRetain(Duration.ZERO)
-                        .snapshotMaxDeletes(Integer.MAX_VALUE)
-                        .build();
+                        .snapshotMaxDeletes(Integer.MAX_VALUE);
+        Number changelogMax = (Number) req.get("changelog_retain_max");
+        if (changelogMax != null) {
+            builder.changelogRetainMax(changelogMax.intValue())
+                    .changelogRetainMin(((Number) req.getOrDefault("changelog_retain_min", retainMin)).intValue())
+                    .changelogTimeRetain(Duration.ZERO)
+                    .changelogMaxDeletes(Integer.MAX_VALUE);
+        }
+        ExpireConfig config = builder.build();
         int expired = table.newExpireSnapshots().config(config).expire();
         Map<String, Object> answer = new LinkedHashMap<>();
+        if (changelogMax != null) {
+            answer.put("changelogs_expired", table.newExpireChangelog().config(config).expire());
+        }
         answer.put("expired", expired);
         answer.put("earliest", table.snapshotManager().earliestSnapshotId());
         return answer;

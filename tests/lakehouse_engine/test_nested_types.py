@@ -104,6 +104,9 @@ def test_nested_projection_reads_one_field_of_a_row_as_pypaimon_names_it(catalog
                                     pa.field("tags", pa.list_(pa.string()))])
     assert rows(out, "id") == [{"id": 1, "address_city": "Oslo", "address_geo_lat": 59.9, "tags": ["a", None]},
                                {"id": 2, "address_city": None, "address_geo_lat": None, "tags": None}]
+    # read_type names the fields as the read does.
+    builder = table.new_read_builder().with_projection(["id", "address.city", "address.geo.lat", "tags"])
+    assert [f.to_arrow() for f in builder.read_type()] == list(out.schema)
     # An unknown path into a ROW column is skipped, as pypaimon skips it.
     skipped = table.new_read_builder().with_projection(["id", "address.zip"])
     assert skipped.new_read().to_arrow(skipped.new_scan().plan().splits()).column_names == ["id"]

@@ -155,3 +155,41 @@ def test_streaming_options_not_applied_are_refused(catalog: Catalog) -> None:
     for key, value in (("streaming-read-overwrite", "true"), ("scan.bounded.watermark", "5")):
         with pytest.raises(UnsupportedError, match=key):
             t.copy({key: value}).new_stream_read_builder().new_streaming_scan()
+
+
+@pytest.mark.parametrize("producer", ["none", "input"])
+def test_a_nested_projection_reads_fields_of_a_row_in_every_plan(catalog: Catalog, producer: str) -> None:
+    import pyarrow as pa
+
+    from tests.lakehouse_engine.conftest import create_table, write
+
+    address = pa.struct([pa.field("city", pa.string()),
+                         pa.field("geo", pa.struct([pa.field("lat", pa.float64())]))])
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("address", address),
+                        pa.field("k", pa.string())])
+    t = create_table(catalog, "nested", schema, primary_keys=["id"],
+                     options={"bucket": "1", "rowkind.field": "k", "changelog-producer": producer})
+
+    def put_rows(*rows: tuple[int, str | None, float | None, str]) -> None:
+        write(t, pa.Table.from_pylist([{"id": i, "address": {"city": c, "geo": {"lat": lat}}, "k": k}
+                                       for i, c, lat, k in rows], schema=schema))
+
+    put_rows((1, "Oslo", 59.9, "+I"), (2, "Bergen", None, "+I"))
+    builder = (t.new_stream_read_builder().with_include_row_kind()
+               .with_projection(["id", "address.city", "address.geo.lat", "address.zip"]))
+    assert [f.name for f in builder.read_type()] == ["id", "address_city", "address_geo_lat"]
+    scan, read = builder.new_streaming_scan(), builder.new_read()
+    first = read.to_arrow(scan.plan().splits())  # latest-full: the table, merged
+    put_rows((1, "Trondheim", 63.4, "+U"), (2, None, None, "-D"))
+    changes = read.to_arrow(scan.plan().splits())  # the changes of snapshot 2, as stored
+    expected_schema = pa.schema([pa.field("_row_kind", pa.string(), nullable=False),
+                                 pa.field("id", pa.int64(), nullable=False),
+                                 pa.field("address_city", pa.string()),
+                                 pa.field("address_geo_lat", pa.float64())])
+    assert first.schema == expected_schema and changes.schema == expected_schema
+    assert sorted(first.to_pylist(), key=lambda r: r["id"]) == [
+        {"_row_kind": "+I", "id": 1, "address_city": "Oslo", "address_geo_lat": 59.9},
+        {"_row_kind": "+I", "id": 2, "address_city": "Bergen", "address_geo_lat": None}]
+    assert sorted(changes.to_pylist(), key=lambda r: r["id"]) == [
+        {"_row_kind": "+U", "id": 1, "address_city": "Trondheim", "address_geo_lat": 63.4},
+        {"_row_kind": "-D", "id": 2, "address_city": None, "address_geo_lat": None}]

@@ -107,14 +107,3 @@ def test_snapshot_expiry_keeps_what_a_consumer_has_not_read(catalog: Catalog) ->
     t.consumer_manager().delete_consumer("slow")
     t.expire_snapshots(retain_max=1)
     assert [s.id for s in t.snapshots()] == [6]
-
-
-def test_expiry_of_a_table_with_changelog_retention_is_refused(catalog: Catalog) -> None:
-    from lakehouse_engine.errors import UnsupportedError
-
-    t = keyed_table(catalog, **{"changelog.num-retained.max": "50"})
-    for i in range(3):
-        put(t, (i, "v", "+I"))
-    with pytest.raises(UnsupportedError, match="long-lived changelog"):
-        t.expire_snapshots(retain_max=1)
-    assert [s.id for s in t.snapshots()] == [1, 2, 3]
