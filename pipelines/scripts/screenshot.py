@@ -201,7 +201,6 @@ def stage_runs(home: Path, warehouse: Path, rows_per_day: int = 2_000, buckets: 
     from unittest import mock
 
     import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
 
     from pipelines.defs.lsm import checks as lsm_checks
     from pipelines.lib import wap
@@ -209,7 +208,15 @@ def stage_runs(home: Path, warehouse: Path, rows_per_day: int = 2_000, buckets: 
     from pipelines.scripts.run_main import run
 
     quiet_instance(home)
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+    saved = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)  # DagsterInstance.get() reads the home from it
+    try:
+        instance = dg.DagsterInstance.get()
+    finally:
+        if saved is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = saved
     lakehouse = LakehouseResource(warehouse=str(warehouse), bucket=buckets)
     common: dict[str, Any] = {"rows_per_day": rows_per_day, "buckets": buckets,
                               "spark_master": spark_master, "instance": instance}
