@@ -111,3 +111,18 @@ def test_an_overwrite_on_the_branch_is_refused(catalog: Catalog) -> None:
     with pytest.raises(UnsupportedError, match="OVERWRITE"):
         rebased.rebase_appends("audit", base)
     assert rebased.latest_snapshot().id == onto
+
+
+@pytest.mark.parametrize("bucket", ["-1", "-2"])
+def test_dynamic_and_postpone_bucket_tables_rebase_through_their_writers(catalog: Catalog, bucket: str) -> None:
+    main = keyed_table(catalog, bucket=bucket)
+    put(main, (1, "a", "+I"), (2, "b", "+I"))
+    audit, base = _branch_at_latest(main, "audit")
+    put(audit, (1, "a2", "+I"), (3, "c", "+I"))
+    put(main, (2, "b2", "+I"))                            # main moved
+    rebased, onto = _branch_at_latest(main, "rebased")
+    ids = rebased.rebase_appends("audit", base)
+    assert ids and ids[0] == onto + 1
+    if bucket == "-2":
+        rebased.compact_postpone()                        # postponed rows reach their buckets
+    assert _state(rebased) == [(1, "a2"), (2, "b2"), (3, "c")]
