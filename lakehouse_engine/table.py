@@ -215,6 +215,14 @@ class FileStoreTable:
         """Make main what branch `name` is (Paimon's fast-forward)."""
         self.branch_manager().fast_forward(name)
 
+    def rebase_appends(self, source_branch: str, after: int) -> list[int]:
+        """Write to this table (a branch made at main's latest) the records branch `source_branch`
+        appended after snapshot `after`, committed as their commit user and identifier (once:
+        idempotent); the snapshot ids committed (docs/branches.md)."""
+        from lakehouse_engine.maintenance.rebase import rebase_appends
+
+        return rebase_appends(self.store, self.store.for_branch(source_branch), after)
+
     def list_branches(self) -> list[str]:
         """The table's branches other than main, sorted."""
         return self.store.branches()

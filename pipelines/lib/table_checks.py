@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
+from lakehouse_engine.options import DYNAMIC_BUCKET_TARGET_ROW_NUM
 from pipelines.lib import keys, wap
 from pipelines.lib.bucket_report import BucketRow, bucket_rows, buckets_markdown, skew
 from pipelines.lib.events import PRIMARY_KEY
@@ -139,6 +142,44 @@ def duplicates_result(duplicates: Sequence[dict[str, Any]], checked_partitions: 
         description=f"{len(duplicates)} primary keys appear more than once" if duplicates else None,
         metadata={"duplicate_keys": len(duplicates), "partitions_checked": checked_partitions,
                   "examples": dg.MetadataValue.md("\n".join(lines) if duplicates else "none")})
+
+
+def batch_keys(main: FileStoreTable, branch: FileStoreTable) -> pa.Table:
+    """The distinct primary keys of the records an audit branch's batch added since its base."""
+    head = branch.latest_snapshot()
+    base = wap.branch_base(main, branch.branch)
+    if head is None or head.id <= base:
+        return pa.table({k: pa.array([], pa.string()) for k in PRIMARY_KEY})
+    records = branch.changes(base, head.id, mode="delta")
+    return records.select(list(PRIMARY_KEY)).group_by(list(PRIMARY_KEY)).aggregate([])
+
+
+def recheck_rebased(main: FileStoreTable, rebased: FileStoreTable, audited: FileStoreTable) -> list[str]:
+    """The blocking audit's conditions on a batch rebased onto main's latest snapshot, which
+    lsm_publish tests before publishing it: row counts per bucket, no duplicate primary key (an
+    engine read), the dynamic-bucket target, and the batch's keys are the audited batch's; what
+    failed, one line each (empty: passed)."""
+    head = rebased.latest_snapshot()
+    if head is None:
+        return [f"branch {rebased.branch} has no snapshot"]
+    results = {"bucket_row_counts_match_snapshot": row_counts_result(bucket_rows(rebased), head)}
+    rb = rebased.new_read_builder().with_projection(list(PRIMARY_KEY))
+    keys = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    counted = keys.group_by(list(PRIMARY_KEY)).aggregate([([], "count_all")])
+    dups = counted.filter(pc.greater(counted.column("count_all"), 1)).rename_columns([*PRIMARY_KEY, "count"])
+    results["no_duplicate_primary_key"] = duplicates_result(dups.slice(0, 1_000).to_pylist(), "all")
+    if rebased.bucket_mode().assigns_dynamically:
+        per_bucket = {(r["partition"], r["bucket"]): r["row_count"]
+                      for r in rebased.index_stats(head.id).to_pylist() if r["index_type"] == "HASH"}
+        results["dynamic_buckets_within_target"] = dynamic_target_result(
+            per_bucket, rebased.options.require(DYNAMIC_BUCKET_TARGET_ROW_NUM))
+    ours, audited_keys = (batch_keys(main, t).sort_by([(k, "ascending") for k in PRIMARY_KEY])
+                          for t in (rebased, audited))
+    same = ours.num_rows == audited_keys.num_rows and ours.cast(audited_keys.schema).equals(audited_keys)
+    results["contract_keys_on_branch"] = dg.AssetCheckResult(
+        passed=same, description=None if same else
+        f"the rebased batch holds {ours.num_rows:,} keys, the audited one {audited_keys.num_rows:,}")
+    return [f"{name}: {r.description or 'failed'}" for name, r in results.items() if not r.passed]
 
 
 def passed_empty(note: str = NO_SNAPSHOT) -> dg.AssetCheckResult:

@@ -5,7 +5,10 @@ A run's branch is `audit-<run id>`, started from the tag `audit-<run id>-base` o
 snapshot (no tag when main had none). The tag is the branch point: publishing compares it with
 main's latest snapshot, because a fast-forward replaces main's snapshots after the branch point
 with the branch's, and a commit main gained since (another writer, a compaction, a rescale) would
-be dropped.
+be dropped. When main moved, publishing rebases: the batch's records are written again, through
+the engine's write and commit path, into `audit-<run id>-onto-<main's latest>` made at main's
+latest snapshot (`FileStoreTable.rebase_appends`), the audit's conditions are checked again on
+it, and only then is main fast-forwarded to it (docs/pipelines.md, "Publishing when main moved").
 
 A fast-forward also replaces main's tags from the branch's earliest snapshot on with the branch's
 (Paimon's semantics), and that snapshot is the branch point: publishing first carries main's tags
@@ -17,14 +20,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lakehouse_engine import FileStoreTable
+from lakehouse_engine import CommitConflictError, FileStoreTable, UnsupportedError
 
 AUDIT_PREFIX = "audit-"
 BASE_SUFFIX = "-base"
+#: `audit-<run id>-onto-<snapshot id>`: a run's batch rebased onto main's snapshot.
+REBASED = "-onto-"
+
+#: Re-checks a rebased audit branch: (main, rebased branch, the audited branch it came from) ->
+#: what failed (empty: passed).
+Recheck = Callable[[FileStoreTable, FileStoreTable, FileStoreTable], list[str]]
 
 
 class MainMovedError(Exception):
-    """Main gained snapshots after the audit branch's point: a fast-forward would drop them."""
+    """Main gained snapshots after the audit branch's point and the batch could not be rebased
+    onto them: a fast-forward would drop them, so nothing was published."""
+
+
+class RecheckFailedError(Exception):
+    """The batch rebased onto main's latest failed the audit's conditions: nothing was published."""
 
 
 def audit_branch_name(run_id: str) -> str:
@@ -34,7 +48,9 @@ def audit_branch_name(run_id: str) -> str:
 
 def run_id_of(branch: str) -> str | None:
     """The run an audit branch belongs to (None: not an audit branch)."""
-    return branch[len(AUDIT_PREFIX):] if branch.startswith(AUDIT_PREFIX) else None
+    if not branch.startswith(AUDIT_PREFIX):
+        return None
+    return branch[len(AUDIT_PREFIX):].split(REBASED, 1)[0]  # a rebased branch belongs to its run too
 
 
 def base_tag_name(branch: str) -> str:
@@ -107,32 +123,87 @@ publish); returns their names. The branch
 
 @dataclass(frozen=True)
 class Published:
-    """What a publish did: main's snapshot before and after, and the branch's snapshots it took."""
+    """What a publish did: main's snapshot before and after, the branch's snapshots it took, and,
+    when main had moved, the audited branch the batch was rebased from and main's commits kept."""
 
     branch: str
     main_before: int
     main_after: int
     snapshots_published: int
+    rebased_from: str | None = None
+    main_commits_kept: str = ""
 
 
-def publish(table: FileStoreTable, branch: str) -> Published:
-    """Fast-forward main to the audit branch, then drop the branch and its tag. MainMovedError
-    (main and the branch untouched) when main's latest snapshot is no longer the branch point."""
+def gained_since(table: FileStoreTable, base: int) -> str:
+    """Main's snapshots after `base`, as `id KIND` (what a fast-forward to a branch made at `base`
+    would drop)."""
+    return ", ".join(f"{s.id} {s.commit_kind}" for s in table.snapshots() if s.id > base)
+
+
+def rebase(table: FileStoreTable, branch: str) -> str:
+    """Write the batch of audit branch `branch` again onto main's latest snapshot, in the branch
+    `<branch>-onto-<main's latest>` (made at a tag there); returns its name. MainMovedError when
+    the engine refuses (a schema the batch added, an overwrite on the branch): main and `branch`
+    are as they were, the new branch is dropped."""
+    latest = table.latest_snapshot()
+    onto = latest.id if latest is not None else 0
+    name = f"{branch.split(REBASED, 1)[0]}{REBASED}{onto}"
+    if name not in table.list_branches():
+        table.create_tag(base_tag_name(name), onto, ignore_if_exists=True)
+        table.create_branch(name, base_tag_name(name))
+    try:
+        table.branch_table(name).rebase_appends(branch, branch_base(table, branch))
+    except (CommitConflictError, UnsupportedError) as exc:
+        discard(table, name)
+        raise MainMovedError(
+            f"main of {table.identifier} moved after audit branch {branch} was made at snapshot "
+            f"{branch_base(table, branch)} ({gained_since(table, branch_base(table, branch))}) and its batch "
+            f"cannot be rebased onto snapshot {onto}: {exc}. Nothing was published; the branch is kept "
+            f"for inspection, the staged rows stay pending and the next run writes and audits them "
+            f"again on top of main") from exc
+    return name
+
+
+def publish(table: FileStoreTable, branch: str, recheck: Recheck | None = None) -> Published:
+    """Fast-forward main to the audit branch, then drop the branch and its tag.
+
+    When main's latest snapshot is no longer the branch point: with `recheck`, the batch is
+    rebased onto main's latest (`rebase`), `recheck` judges the rebased branch, and main is
+    fast-forwarded to it (the audited branch is dropped once the rebased one holds the batch);
+    RecheckFailedError (main untouched, both branches kept) when it fails. Without `recheck`, or
+    when the rebase is refused or main moved again meanwhile, MainMovedError (main untouched)."""
     base = branch_base(table, branch)
     latest = table.latest_snapshot()
     main_before = latest.id if latest is not None else 0
+    rebased_from, kept = None, ""
     if main_before != base:
-        kinds = ", ".join(f"{s.id} {s.commit_kind}" for s in table.snapshots()
-                          if s.id > base)
-        raise MainMovedError(
-            f"main of {table.identifier} moved after audit branch {branch} was made at snapshot {base}: "
-            f"it is at {main_before} now ({kinds}); a fast-forward would drop those snapshots, so "
-            f"nothing was published. The branch is kept for inspection; the staged rows stay pending "
-            f"and the next run writes and audits them again on top of main")
+        kept = gained_since(table, base)
+        if recheck is None:
+            raise MainMovedError(
+                f"main of {table.identifier} moved after audit branch {branch} was made at snapshot {base}: "
+                f"it is at {main_before} now ({kept}); a fast-forward would drop those snapshots, so "
+                f"nothing was published. The branch is kept for inspection; the staged rows stay pending "
+                f"and the next run writes and audits them again on top of main")
+        rebased = rebase(table, branch)
+        failed = recheck(table, table.branch_table(rebased), table.branch_table(branch))
+        if failed:
+            raise RecheckFailedError(
+                f"the batch of audit branch {branch}, rebased onto main's snapshot {main_before} as branch "
+                f"{rebased}, failed the audit there: {'; '.join(failed)}. Nothing was published; both "
+                f"branches are kept for inspection and the staged rows stay pending")
+        discard(table, branch)  # the rebased branch holds the batch now
+        rebased_from, branch, base = branch, rebased, main_before
+        latest = table.latest_snapshot()
+        main_before = latest.id if latest is not None else 0
+        if main_before != base:
+            raise MainMovedError(
+                f"main of {table.identifier} moved again ({gained_since(table, base)}) while the batch "
+                f"was rebased onto snapshot {base} as branch {branch}; nothing was published, the "
+                f"staged rows stay pending and the next run writes and audits them again")
     head = table.branch_table(branch).latest_snapshot()
     head_id = head.id if head is not None else base
     if head_id > base:
         carry_tags(table, table.branch_table(branch), base)
         table.fast_forward(branch)
     discard(table, branch)
-    return Published(branch, main_before, max(head_id, main_before), head_id - base)
+    return Published(branch, main_before, max(head_id, main_before), head_id - base, rebased_from, kept)

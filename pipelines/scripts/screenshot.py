@@ -3,11 +3,12 @@ location with `dagster dev` on a free loopback port and open its pages in Debian
 Playwright (Playwright's own browser download is not used):
 
     apt-get update && apt-get install -y chromium      # `make test` does this when root
-    make run                                             # materializations to show
-    .venv/bin/python -m pipelines.scripts.screenshot             # writes docs/ui_*.png
+    .venv/bin/python -m pipelines.scripts.screenshot     # writes docs/ui_*.png
 
-`DagsterDev` (start, wait for the code location through `dagster_graphql`, stop by process group)
-and `capture_ui` (the pages, what each must show, the PNGs) are what the tests use too.
+It stages what the pages show on a scratch warehouse and Dagster home (`stage_runs`: a published
+run, then a failed audit). `DagsterDev` (start, wait for the code location through
+`dagster_graphql`, stop by process group), `stage_runs` and `capture_ui` (the pages, what each
+must show, the PNGs) are what the browser test uses too.
 """
 
 from __future__ import annotations
@@ -170,19 +171,109 @@ class Page:
     name: str
     path: str
     expect: tuple[str, ...]
+    #: A text to click once the page has loaded (a list entry whose details the picture shows).
+    click: str | None = None
 
 
-def ui_pages(day: str) -> list[Page]:
-    """The asset graph, a day's lsm_write materialization (its rows-per-bucket table), and its checks."""
-    return [
+@dataclass(frozen=True)
+class StagedRuns:
+    """What `stage_runs` left on the instance: a published run and a failed audit after it."""
+
+    published_run_id: str
+    failed_run_id: str
+    #: The day the published run wrote (its lsm_write and lsm_publish partition).
+    day: str
+    #: Main's snapshot after the publish, and still after the failed audit.
+    main_snapshot_id: int
+    #: The failed audit's branch, kept for inspection.
+    failed_branch: str
+
+
+def stage_runs(home: Path, warehouse: Path, rows_per_day: int = 2_000, buckets: int = 2,
+               spark_master: str = "local[2]", keep_spark: bool = False) -> StagedRuns:
+    """Two `main_job` runs on a fresh warehouse and instance, for the UI to show: today's sample,
+    published (main advances, daily_revenue consumes it), then yesterday's, whose audit fails.
+
+    The failure is simulated: `contract_keys_on_branch` is made to count one more staged key than
+    lsm_write wrote, as if the write had lost a key; the run fails naming the check, lsm_publish
+    does not run, main keeps its snapshot and the branch stays. RuntimeError when a run does
+    otherwise."""
+    from unittest import mock
+
+    import dagster as dg
+
+    from pipelines.defs.lsm import checks as lsm_checks
+    from pipelines.lib import wap
+    from pipelines.lib.resources import LakehouseResource
+    from pipelines.scripts.run_main import run
+
+    quiet_instance(home)
+    saved = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)  # DagsterInstance.get() reads the home from it
+    try:
+        instance = dg.DagsterInstance.get()
+    finally:
+        if saved is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = saved
+    lakehouse = LakehouseResource(warehouse=str(warehouse), bucket=buckets)
+    common: dict[str, Any] = {"rows_per_day": rows_per_day, "buckets": buckets,
+                              "spark_master": spark_master, "instance": instance}
+    if run(str(warehouse), days=1, keep_spark=True, **common) != 0:
+        raise RuntimeError("the first main_job run (to publish) failed")
+    published = instance.get_runs(limit=1)[0]
+    latest = lakehouse.get_table().latest_snapshot()
+    main_after_publish = latest.id if latest is not None else 0
+    real = lsm_checks.keys_staged_in_run
+    with mock.patch.object(lsm_checks, "keys_staged_in_run", lambda context: (real(context) or 0) + 1):
+        if run(str(warehouse), days=2, keep_spark=keep_spark, **common) == 0:
+            raise RuntimeError("the second main_job run passed its audit; it was meant to fail")
+    failed = instance.get_runs(limit=1)[0]
+    table = lakehouse.get_table()
+    latest = table.latest_snapshot()
+    branch = wap.audit_branch_name(failed.run_id)
+    if (latest.id if latest else 0) != main_after_publish or wap.audit_branches(table) != [branch]:
+        raise RuntimeError(f"after the failed audit main is at {latest} (was {main_after_publish}) and "
+                           f"the audit branches are {wap.audit_branches(table)} (expected [{branch}])")
+    day = published.tags.get("dagster/asset_partition_range_end", "")
+    return StagedRuns(published.run_id, failed.run_id, day, main_after_publish, branch)
+
+
+def ui_pages(day: str, staged: StagedRuns | None = None) -> list[Page]:
+    """The pages the docs show: the asset graph, a day's lsm_write materialization (its
+    rows-per-bucket table), lsm_publish's publish, and daily_revenue's consumed snapshots and
+    changes; given the runs `stage_runs` made, also the failed audit: lsm_write's failed check and
+    the failed run. With `staged`, each page must also show the runs' own audit branches."""
+    published = (f"audit-{staged.published_run_id}",) if staged else ()
+    pages = [
         # The lineage of the LSM write, deep enough to reach both ends: every asset, in its group.
         Page("ui_asset_graph", "/assets/lsm_write?view=lineage&lineageScope=neighbors&lineageDepth=4",
-             ("ingested_events", "bucket_assignment", "snapshot_expiry")),
+             ("ingested_events", "bucket_assignment", "lsm_publish", "daily_revenue", "snapshot_expiry")),
         Page("ui_lsm_write_rows_per_bucket", f"/assets/lsm_write?view=events&partition={day}",
-             ("rows_per_bucket", "sorted_runs", f"dt={day}")),
-        Page("ui_lsm_write_checks", "/assets/lsm_write?view=checks",
-             ("no_duplicate_primary_key", "bucket_row_counts_match_snapshot", "Passed")),
+             ("rows_per_bucket", "sorted_runs", f"dt={day}", "audit_branch")),
+        # The published run: main went from main_snapshot_before to main_snapshot_id.
+        Page("ui_lsm_publish", f"/assets/lsm_publish?view=events&partition={day}",
+             ("published", "main_snapshot_before", "main_snapshot_id", "snapshots_published", *published)),
+        # What daily_revenue consumed from the orders' changelog.
+        Page("ui_daily_revenue", "/assets/daily_revenue?view=events",
+             ("snapshot_range", "first_snapshot", "last_snapshot", "consumer_next_snapshot", "changes_insert",
+              "changes_update_before", "changes_update_after", "changes_delete", "changes_per_row_kind")),
     ]
+    if staged is not None:
+        failed = f"audit-{staged.failed_run_id}"
+        pages += [
+            # The failed audit: the check, its figures, the branch kept and main's snapshot unmoved.
+            Page("ui_lsm_write_checks", "/assets/lsm_write?view=checks",
+                 ("Failed", "primary keys were staged but", "keys_staged", "keys_on_branch",
+                  "main_snapshot_id", failed),
+                 click="contract_keys_on_branch"),
+            # Its run: failed naming the check; lsm_publish never ran.
+            Page("ui_failed_audit_run", f"/runs/{staged.failed_run_id}?logs=step%3Alsm_write_contract_keys_on_branch",
+                 ("Failure", "1 blocking asset check failed", "lsm_write: contract_keys_on_branch",
+                  "lsm_publish", "main_snapshot_id", failed)),
+        ]
+    return pages
 
 
 def capture_ui(url: str, pages: list[Page], out_dir: Path, width: int = 1600, height: int = 1000,
@@ -205,6 +296,11 @@ def capture_ui(url: str, pages: list[Page], out_dir: Path, width: int = 1600, he
             page = browser.new_page(viewport={"width": width, "height": height})
             for target in pages:
                 page.goto(url + target.path, wait_until="domcontentloaded", timeout=timeout_ms)
+                if target.click is not None:
+                    try:
+                        page.get_by_text(target.click, exact=True).filter(visible=True).first.click(timeout=timeout_ms)
+                    except PlaywrightError as e:
+                        raise RuntimeError(f"{target.path}: {target.click!r} to click did not render ({e})") from None
                 for text in target.expect:
                     try:
                         page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=timeout_ms)
@@ -219,26 +315,22 @@ def capture_ui(url: str, pages: list[Page], out_dir: Path, width: int = 1600, he
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the code location on the instance of `make run` and write the UI screenshots."""
-    from pipelines.lib.partitions import DAILY_PARTITIONS
-    from pipelines.scripts.instance import dagster_home
-
+    """Stage a published run and a failed audit on a scratch warehouse and instance, serve the code
+    location on them and write the UI screenshots."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs")
-    parser.add_argument("--day", default=DAILY_PARTITIONS.start.strftime("%Y-%m-%d"),
-                        help="the day whose lsm_write materialization is shown")
-    parser.add_argument("--dagster-home", type=Path, default=None,
-                        help="the instance with the runs to show (default: DAGSTER_HOME or .dagster_home)")
+    parser.add_argument("--rows-per-day", type=int, default=2_000, help="sample events per day of the two runs")
+    parser.add_argument("--spark-master", default="local[2]")
     args = parser.parse_args(argv)
-    home = args.dagster_home or dagster_home()
-    quiet_instance(home)
-    env = {"DAGSTER_HOME": str(home),
-           "LAKEHOUSE_WAREHOUSE": os.environ.get("LAKEHOUSE_WAREHOUSE", str(REPO / "warehouse"))}
-    with tempfile.TemporaryDirectory() as scratch, \
-            DagsterDev(env=env, log=Path(scratch) / "dagster-dev.log") as server:
-        server.wait_ready()
-        for path in capture_ui(server.url, ui_pages(args.day), args.out).values():
-            print(f"wrote {path}")
+    with tempfile.TemporaryDirectory(prefix="lakehouse-screenshots-") as scratch:
+        root = Path(scratch)
+        staged = stage_runs(root / "dagster_home", root / "warehouse", rows_per_day=args.rows_per_day,
+                            spark_master=args.spark_master)
+        env = {"DAGSTER_HOME": str(root / "dagster_home"), "LAKEHOUSE_WAREHOUSE": str(root / "warehouse")}
+        with DagsterDev(env=env, log=root / "dagster-dev.log") as server:
+            server.wait_ready()
+            for path in capture_ui(server.url, ui_pages(staged.day, staged), args.out).values():
+                print(f"wrote {path}")
     return 0
 
 

@@ -20,7 +20,7 @@ SHOWN = {
     "bucket_assignment": ("bucket_mode", "assignment", "rows", "buckets_assigned", "new_buckets"),
     "lsm_write": ("audit_branch", "branch_base_snapshot", "snapshot_id", "commit_kind", "rows_written", "files_added", "new_buckets_written",
                   "max_sorted_runs", "bucket_skew", "schema_id", "columns_added"),
-    "lsm_publish": ("published", "main_snapshot_before", "main_snapshot_id", "snapshots_published"),
+    "lsm_publish": ("published", "rebased", "main_snapshot_before", "main_snapshot_id", "snapshots_published"),
     "daily_revenue": ("mode", "snapshot_range", "changes", "changes_insert", "changes_update_before",
                       "changes_update_after", "changes_delete", "groups_changed", "total_orders"),
     "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),

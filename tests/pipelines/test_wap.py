@@ -1,6 +1,7 @@
 """Write-audit-publish on shop.orders and the changelog-fed daily_revenue table, through
 `materialize` on the shared Spark session: a failing audit leaves main alone and keeps its branch,
-a passing one publishes, a commit on main between write and publish is not lost, and the revenue
+a passing one publishes, a commit on main between write and publish is not lost (the batch is
+rebased onto it, or, when the rebase is refused, written again by the next run), and the revenue
 table follows the orders' updates and deletes incrementally."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from lakehouse_engine import CommitConflictError, FileStoreTable
 from pipelines.defs.downstream.assets import CONSUMER_ID, daily_revenue, revenue_table_name
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm import checks as lsm_checks
@@ -130,26 +132,64 @@ def test_a_failing_check_leaves_main_untouched_and_keeps_the_branch(run: Run, mo
     assert run.equals_model()
 
 
+def _compaction_before_publish(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make lsm_publish find main moved: a full compaction commits to main just before it publishes."""
+    real_publish = wap.publish
+    compactions: list[int] = []
+
+    def compaction_then_publish(table: Any, branch: str, recheck: Any = None) -> Any:
+        compactions.extend(table.compact(full=True))          # another writer commits to main first
+        return real_publish(table, branch, recheck)
+
+    monkeypatch.setattr(publish_module.wap, "publish", compaction_then_publish)
+    return compactions
+
+
 def test_a_commit_on_main_between_write_and_publish_is_not_lost(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     run.land(2)
     assert run.materialize().success
     run.land(2)
-    real_publish = wap.publish
-    compactions: list[int] = []
-
-    def compaction_then_publish(table: Any, branch: str) -> Any:
-        compactions.extend(table.compact(full=True))          # another writer commits to main first
-        return real_publish(table, branch)
-
-    monkeypatch.setattr(publish_module.wap, "publish", compaction_then_publish)
+    compactions = _compaction_before_publish(monkeypatch)
     raced = run.materialize()
-    monkeypatch.setattr(publish_module.wap, "publish", real_publish)
+    assert raced.success and compactions
+    published, write = metadata_of(raced, "lsm_publish"), metadata_of(raced, "lsm_write")
+    # Rebased: the batch written again on the compaction, checked there, then published.
+    assert published["rebased"] is True and published["audit_branch"] == write["audit_branch"]
+    assert f"{compactions[-1]} COMPACT" in published["main_commits_kept"]
+    assert published["published_branch"] == f"{write['audit_branch']}-onto-{compactions[-1]}"
+    assert published["main_snapshot_before"] == compactions[-1]
+    table = run.lakehouse.get_table()
+    assert table.snapshot(compactions[-1]).commit_kind == "COMPACT"   # main's commit stays in its history
+    assert run.main_snapshot() == published["main_snapshot_id"] > compactions[-1]
+    # The batch landed once: one APPEND on main after the compaction.
+    assert [s.commit_kind for s in table.snapshots() if s.id > compactions[-1]].count("APPEND") == 1
+    assert run.equals_model() and wap.audit_branches(table) == []
+    assert table.list_tags() == []
+    assert Ledger(run.lakehouse.ledger_path).read().pending(DAYS) == []
+    # daily_revenue read the rebased batch's changelog, computed against the compacted main.
+    assert _revenue_equals_recompute(run)
+    assert check_results(raced)["daily_revenue:revenue_equals_full_recompute"].passed
+
+
+def test_when_the_rebase_is_refused_main_is_untouched_and_the_next_run_publishes(
+        run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    run.land(2)
+    assert run.materialize().success
+    run.land(2)
+    compactions = _compaction_before_publish(monkeypatch)
+
+    def refuse(self: Any, source_branch: str, after: int) -> list[int]:
+        raise CommitConflictError(f"file x of branch {source_branch} was written with schema 1 but ...")
+
+    monkeypatch.setattr(FileStoreTable, "rebase_appends", refuse)
+    raced = run.materialize()
+    monkeypatch.undo()
     assert not raced.success and compactions
     failure = next(e for e in raced.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
-    assert "moved after audit branch" in str(failure.event_specific_data.error.message)
+    assert "cannot be rebased" in str(failure.event_specific_data.error.message)
     table = run.lakehouse.get_table()
     assert run.main_snapshot() == compactions[-1]             # the compaction is main's latest
-    assert table.snapshot(compactions[-1]).commit_kind == "COMPACT"
+    assert len(wap.audit_branches(table)) == 1                # the audited branch, kept; no rebased one
     assert Ledger(run.lakehouse.ledger_path).read().pending(DAYS)
     again = run.materialize()
     assert again.success

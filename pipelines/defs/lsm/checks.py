@@ -90,7 +90,9 @@ def contract_keys_on_branch(context: dg.AssetCheckExecutionContext,
     table, head = latest
     if table.branch == "main":
         return passed_empty("no open audit branch in this run")
-    base = wap.branch_base(lakehouse.get_table(), table.branch)
+    main = lakehouse.get_table()
+    base = wap.branch_base(main, table.branch)
+    main_latest = main.latest_snapshot()
     written = 0
     if head.id > base:
         records = table.changes(base, head.id, mode="delta")
@@ -99,5 +101,6 @@ def contract_keys_on_branch(context: dg.AssetCheckExecutionContext,
         passed=written == staged,
         description=None if written == staged else
         f"{staged:,} primary keys were staged but the audit branch's new records hold {written:,}",
+        # main_snapshot_id: what readers of main see while the batch is audited (the branch base).
         metadata={"audit_branch": table.branch, "branch_base_snapshot": base, "keys_staged": staged,
-                  "keys_on_branch": written})
+                  "keys_on_branch": written, "main_snapshot_id": main_latest.id if main_latest else 0})

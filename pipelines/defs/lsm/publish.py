@@ -3,8 +3,10 @@ audit branch, fast-forward main to it and record the staged rows as written.
 
 A blocking check that fails stops the run before this step: main is untouched and the branch stays
 for inspection (the next lsm_write, or `lakehouse delete-branch`, discards it). When main moved
-after the branch point (a compaction, a rescale, another writer), publishing would drop those
-snapshots: the step fails naming them and the rows stay pending, to be written and audited again.
+after the branch point (a compaction, a rescale, another writer), a fast-forward would drop those
+snapshots: the step rebases instead (the batch written again on main's latest, in a new audit
+branch), checks the audit's conditions there and publishes that; when the engine refuses the
+rebase or the re-check fails, the step fails, main untouched, and the rows stay pending.
 """
 
 import shutil
@@ -15,6 +17,7 @@ from pipelines.lib import keys, wap
 from pipelines.lib.ledger import Ledger
 from pipelines.lib.partitions import DAILY_PARTITIONS, SINGLE_RUN
 from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, table_pool
+from pipelines.lib.table_checks import recheck_rebased
 
 
 @dg.asset(
@@ -26,8 +29,8 @@ from pipelines.lib.resources import DEFAULT_TABLE, LakehouseResource, table_pool
     group_name="lsm",
     kinds={"paimon"},
     description="Publish the audited write: fast-forward main to the run's audit branch (only after "
-                "lsm_write's blocking checks passed there); fails without touching main when main "
-                "moved after the branch point.",
+                "lsm_write's blocking checks passed there); when main moved after the branch point, "
+                "rebase the batch onto main's latest, check it again, and publish that.",
 )
 def lsm_publish(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Fast-forward main to this run's audit branch and mark the rows it committed as written."""
@@ -38,8 +41,8 @@ def lsm_publish(context: dg.AssetExecutionContext, lakehouse: LakehouseResource)
         return dg.MaterializeResult(metadata={"published": False, "note": f"no audit branch {branch} in this run",
                                               "main_snapshot_id": latest.id if latest else 0})
     try:
-        done = wap.publish(main, branch)
-    except wap.MainMovedError as exc:
+        done = wap.publish(main, branch, recheck=recheck_rebased)
+    except (wap.MainMovedError, wap.RecheckFailedError) as exc:
         raise dg.Failure(description=str(exc), metadata={"audit_branch": branch,
                                                           "branch_base_snapshot": wap.branch_base(main, branch)}) from exc
     main = lakehouse.get_table()
@@ -52,9 +55,15 @@ def lsm_publish(context: dg.AssetExecutionContext, lakehouse: LakehouseResource)
                 written += state.mark_written(entries, landed[-1])
     for batch in written:  # in main now: the staged copy is no longer needed
         shutil.rmtree(lakehouse.staging_path / f"batch={batch}", ignore_errors=True)
-    context.log.info(f"published {branch}: main {done.main_before} -> {done.main_after} "
+    if done.rebased_from:
+        context.log.info(f"main moved after {done.rebased_from} was made ({done.main_commits_kept}): "
+                         f"its batch was rebased onto snapshot {done.main_before} as {done.branch} and passed "
+                         f"the audit's conditions there")
+    context.log.info(f"published {done.branch}: main {done.main_before} -> {done.main_after} "
                      f"({done.snapshots_published} snapshots)")
     return dg.MaterializeResult(metadata={
-        "published": True, "audit_branch": branch, "main_snapshot_before": done.main_before,
+        "published": True, "audit_branch": branch, "published_branch": done.branch,
+        "rebased": done.rebased_from is not None, "main_commits_kept": done.main_commits_kept or "none",
+        "main_snapshot_before": done.main_before,
         "main_snapshot_id": done.main_after, "snapshots_published": done.snapshots_published,
         "batches_written": len(written)})
