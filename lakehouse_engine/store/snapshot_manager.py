@@ -146,6 +146,12 @@ class SnapshotManager:
                     successor = self.snapshot(sid)
                 except SnapshotNotExistError:
                     continue
+                if sid > snapshot_id + 1 and self.snapshot_exists(snapshot_id):
+                    # The snapshots between ours and `sid` are gone while ours is still there.
+                    # Expiry deletes oldest first, so they went before ours was put: an expiry
+                    # sweeping past its listing, which ours landed behind. (Checking times here
+                    # would take `sid`, committed after the put began, for a successor of ours.)
+                    return True
                 return successor.time_millis < put_millis
         # Every snapshot listed above vanished, three times over: the chain is far beyond this id.
         return True
