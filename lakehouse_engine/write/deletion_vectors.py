@@ -101,8 +101,11 @@ class DeletionVectorCompaction:
 class DeletionVectorCompactor:
     """Compacts one bucket of a DV table and maintains its vectors (see the module docstring)."""
 
-    def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase):
+    def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase,
+                 known_keys: dict[str, pa.Table] | None = None):
+        """`known_keys`: the key columns of level-0 files the caller still holds (not read again)."""
         self.table = table
+        self.known_keys = known_keys or {}
         schema = table.schema
         opts = schema.core_options
         self.partition = partition
@@ -202,10 +205,21 @@ class DeletionVectorCompactor:
 
     def _run(self, unit: list[DataFileMeta], output: int, above: list[DataFileMeta],
              written: list[DataFileMeta]) -> DeletionVectorCompaction:
-        ordered = merge_order(unit)  # the order merge-on-read uses, so ties resolve alike
-        parts = [self._live_rows(f) if f.level > 0 else self._read(f) for f in ordered]
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        keys = rows.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
+        lone = unit[0] if len(unit) == 1 else None
+        # The newest record of each key wins and nothing retracts: the file moves up as it is, and
+        # only its keys are needed (a file's keys are distinct).
+        upgrade = (lone is not None and lone.level == 0 and self.may_upgrade and lone.delete_row_count == 0)
+        if upgrade:
+            assert lone is not None
+            known = self.known_keys.get(lone.file_name)
+            key_schema = pa.schema([self.read_schema.field(k) for k in self.key_names])
+            keys = (known.cast(key_schema) if known is not None and known.num_rows == lone.row_count
+                    else self._read(lone, list(self.key_names)))
+        else:
+            ordered = merge_order(unit)  # the order merge-on-read uses, so ties resolve alike
+            parts = [self._live_rows(f) if f.level > 0 else self._read(f) for f in ordered]
+            rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            keys = rows.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
         levels = [[f for f in above if f.level == lv] for lv in sorted({f.level for f in above})]
         # Where the newest record always wins, the old rows are not merged: only their places are
         # needed, so only the key columns of the older files are read.
@@ -215,10 +229,8 @@ class DeletionVectorCompactor:
                        lambda f: (self._key(f.min_key), self._key(f.max_key)), comparable_key,
                        lambda f, _rows: self._live(f))
         marks = found.positions_by_file()
-        lone = unit[0] if len(unit) == 1 else None
-        if (lone is not None and lone.level == 0 and self.may_upgrade
-                and lone.delete_row_count == 0):
-            # The newest record of each key wins and nothing retracts: the file moves up as it is.
+        if upgrade:
+            assert lone is not None
             before, after = [lone], [lone.upgrade(output)]
         else:
             if found.old_rows.num_rows and not self.may_upgrade:
@@ -240,9 +252,11 @@ class DeletionVectorCompactor:
             deletion = self.base.vectors.get(f.file_name)
             old = (np.flatnonzero(~self.vectors.keep_mask(deletion, f.row_count))
                    if deletion is not None else np.empty(0, np.int64))
-            new = marks.get(f.file_name, np.empty(0, np.int64))
-            if len(old) or len(new):
+            new = marks.get(f.file_name, np.empty(0, np.int64))  # sorted and distinct
+            if len(old) and len(new):
                 vectors[f.file_name] = np.union1d(old, new)
+            elif len(old) or len(new):
+                vectors[f.file_name] = old if len(old) else new
         if not vectors and not self.base.index_files:
             return []
         unchanged = ({f for f in vectors} == set(self.base.vectors)

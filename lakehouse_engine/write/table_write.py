@@ -100,6 +100,8 @@ class _BucketBuffer:
     #: A DV table's compaction at commit: new vector index files, and what they were computed against.
     deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
     deletion_vector_base: tuple[list[str], list[str]] | None = None
+    #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
+    new_keys: dict[str, pa.Table] = field(default_factory=dict)
 
 
 class TableWrite:
@@ -383,6 +385,11 @@ class TableWrite:
             buf.lookup_index_files.extend(found.index_files)
             buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
+        if self._dv_compacts:
+            offset = 0
+            for f in written:  # (a run's files hold its rows in order)
+                buf.new_keys[f.file_name] = rows.select(self.key_names).slice(offset, f.row_count)
+                offset += f.row_count
         if self.primary_key and not self.write_only and not self.deletion_vectors and buf.bucket >= 0:
             levels = self._levels(buf)
             levels.add_files(written)
@@ -448,7 +455,8 @@ class TableWrite:
             state, bases = self._dv_state
             base = bases.get(key, DeletionVectorBase())
             files = state.bucket_files.get(key, []) + list(buf.new_files)
-        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base).compact(files)
+        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base,
+                                       buf.new_keys).compact(files)
         if done is None:
             return
         buf.compact_before, buf.compact_after = done.before, done.after
@@ -502,6 +510,7 @@ class TableWrite:
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
                 buf.lookup_index_files, buf.deletion_vector_files = [], []
                 buf.deletion_vector_base = None
+                buf.new_keys = {}
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
