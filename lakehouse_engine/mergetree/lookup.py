@@ -102,7 +102,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                 if f_high < low or f_low > high:
                     continue  # the file's key statistics miss every key sought
             rows = read_file(f, columns)
-            code = _match(sought, rows, key_names)
+            code = match_keys(sought, rows, key_names)
             if live_rows is not None:
                 keep = live_rows(f, rows)
                 if keep is not None:
@@ -134,7 +134,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                         np.concatenate(found_positions)[order])
 
 
-def _match(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray:
+def match_keys(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray:
     """For each row of `rows`, the index of its key among the (distinct) `sought` keys, or -1.
 
     Hash lookups per key column (`index_in`), no join: a single key column is looked up directly;
@@ -170,7 +170,7 @@ def _match(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray
 
 
 def _sorted_match(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> np.ndarray | None:
-    """`_match` for one integer-like key column whose values in the file ascend (a data file is
+    """`match_keys` for one integer-like key column whose values in the file ascend (a data file is
     sorted by key): each sought key binary-searched among the file's keys, O(sought x log rows).
     None for other types, or a file whose keys do not ascend."""
     t = column.type
