@@ -144,7 +144,7 @@ class TableWrite:
         if self.changelog_producer == "lookup" and flush_lookup is None:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
-            self.flush_lookup = LookupChangelog(table)
+            self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
         assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
