@@ -511,6 +511,12 @@ class TableWrite:
                 buf.lookup_index_files, buf.deletion_vector_files = [], []
                 buf.deletion_vector_base = None
                 buf.new_keys = {}
+        if self._dv_compacts and self.flush_lookup is not None:
+            # The compaction at commit moved this commit's level 0 up and marked older rows: the
+            # next flush's lookup must see the bucket (and vectors) as this commit leaves them.
+            self._restored = None
+            for buf in self._buffers.values():
+                buf.levels = None
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:

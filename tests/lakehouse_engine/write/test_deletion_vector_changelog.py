@@ -95,3 +95,25 @@ def test_split_merged_row_count_leaves_out_the_rows_vectors_delete(catalog: Cata
     assert stored == sum(e.file.row_count for e in t.store.manifest_io().live_entries(t.latest_snapshot()))
     assert stored > 18
     assert t.latest_snapshot().total_record_count == stored
+
+
+def test_a_streaming_writer_commits_lookup_changelog_on_a_dv_table_commit_after_commit(catalog: Catalog) -> None:
+    # Each commit's lookup sees the bucket as the writer's previous commit left it (its level 0
+    # compacted up, older rows marked): no conflict with itself, and each change is against the
+    # previous value.
+    t = create_table(catalog, "s", SCHEMA, primary_keys=["id"],
+                     options={"bucket": "1", "rowkind.field": "k", **_DV_LOOKUP})
+    wb = t.new_stream_write_builder()
+    writer, commit = wb.new_write(), wb.new_commit()
+    for i, v in enumerate(["a", "b", "c"]):
+        writer.write_arrow(pa.Table.from_pylist([{"id": 1, "v": v, "k": "+I"}, {"id": 2 + i, "v": v, "k": "+I"}],
+                                                schema=SCHEMA))
+        commit.commit(writer.prepare_commit(), i)
+    writer.close()
+    commit.close()
+    assert _per_commit(_changes(t)) == [
+        [("+I", 1, "a"), ("+I", 2, "a")],
+        [("+U", 1, "b"), ("-U", 1, "a"), ("+I", 3, "b")],
+        [("+U", 1, "c"), ("-U", 1, "b"), ("+I", 4, "c")],
+    ]
+    assert _replay(_changes(t)) == _rows(t) == {1: "c", 2: "a", 3: "b", 4: "c"}
