@@ -2,7 +2,7 @@
 bench: it runs one merge path on a table and prints, as JSON, its resident memory before the path
 ran and its peak (VmHWM) after.
 
-    python -m bench.memory_probe prepare WAREHOUSE ROWS RUNS [OPTIONS_JSON [t,p]]
+    python -m bench.memory_probe prepare WAREHOUSE ROWS RUNS [OPTIONS_JSON [t,p,d]]
     python -m bench.memory_probe PATH WAREHOUSE [OPTIONS_JSON]
 
 `prepare` writes `ROWS` rows as `RUNS` sorted runs of one bucket whose key ranges all overlap
@@ -12,7 +12,9 @@ last run, so the merge has work to do). The paths: `read` (merge-on-read through
 the Spark data source reads it), `compact` (a full dedicated compaction),
 `task` (the compact task a Spark executor runs), `writer` (a writer's full compaction at commit),
 `rescale` (into two buckets), `postpone` (a postpone-bucket table's compaction), `write` (one
-batch of ROWS rows written through a small write buffer).
+batch of ROWS rows written through a small write buffer), `dv-compact` and `dv-full` (table `d`,
+with `deletion-vectors.enabled`: its level-0 runs compacted up, and a full compaction).
+`prepare` writes table `t`, and `p` (postpone bucket) and `d` (deletion vectors) when named.
 """
 
 from __future__ import annotations
@@ -68,10 +70,10 @@ def prepare(warehouse: str, total: int, runs: int, options: dict[str, str],
 
     catalog = _catalog(warehouse)
     schema = rows(0, 1, 1, 0).schema
-    for name, bucket in (("t", "1"), ("p", "-2")):
+    for name, bucket, extra in (("t", "1", {}), ("p", "-2", {}), ("d", "1", {"deletion-vectors.enabled": "true"})):
         if name not in tables.split(","):
             continue
-        opts = {"bucket": bucket, "write-only": "true", **options}
+        opts = {"bucket": bucket, "write-only": "true", **extra, **options}
         catalog.create_table(f"db.{name}", Schema.from_pyarrow_schema(
             schema, primary_keys=["id"], options=opts), ignore_if_exists=True)
         table = catalog.get_table(f"db.{name}")
@@ -94,7 +96,8 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
     from lakehouse_engine.compact.table_compact import plan_compaction, run_compact_task
 
     catalog = _catalog(warehouse)
-    table = catalog.get_table("db.p" if path == "postpone" else "db.t").copy(options)
+    name = {"postpone": "db.p", "dv-compact": "db.d", "dv-full": "db.d"}.get(path, "db.t")
+    table = catalog.get_table(name).copy(options)
     batch = rows(0, 1, int(options.get("probe.rows", "0")), 9) if path == "write" else None
     baseline = status_kib("VmRSS")
     started = time.perf_counter()
@@ -121,6 +124,8 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
         writer, commit = wb.new_write(), wb.new_commit()
         writer.write_arrow(rows(0, 1, 1, 7))
         commit.commit(writer.prepare_commit())
+    elif path in ("dv-compact", "dv-full"):  # a DV table's level 0 compacted up, vectors applied
+        table.compact(full=path == "dv-full")
     elif path == "rescale":
         table.rescale(2)
     elif path == "postpone":

@@ -16,10 +16,10 @@ How, as Paimon's LookupLevels does it, vectorised:
    so a key lives in at most one file of a level, and the first level holding it wins.
 2. A file whose key range [min key, max key] misses the range of the keys still sought is
    not read.
-3. A file is read whole (its key and value columns), its dead rows dropped (`live_rows`: the
-   file's deletion vector, and retractions), and its keys joined with the keys still sought
-   (a pyarrow hash join on the key columns, carrying row positions); the matched rows' values
-   are taken by position; the keys not matched are sought on.
+3. A file is read (its key and value columns), and each of its rows matched against the keys still
+   sought with hash lookups per key column (`pc.index_in`, no join, no loop over rows), its dead
+   rows (`live_rows`: the file's deletion vector) unmatched; the matched rows' values are taken
+   by position; the keys not matched are sought on.
 
 Memory: the keys sought, one file's columns and the matches so far; a file is at most
 `target-file-size`, the keys are one commit's level 0 (bounded by `write-buffer-size`).
@@ -37,9 +37,6 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 
-_KEY_INDEX = "\x00lookup-key-index"
-_POSITION = "\x00lookup-position"
-
 ReadFile = Callable[[DataFileMeta, list[str]], pa.Table]
 LiveRows = Callable[[DataFileMeta, pa.Table], "np.ndarray | None"]
 
@@ -51,13 +48,18 @@ class LookupResult:
     exists: np.ndarray          # bool, one per key
     key_index: np.ndarray       # int64: the keys (indices into the input) that existed
     old_rows: pa.Table          # their old rows (value columns), in `key_index` order
-    file_names: list[str]       # the data file of each old row
+    files: list[str]            # the data files old rows were found in
+    file_index: np.ndarray      # int64: each old row's file (an index into `files`)
     positions: np.ndarray       # int64: each old row's position in its file
+
+    @property
+    def file_names(self) -> list[str]:
+        """The data file of each old row."""
+        return np.asarray(self.files, dtype=object)[self.file_index].tolist() if self.files else []
 
     def positions_by_file(self) -> dict[str, np.ndarray]:
         """File name -> sorted row positions of the old rows in it (what a deletion vector marks)."""
-        names = np.asarray(self.file_names, dtype=object)
-        return {name: np.sort(self.positions[names == name]) for name in dict.fromkeys(self.file_names)}
+        return {name: np.sort(self.positions[self.file_index == i]) for i, name in enumerate(self.files)}
 
 
 def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: ReadFile,
@@ -73,17 +75,19 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
         key_range: a file's (min key, max key) in `comparable` form.
         comparable: a key's values -> a value that orders as keys order. Files are pruned by
             key range only for keys without FLOAT/DOUBLE fields (Arrow's sort and Java's order
-            disagree on -0.0 and NaN); other files are read and joined all the same.
+            disagree on -0.0 and NaN); other files are read and matched all the same.
         live_rows: for a file and its columns, the mask of rows that are live (None: all).
     """
     key_names = list(key_names)
     value_columns = value_schema.names
     columns = list(dict.fromkeys(list(value_columns) + key_names))
     prune = not any(pa.types.is_floating(keys.schema.field(k).type) for k in key_names)
-    sought = keys.select(key_names).append_column(_KEY_INDEX, pa.array(np.arange(keys.num_rows), pa.int64()))
+    sought = keys.select(key_names)
+    sought_index = np.arange(keys.num_rows, dtype=np.int64)  # the input index of each key sought
     found_index: list[np.ndarray] = []
     found_rows: list[pa.Table] = []
     found_files: list[str] = []
+    found_file_index: list[np.ndarray] = []
     found_positions: list[np.ndarray] = []
     for level in levels:
         if sought.num_rows == 0:
@@ -96,42 +100,123 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
             if prune:
                 f_low, f_high = key_range(f)
                 if f_high < low or f_low > high:
-                    continue
+                    continue  # the file's key statistics miss every key sought
             rows = read_file(f, columns)
-            file_keys = rows.select(key_names).append_column(
-                _POSITION, pa.array(np.arange(rows.num_rows), pa.int64()))
+            code = match_keys(sought, rows, key_names)
             if live_rows is not None:
                 keep = live_rows(f, rows)
-                if keep is not None and not keep.all():
-                    file_keys = file_keys.filter(pa.array(keep))
-            matched = sought.join(file_keys, key_names, join_type="inner", use_threads=False)
-            if matched.num_rows == 0:
+                if keep is not None:
+                    code[~keep] = -1
+            positions = np.flatnonzero(code >= 0)
+            if len(positions) == 0:
                 continue
-            index = matched.column(_KEY_INDEX).to_numpy()
-            positions = matched.column(_POSITION).to_numpy()
-            found_index.append(index)
+            hit = code[positions]  # indices into `sought`
+            found_index.append(sought_index[hit])
             found_rows.append(rows.select(value_columns).take(pa.array(positions)).cast(value_schema))
             found_positions.append(positions)
-            found_files.extend([f.file_name] * matched.num_rows)
-            still = ~np.isin(sought.column(_KEY_INDEX).to_numpy(), index)
-            sought = sought.filter(pa.array(still))
+            found_file_index.append(np.full(len(positions), len(found_files), np.int64))
+            found_files.append(f.file_name)
+            still = np.ones(sought.num_rows, dtype=bool)
+            still[hit] = False
+            sought, sought_index = sought.filter(pa.array(still)), sought_index[still]
             if sought.num_rows and prune:
                 low, high = _range(sought, key_names, comparable)
     exists = np.zeros(keys.num_rows, dtype=bool)
     if not found_index:
-        return LookupResult(exists, np.empty(0, np.int64), value_schema.empty_table(), [],
-                            np.empty(0, np.int64))
+        empty = np.empty(0, np.int64)
+        return LookupResult(exists, empty, value_schema.empty_table(), [], empty, empty)
     index = np.concatenate(found_index)
     exists[index] = True
     # In key order, as the keys came in.
     order = np.argsort(index, kind="stable")
     old = pa.concat_tables(found_rows).take(pa.array(order))
-    names = [found_files[i] for i in order.tolist()]
-    return LookupResult(exists, index[order], old, names, np.concatenate(found_positions)[order])
+    return LookupResult(exists, index[order], old, found_files, np.concatenate(found_file_index)[order],
+                        np.concatenate(found_positions)[order])
+
+
+def match_keys(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray:
+    """For each row of `rows`, the index of its key among the (distinct) `sought` keys, or -1.
+
+    Hash lookups per key column (`index_in`), no join: a single key column is looked up directly;
+    several columns are coded column by column, each step's pair of codes re-coded densely among
+    the sought keys (so codes stay below the number of keys sought).
+    """
+    if len(key_names) == 1:
+        k = key_names[0]
+        found = _sorted_match(sought.column(k), rows.column(k))
+        if found is not None:
+            return found
+        return _codes_in(rows.column(k), sought.column(k).combine_chunks())
+    sought_code: np.ndarray | None = None
+    row_code = np.empty(0, np.int64)
+    for k in key_names:
+        values = pc.unique(sought.column(k))
+        s = _codes_in(sought.column(k), values)
+        r = _codes_in(rows.column(k), values)
+        if sought_code is None:
+            sought_code, row_code = s, r
+            continue
+        width = len(values)
+        pair = sought_code * width + s
+        dense, sought_code = np.unique(pair, return_inverse=True)
+        row_pair = np.where((row_code >= 0) & (r >= 0), row_code * width + r, -1)
+        at = np.minimum(np.searchsorted(dense, row_pair), len(dense) - 1)
+        row_code = np.where((row_pair >= 0) & (dense[at] == row_pair), at, -1)
+    assert sought_code is not None
+    # The sought keys are distinct: their codes are a permutation of 0..n-1.
+    index_of_code = np.empty(len(sought_code), np.int64)
+    index_of_code[sought_code] = np.arange(len(sought_code), dtype=np.int64)
+    return np.where(row_code >= 0, index_of_code[np.maximum(row_code, 0)], -1)
+
+
+def _sorted_match(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> np.ndarray | None:
+    """`match_keys` for one integer-like key column whose values in the file ascend (a data file is
+    sorted by key): each sought key binary-searched among the file's keys, O(sought x log rows).
+    None for other types, or a file whose keys do not ascend."""
+    t = column.type
+    if not (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+            or pa.types.is_time(t)) or column.null_count or sought.null_count:
+        return None
+    file_keys = _integers(column)
+    if len(file_keys) > 1 and not bool(np.all(file_keys[1:] > file_keys[:-1])):
+        return None
+    keys = _integers(sought)
+    at = np.searchsorted(file_keys, keys)
+    inside = at < len(file_keys)
+    hit = np.flatnonzero(inside)
+    hit = hit[file_keys[at[hit]] == keys[hit]]
+    code = np.full(len(file_keys), -1, np.int64)
+    code[at[hit]] = hit
+    return code
+
+
+def _integers(column: pa.ChunkedArray) -> np.ndarray:
+    """The values of an integer-like column as int64 (dates and times by their stored integer)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    width = array.type.bit_width
+    signed = not pa.types.is_unsigned_integer(array.type)
+    as_int = pa.int64() if width == 64 else pa.int32() if width == 32 else array.type
+    if not pa.types.is_integer(array.type):
+        array = array.view(as_int)
+    values = array.to_numpy(zero_copy_only=False)
+    if not signed and values.dtype == np.uint64:
+        return values  # (uint64 keys do not occur in Paimon; kept exact, not wrapped)
+    return values.astype(np.int64, copy=False)
+
+
+def _codes_in(column: pa.ChunkedArray | pa.Array, values: pa.Array) -> np.ndarray:
+    """The index of each value of `column` in `values` (int64), -1 where absent."""
+    codes = pc.index_in(column, value_set=values)
+    if isinstance(codes, pa.ChunkedArray):
+        codes = codes.combine_chunks()
+    return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
 
 
 def _range(keys: pa.Table, key_names: list[str], comparable: Callable[[tuple[Any, ...]], Any]) -> tuple[Any, Any]:
     """The smallest and largest of `keys` in `comparable` form."""
+    if len(key_names) == 1:
+        bounds = pc.min_max(keys.column(key_names[0]))
+        return comparable((bounds["min"].as_py(),)), comparable((bounds["max"].as_py(),))
     order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in key_names])
     first, last = order[0].as_py(), order[len(order) - 1].as_py()
     row = keys.select(key_names)

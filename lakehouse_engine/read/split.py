@@ -65,6 +65,36 @@ class DataSplit:
         """Rows stored in the split's files (deleted rows included, as pypaimon's `row_count`)."""
         return sum(f.row_count for f in self.files)
 
+    def merged_row_count_available(self) -> bool:
+        """Whether the rows a read of the split returns can be counted from metadata alone (Paimon's
+        `DataSplit.mergedRowCountAvailable`): a raw-convertible split whose deletion vectors all
+        carry their cardinality (Paimon 0.9's index manifests do not record it)."""
+        return self.raw_convertible and (
+            self.data_deletion_files is None
+            or all(d is None or d.cardinality is not None for d in self.data_deletion_files))
+
+    def merged_row_count(self) -> int:
+        """The rows a read of the split returns: its files' rows less the rows their deletion
+        vectors delete (Paimon's `DataSplit.mergedRowCount`; `row_count` counts them all)."""
+        if not self.merged_row_count_available():
+            raise ValueError("merged_row_count is not available for this split (not raw-convertible, "
+                             "or a deletion vector without its cardinality)")
+        return self.partial_merged_row_count()
+
+    def partial_merged_row_count(self) -> int:
+        """`merged_row_count` as far as metadata tells (Paimon's `partialMergedRowCount`): 0 for a
+        split that is not raw-convertible; a file whose vector's cardinality is unknown adds 0."""
+        if not self.raw_convertible:
+            return 0
+        deletions = self.data_deletion_files or [None] * len(self.files)
+        total = 0
+        for f, d in zip(self.files, deletions, strict=True):
+            if d is None:
+                total += f.row_count
+            elif d.cardinality is not None:
+                total += f.row_count - d.cardinality
+        return total
+
     def deletion_file(self, file_name: str) -> DeletionFile | None:
         """The deletion vector of one of the split's files, if it has one."""
         if self.data_deletion_files is None:

@@ -10,6 +10,7 @@ commits the lookup changelog in the COMPACT snapshot, where its stream scan read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,10 +28,17 @@ from lakehouse_engine.mergetree.changelog import (
 from lakehouse_engine.mergetree.lookup import lookup
 from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import MERGE_ENGINE
+from lakehouse_engine.read.deletion_vectors import (
+    BucketDeletionFiles,
+    DeletionVectorReader,
+    deletion_vectors_enabled,
+    snapshot_deletion_files,
+)
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.write_roles import LookupResult
 
 if TYPE_CHECKING:
+    from lakehouse_engine.format.snapshot import Snapshot
     from lakehouse_engine.partition import Partition
     from lakehouse_engine.store.file_store import FileStore
 
@@ -38,8 +46,13 @@ if TYPE_CHECKING:
 class LookupChangelog:
     """The FlushLookup of a table with `changelog-producer` = lookup."""
 
-    def __init__(self, table: FileStore):
+    def __init__(self, table: FileStore, snapshot: Callable[[], Snapshot | None] | None = None):
+        """`snapshot`: the snapshot the older files a lookup is given come from; on a table with
+        deletion vectors, the rows its vectors mark are dead and never an old row."""
         self.table = table
+        self._snapshot = snapshot
+        self._vectors: tuple[int, BucketDeletionFiles] | None = None
+        self._vector_reader = DeletionVectorReader(table.file_io)
         schema = table.schema
         opts = schema.core_options
         self.key_names = schema.trimmed_primary_keys
@@ -59,10 +72,18 @@ class LookupChangelog:
         """The changelog files of the run `flushed` against the bucket's `older` files."""
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
 
+        vectors = self._deletion_files().get((partition.binary, bucket), {})
+
         def read(f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
             cols = columns or self.columns
             schema = pa.schema([self.read_schema.field(c) for c in cols])
-            return self.reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
+            rows = self.reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
+            deletion = vectors.get(f.file_name)
+            if deletion is None:
+                return rows
+            # A row its deletion vector marks is an older version of a key, replaced or deleted.
+            keep = self._vector_reader.keep_mask(deletion, f.row_count)
+            return rows if keep.all() else rows.filter(pa.array(keep))
 
         parts = [read(f) for f in flushed]
         if not parts:
@@ -84,6 +105,17 @@ class LookupChangelog:
                                 self.table.path_factory.new_changelog_file_name, self.target_file_size,
                                 changes)
         return LookupResult(changelog_files=files)
+
+    def _deletion_files(self) -> BucketDeletionFiles:
+        """The deletion vectors of the snapshot the older files come from (none without vectors)."""
+        if self._snapshot is None or not deletion_vectors_enabled(self.table.schema.core_options):
+            return {}
+        snapshot = self._snapshot()
+        if snapshot is None:
+            return {}
+        if self._vectors is None or self._vectors[0] != snapshot.id:
+            self._vectors = (snapshot.id, snapshot_deletion_files(self.table, snapshot))
+        return self._vectors[1]
 
     def _newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any) -> pa.Table | None:
         """Each key's newest record in `older` (the shared lookup: level-0 runs newest first, then

@@ -25,7 +25,7 @@ against what landed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +40,11 @@ from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
+from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
-from lakehouse_engine.mergetree.lookup import lookup
-from lakehouse_engine.mergetree.merge_order import merge_order
+from lakehouse_engine.mergetree.lookup import lookup, match_keys
+from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
+from lakehouse_engine.mergetree.rolling_writer import RollingRunWriter
 from lakehouse_engine.options import DELETION_VECTOR_INDEX_FILE_TARGET_SIZE, MERGE_ENGINE
 from lakehouse_engine.read.deletion_vectors import (
     DeletionVectorReader,
@@ -50,6 +52,7 @@ from lakehouse_engine.read.deletion_vectors import (
     snapshot_deletion_files,
 )
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.threads import cores, prefetch
 
 if TYPE_CHECKING:
     from lakehouse_engine.partition import Partition
@@ -101,8 +104,11 @@ class DeletionVectorCompaction:
 class DeletionVectorCompactor:
     """Compacts one bucket of a DV table and maintains its vectors (see the module docstring)."""
 
-    def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase):
+    def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase,
+                 known_keys: dict[str, pa.Table] | None = None):
+        """`known_keys`: the key columns of level-0 files the caller still holds (not read again)."""
         self.table = table
+        self.known_keys = known_keys or {}
         schema = table.schema
         opts = schema.core_options
         self.partition = partition
@@ -120,6 +126,7 @@ class DeletionVectorCompactor:
         self.target_file_size = opts.target_file_size(True)
         self.index_target_size = opts.require(DELETION_VECTOR_INDEX_FILE_TARGET_SIZE)
         self.num_levels = opts.num_levels
+        self.budget = merge_budget(opts)
         self.options = opts
         # A lone level-0 file may move up unrewritten only where the newest record always wins.
         self.may_upgrade = opts.require(MERGE_ENGINE) == "deduplicate" and not opts.sequence_fields
@@ -136,11 +143,6 @@ class DeletionVectorCompactor:
         if deletion is None:
             return None
         return self.vectors.keep_mask(deletion, f.row_count)
-
-    def _live_rows(self, f: DataFileMeta) -> pa.Table:
-        rows = self._read(f)
-        keep = self._live(f)
-        return rows if keep is None else rows.filter(pa.array(keep))
 
     def _key(self, binary: bytes) -> Any:
         return comparable_key(deserialize_row(binary, self.key_types))
@@ -202,34 +204,92 @@ class DeletionVectorCompactor:
 
     def _run(self, unit: list[DataFileMeta], output: int, above: list[DataFileMeta],
              written: list[DataFileMeta]) -> DeletionVectorCompaction:
-        ordered = merge_order(unit)  # the order merge-on-read uses, so ties resolve alike
-        parts = [self._live_rows(f) if f.level > 0 else self._read(f) for f in ordered]
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        keys = rows.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
-        levels = [[f for f in above if f.level == lv] for lv in sorted({f.level for f in above})]
-        # Where the newest record always wins, the old rows are not merged: only their places are
-        # needed, so only the key columns of the older files are read.
-        wanted = (pa.schema([self.read_schema.field(k) for k in self.key_names]) if self.may_upgrade
-                  else self.read_schema)
-        found = lookup(keys, levels, self._read, self.key_names, wanted,
-                       lambda f: (self._key(f.min_key), self._key(f.max_key)), comparable_key,
-                       lambda f, _rows: self._live(f))
-        marks = found.positions_by_file()
         lone = unit[0] if len(unit) == 1 else None
-        if (lone is not None and lone.level == 0 and self.may_upgrade
-                and lone.delete_row_count == 0):
-            # The newest record of each key wins and nothing retracts: the file moves up as it is.
+        # The newest record of each key wins and nothing retracts: the file moves up as it is.
+        upgrade = (lone is not None and lone.level == 0 and self.may_upgrade and lone.delete_row_count == 0)
+        levels = [[f for f in above if f.level == lv] for lv in sorted({f.level for f in above})]
+        found = None
+        if levels:
+            # Only level-0 keys are looked up, as Paimon's lookup compaction does: a key of an
+            # upper file of the unit is live nowhere above it (its older rows are marked already).
+            keys = self._level0_keys([f for f in unit if f.level == 0])
+            # Where the newest record always wins, the old rows are not merged: only their places
+            # are needed, so only the key columns of the older files are read.
+            wanted = (pa.schema([self.read_schema.field(k) for k in self.key_names]) if self.may_upgrade
+                      else self.read_schema)
+            found = lookup(keys, levels, self._read, self.key_names, wanted,
+                           lambda f: (self._key(f.min_key), self._key(f.max_key)), comparable_key,
+                           lambda f, _rows: self._live(f))
+        marks = found.positions_by_file() if found is not None else {}
+        if upgrade:
+            assert lone is not None
             before, after = [lone], [lone.upgrade(output)]
         else:
-            if found.old_rows.num_rows and not self.may_upgrade:
+            old = None
+            if found is not None and found.old_rows.num_rows and not self.may_upgrade:
                 old = found.old_rows.select(self.columns).cast(self.read_schema)
-                rows = pa.concat_tables([old, rows.cast(self.read_schema)])
-            merged = self.merge_function.merge(rows, drop_retracts=True, rows_in_sequence_order=False)
-            writer = DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
-                                    self.table.path_factory.new_data_file_name, self.target_file_size)
-            written.extend(writer.write_run(merged, level=output, file_source=FILE_SOURCE_COMPACT))
+            written.extend(self._merge_and_write(unit, output, old))
             before, after = list(unit), list(written)
         return DeletionVectorCompaction(before, after, self._index_files(unit, above, marks))
+
+    def _level0_keys(self, level0: list[DataFileMeta]) -> pa.Table:
+        """The distinct keys of level-0 files (their key columns only; kept ones not read again)."""
+        key_schema = pa.schema([self.read_schema.field(k) for k in self.key_names])
+        parts = []
+        for f in level0:
+            known = self.known_keys.get(f.file_name)
+            parts.append(known.cast(key_schema) if known is not None and known.num_rows == f.row_count
+                         else self._read(f, list(self.key_names)))
+        if not parts:
+            return key_schema.empty_table()
+        if len(parts) == 1:
+            return parts[0]  # a data file's keys are distinct
+        return pa.concat_tables(parts).group_by(self.key_names, use_threads=False).aggregate([])
+
+    def _merge_and_write(self, unit: list[DataFileMeta], output: int,
+                         old: pa.Table | None) -> list[DataFileMeta]:
+        """The unit merged (upper files with their vectors applied; `old`, the looked-up older rows
+        of its keys, merged with the records of their keys) and written at `output`, key range by
+        key range (`range_merge`): memory within `sort-spill-buffer-size` besides `old`."""
+        merge_function = self.merge_function
+
+        def merge(rows: pa.Table, _in_order: bool) -> pa.Table:
+            if old is not None:
+                code = match_keys(old, rows, self.key_names)
+                hits = np.unique(code[code >= 0])
+                if len(hits):
+                    rows = pa.concat_tables([old.take(pa.array(hits)), rows])
+            # (Sequence numbers order the older levels' rows before the unit's.)
+            return merge_function.merge(rows, drop_retracts=True, rows_in_sequence_order=False,
+                                        threads=cores())
+
+        ranges = range_merge(unit, self._batches, self.key_names, merge, self.budget, self._key)
+        writer = RollingRunWriter(
+            DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
+                           self.table.path_factory.new_data_file_name, self.target_file_size),
+            output, FILE_SOURCE_COMPACT)
+        try:
+            for rows in prefetch(ranges):
+                writer.write(rows)
+            return writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+
+    def _batches(self, f: DataFileMeta, batch_bytes: int) -> Iterator[pa.Table]:
+        """A unit file as batches, the rows its vector marks dropped."""
+        path = f"{self.bucket_dir}/{f.file_name}"
+        batches = checked_batches(self.reader.read_batches(path, self.columns, self.read_schema, f, batch_bytes),
+                                  path, self.key_names, self.key_types, f)
+        keep = self._live(f)
+        if keep is None:
+            yield from batches
+            return
+        offset = 0
+        for t in batches:
+            part = keep[offset:offset + t.num_rows]
+            offset += t.num_rows
+            yield t if part.all() else t.filter(pa.array(part))
 
     def _index_files(self, unit: list[DataFileMeta], above: list[DataFileMeta],
                      marks: dict[str, np.ndarray]) -> list[IndexManifestEntry]:
@@ -240,9 +300,11 @@ class DeletionVectorCompactor:
             deletion = self.base.vectors.get(f.file_name)
             old = (np.flatnonzero(~self.vectors.keep_mask(deletion, f.row_count))
                    if deletion is not None else np.empty(0, np.int64))
-            new = marks.get(f.file_name, np.empty(0, np.int64))
-            if len(old) or len(new):
+            new = marks.get(f.file_name, np.empty(0, np.int64))  # sorted and distinct
+            if len(old) and len(new):
                 vectors[f.file_name] = np.union1d(old, new)
+            elif len(old) or len(new):
+                vectors[f.file_name] = old if len(old) else new
         if not vectors and not self.base.index_files:
             return []
         unchanged = ({f for f in vectors} == set(self.base.vectors)

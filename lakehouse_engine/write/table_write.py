@@ -99,6 +99,8 @@ class _BucketBuffer:
     #: A DV table's compaction at commit: new vector index files, and what they were computed against.
     deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
     deletion_vector_base: tuple[list[str], list[str]] | None = None
+    #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
+    new_keys: dict[str, pa.Table] = field(default_factory=dict)
 
 
 class TableWrite:
@@ -140,7 +142,7 @@ class TableWrite:
         if self.changelog_producer == "lookup" and flush_lookup is None:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
-            self.flush_lookup = LookupChangelog(table)
+            self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
         assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
@@ -381,6 +383,11 @@ class TableWrite:
             buf.lookup_index_files.extend(found.index_files)
             buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
+        if self._dv_compacts:
+            offset = 0
+            for f in written:  # (a run's files hold its rows in order)
+                buf.new_keys[f.file_name] = rows.select(self.key_names).slice(offset, f.row_count)
+                offset += f.row_count
         if self.primary_key and not self.write_only and not self.deletion_vectors and buf.bucket >= 0:
             levels = self._levels(buf)
             levels.add_files(written)
@@ -446,7 +453,8 @@ class TableWrite:
             state, bases = self._dv_state
             base = bases.get(key, DeletionVectorBase())
             files = state.bucket_files.get(key, []) + list(buf.new_files)
-        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base).compact(files)
+        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base,
+                                       buf.new_keys).compact(files)
         if done is None:
             return
         buf.compact_before, buf.compact_after = done.before, done.after
@@ -502,6 +510,13 @@ class TableWrite:
                 buf.new_files, buf.compact_before, buf.compact_after = [], [], []
                 buf.lookup_index_files, buf.deletion_vector_files = [], []
                 buf.deletion_vector_base = None
+                buf.new_keys = {}
+        if self._dv_compacts and self.flush_lookup is not None:
+            # The compaction at commit moved this commit's level 0 up and marked older rows: the
+            # next flush's lookup must see the bucket (and vectors) as this commit leaves them.
+            self._restored = None
+            for buf in self._buffers.values():
+                buf.levels = None
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:

@@ -83,3 +83,31 @@ def test_the_issue_buckets_merge_within_one_gib(tmp_path: Path, rows: int, path:
     _probe("prepare", str(warehouse), str(rows), "5", "{}", "t")
     result = _probe(path, str(warehouse), "{}")
     assert _above_baseline(result) < 1024 * MIB, f"{path} at {rows} rows: {_above_baseline(result) / MIB:.0f} MiB"
+
+
+@pytest.fixture(scope="module")
+def prepared_dv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    warehouse = tmp_path_factory.mktemp("bounded-dv") / "warehouse"
+    _probe("prepare", str(warehouse), str(ROWS), str(RUNS), json.dumps(BUDGET), "d")
+    return warehouse
+
+
+@pytest.mark.parametrize("path", ["dv-compact", "dv-full"])
+def test_a_deletion_vector_compaction_peaks_within_the_budget_not_the_bucket(
+        prepared_dv: Path, tmp_path: Path, path: str) -> None:
+    # Table `d` (deletion vectors, write-only): its level-0 runs compacted up (the write path's
+    # compaction at commit and `compact()`), then read: the latest run's rows won.
+    warehouse = tmp_path / "warehouse"
+    shutil.copytree(prepared_dv, warehouse)
+    result = _probe(path, str(warehouse), json.dumps(BUDGET))
+    assert _above_baseline(result) < CEILING, (
+        f"{path}: peak {_above_baseline(result) / MIB:.0f} MiB above the baseline, ceiling "
+        f"{CEILING / MIB:.0f} MiB ({ROWS} rows, budget {BUDGET})")
+    from lakehouse_engine import Catalog
+
+    table = Catalog(str(warehouse)).get_table("db.d")
+    rb = table.new_read_builder()
+    read = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+    assert read.num_rows == ROWS - ROWS // RUNS
+    tags = read.column("v").to_numpy()
+    assert 0 not in tags and int((tags == RUNS - 1).sum()) == ROWS // RUNS  # the last run rewrote run 0

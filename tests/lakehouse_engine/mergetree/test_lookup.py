@@ -101,3 +101,40 @@ def test_no_key_found_gives_empty_rows_of_the_value_schema(table: FileStoreTable
     tools = _tools(table)
     got = lookup(_batch(range(900, 905), "n").select(["k1", "k2"]), _runs(table), **tools)
     assert not got.exists.any() and got.old_rows.schema == tools["value_schema"] and got.old_rows.num_rows == 0
+
+
+def _expected(sought: pa.Table, rows: pa.Table, names: list[str]) -> list[int]:
+    where = {tuple(r[n] for n in names): i for i, r in enumerate(sought.to_pylist())}
+    return [where.get(tuple(r[n] for n in names), -1) for r in rows.to_pylist()]
+
+
+@pytest.mark.parametrize("case", ["int-sorted", "int-unsorted", "date", "string", "composite"])
+def test_match_keys_finds_each_row_among_the_sought_keys(case: str) -> None:
+    # Every path of the match (binary search in an ascending integer file, hash lookups otherwise,
+    # column-by-column codes for composite keys) agrees with a plain dictionary lookup.
+    import datetime
+
+    from lakehouse_engine.mergetree.lookup import match_keys
+
+    rng = np.random.default_rng(7)
+    file_ids = np.sort(rng.choice(5_000, 1_000, replace=False)).astype(np.int64)
+    sought_ids = rng.choice(5_000, 300, replace=False).astype(np.int64)
+    if case == "int-unsorted":
+        file_ids = rng.permutation(file_ids)
+    if case in ("int-sorted", "int-unsorted"):
+        rows, sought, names = pa.table({"k": file_ids}), pa.table({"k": sought_ids}), ["k"]
+    elif case == "date":
+        day = datetime.date(2026, 1, 1)
+        rows = pa.table({"k": pa.array([day + datetime.timedelta(days=int(i)) for i in file_ids], pa.date32())})
+        sought = pa.table({"k": pa.array([day + datetime.timedelta(days=int(i)) for i in sought_ids], pa.date32())})
+        names = ["k"]
+    elif case == "string":
+        rows, sought = pa.table({"k": [f"s{i}" for i in file_ids]}), pa.table({"k": [f"s{i}" for i in sought_ids]})
+        names = ["k"]
+    else:
+        rows = pa.table({"a": file_ids % 50, "b": [f"x{i // 50}" for i in file_ids]})
+        sought = pa.table({"a": sought_ids % 50, "b": [f"x{i // 50}" for i in sought_ids]})
+        names = ["a", "b"]
+    got = match_keys(sought, rows, names).tolist()
+    assert got == _expected(sought, rows, names)
+    assert any(i >= 0 for i in got) and any(i < 0 for i in got)
