@@ -11,6 +11,8 @@ from typing import Any, Generic, TypeVar
 
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.options.inventory import Status
+from lakehouse_engine.options.options_map import MergeEngine, Options  # noqa: F401  (pypaimon's names)
+
 
 T = TypeVar("T")
 
@@ -382,6 +384,19 @@ class CoreOptions:
     def bucket_keys(self) -> list[str]:
         v = self.get(BUCKET_KEY)
         return [f.strip() for f in v.split(",") if f.strip()] if v else []
+
+    # ---- pypaimon's accessor methods (`options.merge_engine()`) -------------------------------
+    def merge_engine(self) -> MergeEngine:
+        """The table's merge engine, as pypaimon's `CoreOptions.merge_engine()`."""
+        return MergeEngine(self.require(MERGE_ENGINE))
+
+    def deletion_vectors_enabled(self) -> bool:
+        """Whether the table marks replaced rows in deletion vectors (`deletion-vectors.enabled`)."""
+        return self.require(DELETION_VECTORS_ENABLED)
+
+    def type(self) -> str:
+        """The table's type (`type`): this engine serves 'table' only."""
+        return self.raw.get("type", "table")
 
 
 # ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------

@@ -65,6 +65,18 @@ class DataSplit:
         """Rows stored in the split's files (deleted rows included, as pypaimon's `row_count`)."""
         return sum(f.row_count for f in self.files)
 
+    def merged_row_count(self) -> int | None:
+        """Rows a read of the split returns, when known without reading (Paimon's
+        `DataSplit.mergedRowCount`): a raw-convertible split's rows less those its deletion vectors
+        delete; None when the split's files must be merged, or a vector's cardinality is unknown."""
+        if not self.raw_convertible:
+            return None
+        deletions = self.data_deletion_files or [None] * len(self.files)
+        if any(d is not None and d.cardinality is None for d in deletions):
+            return None
+        return sum(f.row_count - (d.cardinality or 0 if d is not None else 0)
+                   for f, d in zip(self.files, deletions, strict=True))
+
     def deletion_file(self, file_name: str) -> DeletionFile | None:
         """The deletion vector of one of the split's files, if it has one."""
         if self.data_deletion_files is None:
