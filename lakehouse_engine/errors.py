@@ -96,7 +96,8 @@ class InvalidDataError(LakehouseError, ValueError):
     """Input rows break a table constraint (a null primary key, an unknown row kind, ...)."""
 
 
-class CommitConflictError(LakehouseError):
+# Also a RuntimeError, as Paimon's and pypaimon's commit conflicts are (pypaimon code catches it so).
+class CommitConflictError(LakehouseError, RuntimeError):
     """A commit could not be applied on top of the latest snapshot (files it deletes are gone, ...)."""
 
 

@@ -99,6 +99,10 @@ MODULES: dict[str, dict[str, str]] = {
         "StreamWriteBuilder": "lakehouse_engine.write.write_builder:StreamWriteBuilder",
     },
     "pypaimon.write.table_write": {"TableWrite": "lakehouse_engine.write.table_write:TableWrite"},
+    "pypaimon.write.postpone_batch_table_write": {
+        "PostponeFixedBucketWriteBuilder": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWriteBuilder",
+        "PostponeFixedBucketBatchTableWrite": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWrite",
+    },
     "pypaimon.write.table_commit": {"TableCommit": "lakehouse_engine.write.table_commit:TableCommit"},
     "pypaimon.write.commit_message": {"CommitMessage": "lakehouse_engine.write.commit_message:CommitMessage"},
 }

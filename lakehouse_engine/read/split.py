@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,11 @@ class PartitionRow(bytes):
 
     def get_field(self, pos: int) -> Any:
         return self.values[pos]
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        # The values, as pypaimon's partition tuples iterate (`tuple(message.partition)`); the
+        # bytes stay reachable through the buffer protocol (`bytes(row)`, slicing, hashing).
+        return iter(self.values)
 
     def to_dict(self) -> dict[str, Any]:
         """Partition key -> value."""

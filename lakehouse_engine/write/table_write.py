@@ -39,6 +39,7 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -482,7 +483,10 @@ class TableWrite:
                 new_files, after = list(buf.new_files), list(buf.compact_after)
                 if self.role.compaction_output:
                     new_files, after = [], new_files + after
-                message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
+                # The partition also reads as its values (`tuple(message.partition)`), as pypaimon's.
+                partition = PartitionRow(buf.partition.binary, buf.partition.values,
+                                         [self.schema.field(k) for k in self.schema.partition_keys])
+                message = CommitMessage(partition, buf.bucket, buf.total_buckets,
                                         new_files, list(buf.compact_before), after,
                                         commit_user=self.commit_user)
                 if self.assigner is not None:
