@@ -148,7 +148,7 @@ class TableScan:
             row = PartitionRow(part.binary, part.values, self.partition_fields)
             bucket_splits = self._bucket_splits(snapshot.id, row, part.values, bucket,
                                                 group[0].total_buckets, bucket_path,
-                                                [e.file for e in group])
+                                                [e.file.located(bucket_path) for e in group])
             _attach_deletion_files(bucket_splits, deletions.get((partition, bucket)))
             splits.extend(bucket_splits)
         return Plan(splits, snapshot)

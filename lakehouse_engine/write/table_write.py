@@ -486,6 +486,8 @@ class TableWrite:
                 # The partition also reads as its values (`tuple(message.partition)`), as pypaimon's.
                 partition = PartitionRow(buf.partition.binary, buf.partition.values,
                                          [self.schema.field(k) for k in self.schema.partition_keys])
+                bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
+                new_files = [f.located(bucket_dir) for f in new_files]
                 message = CommitMessage(partition, buf.bucket, buf.total_buckets,
                                         new_files, list(buf.compact_before), after,
                                         commit_user=self.commit_user)
