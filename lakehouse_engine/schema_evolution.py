@@ -253,7 +253,7 @@ class _Evolving:
                 f"option alone would misplace every key")
         if key in IMMUTABLE_OPTIONS and self.has_snapshots():
             raise InvalidOptionError(
-                f"{what}: Change '{key}' is not supported yet: '{key}' cannot change once the table "
+                f"{what}: Change '{key}' is not supported yet. '{key}' cannot change once the table "
                 f"has snapshots (it decides how existing data files are laid out or merged); create "
                 f"a new table instead")
 
