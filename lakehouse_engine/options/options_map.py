@@ -40,7 +40,7 @@ class Options(Mapping[str, str]):
         """The raw strings by key."""
         return self.data
 
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: Any, default: Any = None) -> Any:
         """The typed value of an option (a `ConfigOption`), or a raw string by key."""
         if isinstance(key, str):
             return self.data.get(key, default)

@@ -29,7 +29,7 @@ class PartitionRow(bytes):
     def get_field(self, pos: int) -> Any:
         return self.values[pos]
 
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Any]:
         # The values, as pypaimon's partition tuples iterate (`tuple(message.partition)`); the
         # bytes stay reachable through the buffer protocol (`bytes(row)`, slicing, hashing).
         return iter(self.values)
