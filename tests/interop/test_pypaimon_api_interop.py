@@ -358,3 +358,32 @@ def test_pypaimon_reads_our_tag_with_a_retention(tmp_path: Path, pypaimon: Any) 
         emit([r.snapshot.id, r.tag_create_time, r.tag_time_retained])
     """, warehouse=warehouse)
     assert theirs == [1, ours.tag_create_time, "PT12H"] == [1, ours.tag_create_time, ours.tag_time_retained]
+
+
+@pytest.mark.interop
+def test_pypaimon_reads_what_our_postpone_fixed_bucket_write_wrote(tmp_path: Path, pypaimon: Any) -> None:
+    import pyarrow as pa
+
+    from lakehouse_engine import CatalogFactory, Schema
+
+    warehouse = str(tmp_path / "wh")
+    catalog = CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("d", True)
+    s = pa.schema([pa.field("id", pa.int32(), nullable=False), pa.field("dt", pa.string(), nullable=False),
+                   ("v", pa.string())])
+    catalog.create_table("d.p", Schema.from_pyarrow_schema(s, partition_keys=["dt"], primary_keys=["id", "dt"], options={
+        "bucket": "-2", "postpone.target-size-per-bucket": "100 b"}), False)
+    table = catalog.get_table("d.p")
+    builder = table.new_postpone_fixed_bucket_write_builder()
+    write = builder.new_write()
+    write.write_arrow(pa.Table.from_pylist([{"id": i, "dt": dt, "v": dt * 40} for i in range(20) for dt in "ab"],
+                                           schema=s))
+    messages = write.prepare_commit()
+    assert min(m.total_buckets for m in messages) > 1  # several buckets per partition
+    builder.new_commit().commit(messages)
+    theirs = pypaimon("""
+        t = CatalogFactory.create({"warehouse": ARGS["warehouse"]}).get_table("d.p")
+        rb = t.new_read_builder()
+        emit(sorted([r["id"], r["dt"]] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()))
+    """, warehouse=warehouse)
+    assert theirs == sorted([i, dt] for i in range(20) for dt in "ab")
