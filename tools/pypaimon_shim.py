@@ -126,6 +126,10 @@ class _Missing:
         raise PypaimonInternalError(f"{self._qualified} is pypaimon's, not re-exported by the engine")
 
     __call__ = _fail
+    # Patching an attribute of a pypaimon internal (`patch("pypaimon.<module>.pafs.S3FileSystem")`,
+    # `DataFileMeta.__init__ = ...`) uses it too.
+    __setattr__ = _fail
+    __delattr__ = _fail
     __iter__ = _fail
     __eq__ = _fail
     __hash__ = object.__hash__
