@@ -86,7 +86,9 @@ class Catalog:
         return Database(name)
 
     def database_exists(self, name: str) -> bool:
-        return self.file_io.is_dir(self.database_path(name))
+        """Whether `<name>.db` exists in the warehouse (as Java's FileSystemCatalog asks); an error
+        of the storage (permissions, network) is raised, not read as "no such database"."""
+        return self.file_io.exists(self.database_path(name))
 
     def create_database(self, name: str, ignore_if_exists: bool = False,
                         properties: Mapping[str, str] | None = None) -> None:

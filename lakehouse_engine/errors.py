@@ -81,11 +81,14 @@ class InvalidArgumentError(LakehouseError, ValueError):
     """A call's argument is invalid (an empty list of partitions to drop, ...); nothing changed."""
 
 
-class InvalidOptionError(LakehouseError, ValueError):
+# InvalidOptionError and SchemaError are also RuntimeErrors: Paimon (Java) raises them as
+# RuntimeExceptions, and pypaimon's `catalog.alter_table` raises every failed change as a
+# RuntimeError, which pypaimon code catches.
+class InvalidOptionError(LakehouseError, ValueError, RuntimeError):
     """A table option has an invalid value, or options contradict each other."""
 
 
-class SchemaError(LakehouseError, ValueError):
+class SchemaError(LakehouseError, ValueError, RuntimeError):
     """A table schema is invalid, or input data does not match the table's schema."""
 
 
@@ -93,7 +96,8 @@ class InvalidDataError(LakehouseError, ValueError):
     """Input rows break a table constraint (a null primary key, an unknown row kind, ...)."""
 
 
-class CommitConflictError(LakehouseError):
+# Also a RuntimeError, as Paimon's and pypaimon's commit conflicts are (pypaimon code catches it so).
+class CommitConflictError(LakehouseError, RuntimeError):
     """A commit could not be applied on top of the latest snapshot (files it deletes are gone, ...)."""
 
 

@@ -64,9 +64,30 @@ class Identifier:
                 encoded += SYSTEM_TABLE_SPLITTER + system_table
             object = encoded
         self.object = object
-        self._split()
+        # The table name is checked now (a name is never a path); the branch and system-table
+        # parts are split on first use, as Java's and pypaimon's Identifier do: a malformed
+        # object (`t$a$b`) builds, and raises when its parts are asked for (the catalog asks first).
+        validate_name(object.split(SYSTEM_TABLE_SPLITTER)[0], "table")
+        self._parts: tuple[str, str | None, str | None] | None = None
 
-    def _split(self) -> None:
+    def _split(self) -> tuple[str, str | None, str | None]:
+        if self._parts is None:
+            self._parts = self._split_object()
+        return self._parts
+
+    @property
+    def _table(self) -> str:
+        return self._split()[0]
+
+    @property
+    def _branch(self) -> str | None:
+        return self._split()[1]
+
+    @property
+    def _system_table(self) -> str | None:
+        return self._split()[2]
+
+    def _split_object(self) -> tuple[str, str | None, str | None]:
         parts = self.object.split(SYSTEM_TABLE_SPLITTER)
         branch = system = None
         if len(parts) == 2:
@@ -81,9 +102,9 @@ class Identifier:
             branch, system = parts[1][len(SYSTEM_BRANCH_PREFIX):], parts[2]
         elif len(parts) > 3:
             raise InvalidIdentifierError(f"invalid object name: {self.object}")
-        self._table = validate_name(parts[0], "table")
-        self._branch = validate_name(branch, "branch") if branch is not None else None
-        self._system_table = validate_name(system, "system table") if system is not None else None
+        return (validate_name(parts[0], "table"),
+                validate_name(branch, "branch") if branch is not None else None,
+                validate_name(system, "system table") if system is not None else None)
 
     # ---- construction ------------------------------------------------------------------
     @staticmethod
@@ -124,7 +145,7 @@ class Identifier:
     @branch.setter
     def branch(self, value: str | None) -> None:
         rebuilt = Identifier(self.database, self._table, branch=value, system_table=self._system_table)
-        self.object, self._branch = rebuilt.object, rebuilt._branch
+        self.object, self._parts = rebuilt.object, None
 
     def get_database_name(self) -> str:
         return self.database

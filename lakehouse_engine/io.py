@@ -104,8 +104,16 @@ class FileIO:
         """Entries under a directory (empty when it does not exist)."""
         sel = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         out = []
-        with storage_errors("list", path):
-            infos = self.fs.get_file_info(sel)
+        for attempt in range(3):
+            try:
+                with storage_errors("list", path):
+                    infos = self.fs.get_file_info(sel)
+                break
+            except FileNotFoundError:
+                # An entry renamed away between the listing and its stat (a concurrent writer's
+                # temporary file, renamed into place): list again; the directory itself is there.
+                if attempt == 2:
+                    raise
         for info in infos:
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
             out.append(FileStatus(info.path, int(info.size or 0), mtime,

@@ -59,6 +59,8 @@ from lakehouse_engine.types import (
 
 #: Paimon's option placing added columns before the partition fields (it orders columns only).
 ADD_COLUMN_BEFORE_PARTITION = "add-column-before-partition"
+#: Paimon's guard on making a nullable column NOT NULL (default 'true': refused).
+ALTER_NULL_TO_NOT_NULL_DISABLED = "alter-column-null-to-not-null.disabled"
 
 #: Options that fix how existing data files are laid out or merged: Paimon's `@Immutable` options
 #: (and pypaimon's IMMUTABLE_OPTIONS) that this engine knows, plus `sequence.field`, which orders
@@ -68,6 +70,8 @@ IMMUTABLE_OPTIONS = frozenset({
     "sequence.field", "sequence.snapshot-ordering", "aggregation.remove-record-on-delete",
     "partial-update.remove-record-on-delete", "partial-update.remove-record-on-sequence-group",
     "rowkind.field", "primary-key", "partition", "dynamic-bucket.initial-buckets", "type",
+    "primary-key.nullable", "force-lookup", "row-tracking.enabled", "data-evolution.enabled",
+    "index-file-in-data-file-dir",
 })
 
 _FIELDS_PREFIX = "fields."
@@ -208,21 +212,40 @@ class _Evolving:
         else:
             raise UnsupportedError(f"unsupported schema change {change!r}")
 
+    def _current(self, key: str) -> str | None:
+        """The option's value as the table has it: `type`, `primary-key` and `partition` also
+        when the schema holds them outside the options (the default type, the key fields)."""
+        if key == "type":
+            return self.options.get(key, "table")
+        if key == "primary-key" and key not in self.options:
+            return ",".join(self.base.primary_keys)
+        if key == "partition" and key not in self.options:
+            return ",".join(self.base.partition_keys)
+        return self.options.get(key)
+
     def set_option(self, key: str, value: str) -> None:
         what = f"set option '{key}'"
-        if self.options.get(key) == value:
-            return
+        current = self._current(key)
+        if current == value or (key in ("primary-key", "partition") and current is not None
+                                and _split(current) == _split(value)):
+            return  # as Paimon: restating what the table already has is no change, and not stored
         self._check_option_change(key, what)
         self.options[key] = value
 
     def remove_option(self, key: str) -> None:
         what = f"remove option '{key}'"
-        if key not in self.options:
+        # Checked before the absence test, as Paimon and pypaimon check it: removing an immutable
+        # option of a table with snapshots is refused whether or not the option is set.
+        if key not in self.options and key not in IMMUTABLE_OPTIONS:
             return
         self._check_option_change(key, what)
-        del self.options[key]
+        self.options.pop(key, None)
 
     def _check_option_change(self, key: str, what: str) -> None:
+        if key == "type":
+            raise InvalidOptionError(
+                f"{what}: Change 'type' is not supported yet. A table's type decides what its "
+                f"directory holds, so it is fixed at create time")
         if key == "bucket":
             raise InvalidOptionError(
                 f"{what}: the bucket number changes by rescale (table.rescale(n) or "
@@ -230,8 +253,9 @@ class _Evolving:
                 f"option alone would misplace every key")
         if key in IMMUTABLE_OPTIONS and self.has_snapshots():
             raise InvalidOptionError(
-                f"{what}: '{key}' cannot change once the table has snapshots (it decides how "
-                f"existing data files are laid out or merged); create a new table instead")
+                f"{what}: Change '{key}' is not supported yet. '{key}' cannot change once the table "
+                f"has snapshots (it decides how existing data files are laid out or merged); create "
+                f"a new table instead")
 
     def add_column(self, change: AddColumn) -> None:
         what = f"add column '{change.field_name}'"
@@ -299,17 +323,28 @@ class _Evolving:
         new = change.new_data_type
         new = new.copy(old.nullable) if change.keep_nullability else new
         if old.nullable and not new.nullable:
-            raise SchemaError(
-                f"{what}: {old} -> {new} would make a nullable column NOT NULL; rows already "
-                f"written may hold nulls")
+            self.check_null_to_not_null(change.field_name, what)
         if not type_change_allowed(old.copy(True), new.copy(True)):
             raise SchemaError(
-                f"{what}: {old.copy(True)} cannot change to {new.copy(True)}; only changes that keep "
+                f"{what}: Column type {change.field_name}[{old.copy(True)}] cannot be converted to "
+                f"{new.copy(True)}: this engine has no executable cast that keeps every value already "
+                f"written; only changes that keep "
                 f"every value are allowed (wider integers, FLOAT to DOUBLE, integers to DOUBLE, "
                 f"DECIMAL with more integer and fraction digits, longer CHAR/VARCHAR/BINARY, higher "
                 f"TIMESTAMP precision, numbers, BOOLEAN, DATE and strings to STRING)")
         new.to_arrow()
         self.fields[i] = replace(self.fields[i], type=new)
+
+    def check_null_to_not_null(self, name: str, what: str) -> None:
+        """Paimon's guard: a nullable column becomes NOT NULL only when the table's option
+        `alter-column-null-to-not-null.disabled` is 'false' (the user vouches that no row holds a
+        null; a null then fails the read, as in Paimon)."""
+        if self.options.get(ALTER_NULL_TO_NOT_NULL_DISABLED, "true").strip().lower() != "false":
+            raise SchemaError(
+                f"{what}: Cannot update column type from nullable to non nullable for {name}: NOT "
+                f"NULL would not hold for rows already written with nulls. You can set table configuration option "
+                f"'{ALTER_NULL_TO_NOT_NULL_DISABLED}' = 'false' to allow converting null columns to "
+                f"not null")
 
     def update_nullability(self, name: str, nullable: bool) -> None:
         what = f"update nullability of '{name}'"
@@ -318,8 +353,7 @@ class _Evolving:
         if nullable and name in self.base.primary_keys:
             raise SchemaError(f"{what}: column '{name}' is part of the primary key, which is NOT NULL")
         if old.nullable and not nullable:
-            raise SchemaError(f"{what}: a nullable column cannot become NOT NULL; rows already "
-                              f"written may hold nulls")
+            self.check_null_to_not_null(name, what)
         self.fields[i] = replace(self.fields[i], type=old.copy(nullable))
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lakehouse_engine.read.read_builder import ReadBuilder
     from lakehouse_engine.read.stream_read_builder import StreamReadBuilder
     from lakehouse_engine.store.consumer_manager import ConsumerManager
+    from lakehouse_engine.write.postpone_fixed import PostponeFixedBucketWriteBuilder
     from lakehouse_engine.write.write_builder import BatchWriteBuilder, StreamWriteBuilder
 
 
@@ -140,21 +141,15 @@ class FileStoreTable:
 
         return BatchWriteBuilder(self.store, expire=self.expire_after_commit)
 
-    def new_postpone_fixed_bucket_write_builder(self) -> BatchWriteBuilder:
-        """pypaimon's builder for a batch write into a postpone-bucket table (`bucket` = -2).
-
-        Rows go to the table's postpone bucket, as every write to such a table does here; the
-        next compaction gives each partition its fixed buckets (`postpone.default-bucket-num`).
-        Raises SchemaError on a table that is not in postpone bucket mode.
+    def new_postpone_fixed_bucket_write_builder(self) -> PostponeFixedBucketWriteBuilder:
+        """pypaimon's builder for a batch write into a postpone-bucket table (`bucket` = -2): the
+        rows go straight to fixed buckets and read at once (`write/postpone_fixed.py`; with
+        `postpone.batch-write-fixed-bucket` = false, to the postpone bucket). Raises SchemaError
+        on a table that is not in postpone bucket mode.
         """
-        from lakehouse_engine.errors import SchemaError
-        from lakehouse_engine.write.write_builder import BatchWriteBuilder
+        from lakehouse_engine.write.postpone_fixed import PostponeFixedBucketWriteBuilder
 
-        if self.options.bucket != -2:
-            raise SchemaError(
-                f"table {self.name} has 'bucket' = {self.options.bucket}; the postpone fixed-bucket "
-                f"write builder is for postpone-bucket tables ('bucket' = -2)")
-        return BatchWriteBuilder(self.store, expire=self.expire_after_commit)
+        return PostponeFixedBucketWriteBuilder(self.store, expire=self.expire_after_commit)
 
     def new_stream_write_builder(self) -> StreamWriteBuilder:
         """A builder for a stream of commits with explicit, increasing commit identifiers."""

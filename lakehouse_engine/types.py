@@ -182,26 +182,30 @@ class DataType:
         return self.copy(True).to_string()
 
     def to_dict(self) -> str | dict[str, Any]:
-        """pypaimon's name for `to_json`."""
-        return self.to_json()
+        """pypaimon's `to_dict`: `to_json`, with a MAP's `nullable` also as a key, as pypaimon's
+        MapType writes it (readers take nullability from the type string either way)."""
+        return self.to_json(map_nullable=True)
 
-    def to_json(self) -> str | dict[str, Any]:
+    def to_json(self, map_nullable: bool = False) -> str | dict[str, Any]:
         """The type as a `schema-N` file holds it: a string, or for nested types a JSON object
-        as Paimon's `DataTypeJsonParser` reads it (nested ROW fields carry their ids)."""
+        as Paimon's `DataTypeJsonParser` reads it (nested ROW fields carry their ids).
+        `map_nullable` adds pypaimon's `nullable` key to MAP objects (see `to_dict`)."""
         if not self.is_nested:
             return self.to_string()
         doc: dict[str, Any] = {"type": self.root if self.nullable else self.root + " NOT NULL"}
         if self.root == ARRAY:
             assert self.element is not None
-            doc["element"] = self.element.to_json()
+            doc["element"] = self.element.to_json(map_nullable)
         elif self.root == MAP:
             assert self.key is not None and self.value is not None
-            doc["key"] = self.key.to_json()
-            doc["value"] = self.value.to_json()
+            doc["key"] = self.key.to_json(map_nullable)
+            doc["value"] = self.value.to_json(map_nullable)
+            if map_nullable:
+                doc["nullable"] = self.nullable
         else:
             docs = []
             for f in self.fields or ():
-                fd: dict[str, Any] = {"id": f.id, "name": f.name, "type": f.type.to_json()}
+                fd: dict[str, Any] = {"id": f.id, "name": f.name, "type": f.type.to_json(map_nullable)}
                 if f.description is not None:
                     fd["description"] = f.description
                 docs.append(fd)

@@ -99,6 +99,10 @@ MODULES: dict[str, dict[str, str]] = {
         "StreamWriteBuilder": "lakehouse_engine.write.write_builder:StreamWriteBuilder",
     },
     "pypaimon.write.table_write": {"TableWrite": "lakehouse_engine.write.table_write:TableWrite"},
+    "pypaimon.write.postpone_batch_table_write": {
+        "PostponeFixedBucketWriteBuilder": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWriteBuilder",
+        "PostponeFixedBucketBatchTableWrite": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWrite",
+    },
     "pypaimon.write.table_commit": {"TableCommit": "lakehouse_engine.write.table_commit:TableCommit"},
     "pypaimon.write.commit_message": {"CommitMessage": "lakehouse_engine.write.commit_message:CommitMessage"},
 }
@@ -122,6 +126,10 @@ class _Missing:
         raise PypaimonInternalError(f"{self._qualified} is pypaimon's, not re-exported by the engine")
 
     __call__ = _fail
+    # Patching an attribute of a pypaimon internal (`patch("pypaimon.<module>.pafs.S3FileSystem")`,
+    # `DataFileMeta.__init__ = ...`) uses it too.
+    __setattr__ = _fail
+    __delattr__ = _fail
     __iter__ = _fail
     __eq__ = _fail
     __hash__ = object.__hash__

@@ -73,6 +73,16 @@ class DataFileMeta:
     #: The manifest this entry was decoded from (not part of the record): errors about the file
     #: name it too, since a damaged entry reads as a missing or mismatching file.
     listed_in: str | None = field(default=None, compare=False, repr=False)
+    #: Where the file is (not part of the record): set on the files of a scan's splits and of a
+    #: writer's commit messages, as pypaimon's `DataFileMeta.file_path`.
+    file_path: str | None = field(default=None, compare=False, repr=False)
+
+    def located(self, bucket_dir: str) -> DataFileMeta:
+        """This file with its `file_path` (its external path, else `bucket_dir/file_name`) set;
+        the file's record is unchanged, so the same object is kept and only the path is filled."""
+        if self.file_path is None:
+            object.__setattr__(self, "file_path", self.external_path or f"{bucket_dir}/{self.file_name}")
+        return self
 
     def upgrade(self, new_level: int) -> DataFileMeta:
         """Return the same file placed at `new_level`, which must be above its current level."""

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.options.inventory import Status
+from lakehouse_engine.options.options_map import MergeEngine, Options  # noqa: F401  (pypaimon's names)
 
 T = TypeVar("T")
 
@@ -394,6 +395,19 @@ class CoreOptions:
         v = self.get(BUCKET_KEY)
         return [f.strip() for f in v.split(",") if f.strip()] if v else []
 
+    # ---- pypaimon's accessor methods (`options.merge_engine()`) -------------------------------
+    def merge_engine(self) -> MergeEngine:
+        """The table's merge engine, as pypaimon's `CoreOptions.merge_engine()`."""
+        return MergeEngine(self.require(MERGE_ENGINE))
+
+    def deletion_vectors_enabled(self) -> bool:
+        """Whether the table marks replaced rows in deletion vectors (`deletion-vectors.enabled`)."""
+        return self.require(DELETION_VECTORS_ENABLED)
+
+    def type(self) -> str:
+        """The table's type (`type`): this engine serves 'table' only."""
+        return self.raw.get("type", "table")
+
 
 # ---- pypaimon 2.1.0's options, accepted and typed here too ----------------------------------
 _pypaimon = OptionGroup("Pypaimon 2.1.0's options, accepted and typed here too")
@@ -411,8 +425,13 @@ READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read ba
                                    stored="how many rows pypaimon puts in one Arrow batch; the rows are the same (this engine sizes batches by file)")
 READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
 POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean(
-    "postpone.batch-write-fixed-bucket", True, "pypaimon's batch writes to a postpone table go straight to fixed buckets.",
-    stored="this engine writes postpone tables to the postpone bucket, as Java 0.9 does, and compaction assigns fixed buckets; both layouts are read right by every engine")
+    "postpone.batch-write-fixed-bucket", True, "A write through new_postpone_fixed_bucket_write_builder() goes straight to fixed buckets (readable at once); false: to the postpone bucket, as every other write to a postpone table.")
+POSTPONE_BATCH_WRITE_FIXED_BUCKET_MAX_PARALLELISM = _pypaimon.integer(
+    "postpone.batch-write-fixed-bucket.max-parallelism", 2048, "Most buckets a postpone fixed-bucket write gives a partition it writes first.", _positive)
+POSTPONE_TARGET_ROW_NUM_PER_BUCKET = _pypaimon.integer(
+    "postpone.target-row-num-per-bucket", None, "Postpone fixed-bucket write: rows per bucket of a new partition (before 'postpone.target-size-per-bucket').", _positive, java_long=True)
+POSTPONE_TARGET_SIZE_PER_BUCKET = _pypaimon.memory(
+    "postpone.target-size-per-bucket", 1 << 30, "Postpone fixed-bucket write: input size (as Paimon's binary rows) per bucket of a new partition.", _positive)
 SNAPSHOT_IGNORE_EMPTY_COMMIT = _pypaimon.boolean(
     "snapshot.ignore-empty-commit", None, "Skip a commit that changes nothing.",
     stored="this engine never writes an empty APPEND snapshot; an empty snapshot would change no row")

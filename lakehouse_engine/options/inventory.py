@@ -98,7 +98,6 @@ _stored(_RUNTIME, "async-file-write", "cache-page-size", "page-size", "delete-fi
         "write-max-writers-to-spill", "write.batch-memory", "write.batch-size",
         "scan.manifest.parallelism", "scan.max-splits-per-task", "scan.plan-sort-partition",
         "cross-partition-upsert.bootstrap-parallelism", "parquet.filter.columnindex.enabled",
-        "postpone.batch-write-fixed-bucket.max-parallelism",
         "postpone.batch-write-fixed-bucket.rescale-load-factor", "partition.sink-strategy",
         "file.block-size")
 _stored(_NATIVE, "read.native.enabled", "write.native.enabled", "commit.native.enabled",
@@ -157,8 +156,7 @@ _stored(_LAYOUT, "target-file-row-num", "overwrite-upgrade", "commit.force-compa
         "sort-compaction.local-sample.magnification", "sort-compaction.range-strategy",
         "zorder.var-length-contribution", "manifest.full-compaction-threshold-size",
         "manifest.merge-optimize.enabled", "manifest-sort.enabled", "manifest-sort.max-rewrite-size",
-        "manifest-sort.partition-field", "postpone.target-row-num-per-bucket",
-        "postpone.target-size-per-bucket")
+        "manifest-sort.partition-field")
 _stored(_ENCODING, "parquet.enable.dictionary", "parquet.write-page-index.enabled")
 _stored(_STATS, "metadata.stats-mode", "metadata.stats-mode.per.level", "metadata.stats-dense-store",
         "metadata.stats-keep-first-n-columns", "manifest.delete-file-drop-stats")

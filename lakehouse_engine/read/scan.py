@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_engine.errors import CorruptFileError, LakehouseError
+from lakehouse_engine.errors import CorruptFileError, InvalidArgumentError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.deletion_vectors import DeletionFile
 from lakehouse_engine.format.features import check_entry as check_features
@@ -91,6 +92,27 @@ class TableScan:
         #: out what its changelog will deliver; a bucket filter); None reads them all.
         self.entry_filter: Callable[[ManifestEntry], bool] | None = None
 
+    def with_shard(self, index_of_this_subtask: int, number_of_subtasks: int) -> TableScan:
+        """Plan only shard `index_of_this_subtask` of `number_of_subtasks` (pypaimon's and Paimon's
+        `withShard`): a primary-key table's buckets with `bucket % n == index`, an append table's
+        files by a hash of their name, so the shards' plans are disjoint and together the whole."""
+        if not (isinstance(index_of_this_subtask, int) and isinstance(number_of_subtasks, int)
+                and 0 <= index_of_this_subtask < number_of_subtasks):
+            raise InvalidArgumentError(
+                f"with_shard({index_of_this_subtask}, {number_of_subtasks}): the index must be at "
+                f"least 0 and below the number of subtasks, which must be positive")
+        n, i = number_of_subtasks, index_of_this_subtask
+        if self.primary_key:
+            def in_shard(e: ManifestEntry) -> bool:
+                return e.bucket % n == i
+        else:
+            def in_shard(e: ManifestEntry) -> bool:
+                # crc32, not hash(): every process must put a file in the same shard.
+                return zlib.crc32(e.file.file_name.encode()) % n == i
+        before = self.entry_filter
+        self.entry_filter = in_shard if before is None else (lambda e: before(e) and in_shard(e))
+        return self
+
     def plan(self) -> Plan:
         """The splits of the snapshot this scan reads; with `scan.fallback-branch`, partitions
         the table's branch does not have come from the fallback branch (as Paimon's batch read)."""
@@ -148,7 +170,7 @@ class TableScan:
             row = PartitionRow(part.binary, part.values, self.partition_fields)
             bucket_splits = self._bucket_splits(snapshot.id, row, part.values, bucket,
                                                 group[0].total_buckets, bucket_path,
-                                                [e.file for e in group])
+                                                [e.file.located(bucket_path) for e in group])
             _attach_deletion_files(bucket_splits, deletions.get((partition, bucket)))
             splits.extend(bucket_splits)
         return Plan(splits, snapshot)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,11 @@ class PartitionRow(bytes):
 
     def get_field(self, pos: int) -> Any:
         return self.values[pos]
+
+    def __iter__(self) -> Iterator[Any]:
+        # The values, as pypaimon's partition tuples iterate (`tuple(message.partition)`); the
+        # bytes stay reachable through the buffer protocol (`bytes(row)`, slicing, hashing).
+        return iter(self.values)
 
     def to_dict(self) -> dict[str, Any]:
         """Partition key -> value."""
@@ -73,12 +78,12 @@ class DataSplit:
             self.data_deletion_files is None
             or all(d is None or d.cardinality is not None for d in self.data_deletion_files))
 
-    def merged_row_count(self) -> int:
-        """The rows a read of the split returns: its files' rows less the rows their deletion
-        vectors delete (Paimon's `DataSplit.mergedRowCount`; `row_count` counts them all)."""
+    def merged_row_count(self) -> int | None:
+        """Rows a read of the split returns, when known without reading (Paimon's
+        `DataSplit.mergedRowCount`, pypaimon's None when not): the files' rows less those their
+        deletion vectors delete; None when the files must be merged or a cardinality is unknown."""
         if not self.merged_row_count_available():
-            raise ValueError("merged_row_count is not available for this split (not raw-convertible, "
-                             "or a deletion vector without its cardinality)")
+            return None
         return self.partial_merged_row_count()
 
     def partial_merged_row_count(self) -> int:

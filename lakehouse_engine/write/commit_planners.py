@@ -139,6 +139,7 @@ class OverwritePlanner(CommitPlanner):
         live = self.table.manifest_io().live_entries(latest)
         overwritten = self._overwrite_deletes(live)
         changes, renamed = self._resequence(overwritten + self.entries, latest)
+        check_one_bucket_count(self.table, changes)
         added = [e for m in self.messages for e in m.new_index_files]
         doomed = {e.partition for e in overwritten} | {e.partition for e in added}
         return PlannedChanges(changes, renamed, IndexChanges(added, lambda e: e.partition in doomed))
@@ -258,8 +259,23 @@ def deletion_vector_changes(table: FileStore, messages: Sequence[CommitMessage],
                         and (e.partition, e.bucket) in replaced)
 
 
+def check_one_bucket_count(table: FileStore, changes: list[ManifestEntry]) -> None:
+    """The files one commit adds to a partition agree on its bucket count (writers that planned a
+    new partition's buckets each on their own may not; Paimon refuses such a commit too)."""
+    seen: dict[bytes, int] = {}
+    for e in changes:
+        if e.kind == FileKind.ADD and e.total_buckets > 0 \
+                and seen.setdefault(e.partition, e.total_buckets) != e.total_buckets:
+            path = table.partition_codec().from_binary(e.partition).path_string() or "(none)"
+            raise CommitConflictError(
+                f"table {table.name}: Total buckets of partition {path} differ within one commit "
+                f"({seen[e.partition]} and {e.total_buckets}): its files were written by writers "
+                f"that gave the partition different bucket counts; nothing was committed")
+
+
 def check_bucket_counts(table: FileStore, changes: list[ManifestEntry], latest: Snapshot | None) -> None:
     """A writer holding an old bucket count must not write into a rescaled partition."""
+    check_one_bucket_count(table, changes)
     if latest is None or not any(e.total_buckets > 0 for e in changes):
         return
     current: dict[bytes, int] = {}
@@ -271,7 +287,7 @@ def check_bucket_counts(table: FileStore, changes: list[ManifestEntry], latest: 
         have = current.get(e.partition)
         if e.total_buckets > 0 and have is not None and have != e.total_buckets:
             raise CommitConflictError(
-                f"table {table.name}: tried to write partition "
+                f"table {table.name}: Total buckets changed: tried to write partition "
                 f"{codec.from_binary(e.partition).path_string() or '(none)'} with {e.total_buckets} "
                 f"buckets, but it now has {have} (rescaled by another job); nothing was committed, "
                 f"start a new write")

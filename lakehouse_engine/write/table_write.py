@@ -38,6 +38,7 @@ from lakehouse_engine.options import (
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
@@ -490,7 +491,12 @@ class TableWrite:
                     new_files, after = [], new_files + after
                     # Its changelog lands with the compaction (Paimon's compact increment).
                     buf.compact_changelog, buf.new_changelog = buf.new_changelog + buf.compact_changelog, []
-                message = CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
+                # The partition also reads as its values (`tuple(message.partition)`), as pypaimon's.
+                partition = PartitionRow(buf.partition.binary, buf.partition.values,
+                                         [self.schema.field(k) for k in self.schema.partition_keys])
+                bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
+                new_files = [f.located(bucket_dir) for f in new_files]
+                message = CommitMessage(partition, buf.bucket, buf.total_buckets,
                                         new_files, list(buf.compact_before), after,
                                         commit_user=self.commit_user)
                 if self.assigner is not None:

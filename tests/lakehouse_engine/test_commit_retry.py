@@ -238,3 +238,28 @@ def test_stream_commits_skip_identifiers_that_landed(catalog: Catalog) -> None:
     base = {(i, dt): v for (i, dt, v), n in template.before.items()}
     assert got[(1, "2026-11-02")] == base[(1, "2026-11-02")] + 30
     assert got[(2, "2026-11-01")] == base[(2, "2026-11-01")] + 30
+
+
+def test_a_listing_that_races_a_concurrent_writers_rename_lists_again(tmp_path) -> None:
+    """Three threads committing to a new table: pyarrow's listing of `snapshot/` can fail with
+    'Cannot list directory ... No such file' while another writer creates or renames into it
+    (pypaimon's test_concurrent_writes_with_retry hit it); the listing is taken again."""
+    import pyarrow.fs as pafs
+
+    from lakehouse_engine.io import FileIO
+
+    io = FileIO(pafs.LocalFileSystem())
+    (tmp_path / "snapshot").mkdir()
+    (tmp_path / "snapshot" / "snapshot-1").write_text("{}")
+    real = io.fs
+    failures = iter([FileNotFoundError(2, "Cannot list directory")])
+
+    class Racing:
+        def get_file_info(self, selector):
+            error = next(failures, None)
+            if error is not None:
+                raise error
+            return real.get_file_info(selector)
+
+    io.fs = Racing()  # type: ignore[assignment]
+    assert io.list_names(str(tmp_path / "snapshot")) == ["snapshot-1"]

@@ -129,3 +129,17 @@ def test_add_column_before_partition_places_new_columns_before_the_partition_fie
     catalog.alter_table("default.acbp", [SchemaChange.set_option("add-column-before-partition", "true")], False)
     catalog.alter_table("default.acbp", [SchemaChange.add_column("new_col", AtomicType("INT"))], False)
     assert [f.name for f in catalog.get_table("default.acbp").fields] == ["col1", "new_col", "partition_col"]
+
+
+def test_a_map_types_dict_says_its_nullability_as_pypaimons_does() -> None:
+    for map_nullable in (True, False):
+        for value_nullable in (True, False):
+            original = MapType(map_nullable, AtomicType("STRING", nullable=False),
+                               AtomicType("INT", nullable=value_nullable))
+            assert original.to_dict()["nullable"] is map_nullable
+            assert MapType.from_dict(original.to_dict()) == original
+    legacy = MapType(True, AtomicType("STRING", nullable=False), AtomicType("INT")).to_dict()
+    legacy.pop("nullable")  # a dict without the key (Paimon's schema files): the type string says it
+    assert MapType.from_dict(legacy).nullable
+    # schema files stay as Paimon (Java) writes them
+    assert "nullable" not in MapType(False, AtomicType("STRING"), AtomicType("INT")).to_json()

@@ -99,3 +99,18 @@ def test_dropping_no_partitions_is_a_value_error(tmp_path: Path) -> None:
         pa.schema([("id", pa.int64()), ("dt", pa.string())]), partition_keys=["dt"]), False)
     with pytest.raises(ValueError, match="at least one non-empty partition spec"):
         catalog.drop_partitions("db.p", [])
+
+
+def test_a_storage_error_is_not_read_as_a_missing_database(catalog) -> None:
+    # as Java's FileSystemCatalog asks `fileIO.exists` and pypaimon's test mocks it
+    from unittest.mock import MagicMock
+
+    original = catalog.file_io.exists
+    catalog.file_io.exists = MagicMock(side_effect=OSError("Permission denied"))
+    try:
+        with pytest.raises(OSError, match="Permission denied") as exc:
+            catalog.get_database("default")
+        assert not isinstance(exc.value, DatabaseNotExistException)
+    finally:
+        catalog.file_io.exists = original
+    assert catalog.get_database("default").name == "default"

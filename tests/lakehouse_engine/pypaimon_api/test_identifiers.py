@@ -53,8 +53,9 @@ def test_branch_and_system_table_are_encoded_in_the_object() -> None:
     decoded = Identifier.create("db", "orders$snapshots")
     assert decoded.is_system_table() and decoded.get_table_name() == "orders"
     assert Identifier("db", "orders$branch_dev") == Identifier("db", "orders", branch="dev")
-    with pytest.raises(ValueError):
-        Identifier.create("db", "orders$a$b")
+    malformed = Identifier.create("db", "orders$a$b")  # builds, as in Java and pypaimon
+    with pytest.raises(ValueError, match="one '\\$' separator"):
+        malformed.is_system_table()
     ident = Identifier.create("db", "orders")
     ident.branch = "b1"
     assert ident.get_object_name() == "orders$branch_b1"

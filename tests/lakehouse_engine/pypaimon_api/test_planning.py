@@ -98,3 +98,34 @@ def test_split_partition_values_are_a_list_as_pypaimons_row(catalog) -> None:
     splits = table.new_read_builder().with_filter(pb.equal("part", "b")).new_scan().plan().splits()
     assert [s.partition.values for s in splits] == [["b"]]
     assert [s.partition_values for s in splits] == [("b",)]
+
+
+def _sharded(table, n: int) -> list[list]:
+    rb = table.new_read_builder()
+    out = []
+    for i in range(n):
+        splits = rb.new_scan().with_shard(i, n).plan().splits()
+        out.append(sorted(r["id"] for r in rb.new_read().to_arrow(splits).to_pylist()))
+    return out
+
+
+def test_with_shard_splits_a_plan_into_disjoint_parts_that_make_the_whole(catalog) -> None:
+    pk = _table(catalog, "pk", {"bucket": "3"}, ids=range(30))
+    shards = _sharded(pk, 3)
+    assert sorted(i for s in shards for i in s) == sorted(list(range(30)) * 2)  # two partitions
+    for i, _ in enumerate(shards):  # a primary-key table shards by bucket, as Paimon
+        assert {sp.bucket % 3 for sp in pk.new_read_builder().new_scan().with_shard(i, 3).plan().splits()} <= {i}
+
+    catalog.create_table("default.log", Schema.from_pyarrow_schema(PA_SCHEMA), False)
+    log = catalog.get_table("default.log")
+    for chunk in range(6):  # six files in one bucket: an append table shards by file
+        wb = log.new_batch_write_builder()
+        w = wb.new_write()
+        w.write_arrow(pa.Table.from_pylist([{"part": "a", "id": chunk * 10 + i, "val": 0} for i in range(10)],
+                                           schema=PA_SCHEMA))
+        wb.new_commit().commit(w.prepare_commit())
+    shards = _sharded(log, 2)
+    assert sorted(shards[0] + shards[1]) == list(range(60)) and not set(shards[0]) & set(shards[1])
+    for bad in ((3, 3), (-1, 2), (0, 0)):
+        with pytest.raises(ValueError, match="with_shard"):
+            log.new_read_builder().new_scan().with_shard(*bad)
