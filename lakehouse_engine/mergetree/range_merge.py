@@ -54,7 +54,8 @@ def merge_budget(options: CoreOptions) -> int:
 
 def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Sequence[str],
                 merge: MergeRange, budget: int,
-                key_of: Callable[[bytes], tuple[Any, ...]]) -> Iterator[pa.Table]:
+                key_of: Callable[[bytes], tuple[Any, ...]],
+                threads: int | None = None) -> Iterator[pa.Table]:
     """The merge of `files` (one bucket's, any overlap), yielded as merged key ranges in key order.
 
     Args:
@@ -64,6 +65,8 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
         merge: merges one key range's records (see `MergeRange`).
         budget: bytes of decoded rows held at once (`merge_budget`).
         key_of: a file's `_MIN_KEY`/`_MAX_KEY` bytes as a comparable key.
+        threads: threads reading files (ahead) at once, default one per core; 1 reads each batch
+            when it is needed, in the caller's thread (a caller merging several buckets at once).
     """
     ordered = merge_order(files)
     if not ordered:
@@ -79,11 +82,13 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
             for f, size in zip(ordered, batch_budgets(ordered, budget), strict=True)]
     # One pool for the whole merge: threads that live as long as it keep their allocator's
     # arenas warm instead of leaving freed memory behind in each round's new threads.
-    pool = ThreadPoolExecutor(max_workers=min(cores(), len(runs)))
+    workers = min(threads or cores(), len(runs))
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
         yield from _rounds(runs, merge, in_order, pool)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         for run in runs:
             run.close()
 
@@ -103,7 +108,7 @@ def batch_budgets(files: Sequence[DataFileMeta], budget: int) -> list[int]:
 
 
 def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
-            pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
+            pool: ThreadPoolExecutor | None) -> Iterator[pa.Table]:
     for r in runs:
         r.read_ahead(pool)
     while True:
@@ -156,9 +161,10 @@ class _Run:
         # A run whose buffer ends at the last bound holds only that key: it must read on to move.
         return held == 0 or held < self.batch_rows or self.at_bound
 
-    def read_ahead(self, pool: ThreadPoolExecutor) -> None:
-        """Start reading the next batch, unless one is being read or the stream has ended."""
-        if self._ahead is None and not self._ended:
+    def read_ahead(self, pool: ThreadPoolExecutor | None) -> None:
+        """Start reading the next batch, unless one is being read or the stream has ended (or
+        there is no pool: then `fill` reads it)."""
+        if pool is not None and self._ahead is None and not self._ended:
             self._ahead = pool.submit(self._next)
 
     def _next(self) -> tuple[pa.Table | None, bool]:

@@ -195,3 +195,26 @@ def test_files_share_the_batch_budget_by_size() -> None:
     # A small file still reads a quarter of an equal share at a time.
     assert batch_budgets([big, tiny], 2000) == [998, 125]
     assert batch_budgets([big, big], 2000) == [500, 500]
+
+
+def test_a_merge_on_the_callers_thread_equals_one_reading_ahead() -> None:
+    # threads=1 (a read merging several splits at once) reads each batch when needed, no pool.
+    runs = [(pa.table({"k": list(range(0, 90, 3)), "v": [1] * 30, "w": [1] * 30,
+                       SEQUENCE_NUMBER: pa.array(range(30), pa.int64()),
+                       VALUE_KIND: pa.array([0] * 30, pa.int8())}), [5, 11, 20]),
+            (pa.table({"k": list(range(0, 90, 2)), "v": [2] * 45, "w": [2] * 45,
+                       SEQUENCE_NUMBER: pa.array(range(100, 145), pa.int64()),
+                       VALUE_KIND: pa.array([0] * 45, pa.int8())}), [7, 8, 30])]
+    names, types = INT_KEY
+    function = build_merge_function(CoreOptions({}), names, names)
+    metas = [_meta(f"f{i}", t, names, types) for i, (t, _) in enumerate(runs)]
+    tables = {m.file_name: r for m, r in zip(metas, runs, strict=True)}
+
+    def ranges(threads: int | None) -> list[list[int]]:
+        return [r.column("k").to_pylist() for r in range_merge(
+            metas, lambda f, _b: _batches(*tables[f.file_name]), names,
+            lambda rows, in_order: function.merge(rows, rows_in_sequence_order=in_order), 1,
+            lambda b: comparable_key(deserialize_row(b, types)), threads)]
+
+    assert ranges(1) == ranges(None)
+    assert [k for r in ranges(1) for k in r] == sorted(set(range(0, 90, 3)) | set(range(0, 90, 2)))
