@@ -47,6 +47,8 @@ SORTED_RUNS_PNG = "docs/sorted_runs.png"
 ZIPF_EXPONENT = 1.1
 TARGET_ROWS_PER_S = 5_000_000  # issue 19 (issue 4 asked for 2M)
 TARGET_VS_PYARROW = 2.0
+#: Issue 30: at least this many times as fast as pyarrow's read + sort/dedup + write.
+TARGET_FASTER_THAN_PYARROW_MERGE = 1.5
 KEY_COL = "_KEY_" + PRIMARY_KEY
 SEQ_COL = "_SEQUENCE_NUMBER"
 
@@ -191,6 +193,7 @@ def full_compaction_bench(rows_per_run: int = 1_000_000, runs: int = 5, repeat: 
     result["vs_pyarrow_merge"] = best["compact_s"] / best["pyarrow_merge_s"]
     result["meets_rows_per_s"] = result["compact_rows_per_s"] >= TARGET_ROWS_PER_S
     result["meets_vs_pyarrow"] = result["vs_pyarrow_io"] <= TARGET_VS_PYARROW
+    result["meets_vs_pyarrow_merge"] = 1 / result["vs_pyarrow_merge"] >= TARGET_FASTER_THAN_PYARROW_MERGE
     return result
 
 
@@ -358,8 +361,9 @@ def _full_section(r: Mapping[str, Any]) -> str:
         table,
         f"Targets: at least {TARGET_ROWS_PER_S:,} input rows/s: **{_yes(r['meets_rows_per_s'])}** "
         f"({r['compact_rows_per_s']:,.0f}); within {TARGET_VS_PYARROW:.0f}x of plain pyarrow I/O: "
-        f"**{_yes(r['meets_vs_pyarrow'])}** ({r['vs_pyarrow_io']:.2f}x; "
-        f"{r['vs_pyarrow_merge']:.2f}x of pyarrow with the merge).",
+        f"**{_yes(r['meets_vs_pyarrow'])}** ({r['vs_pyarrow_io']:.2f}x); at least "
+        f"{TARGET_FASTER_THAN_PYARROW_MERGE}x as fast as pyarrow with the merge: "
+        f"**{_yes(r['meets_vs_pyarrow_merge'])}** ({1 / r['vs_pyarrow_merge']:.2f}x).",
     ])
 
 

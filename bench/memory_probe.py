@@ -12,9 +12,11 @@ last run, so the merge has work to do). The paths: `read` (merge-on-read through
 the Spark data source reads it), `compact` (a full dedicated compaction),
 `task` (the compact task a Spark executor runs), `writer` (a writer's full compaction at commit),
 `rescale` (into two buckets), `postpone` (a postpone-bucket table's compaction), `write` (one
-batch of ROWS rows written through a small write buffer), `dv-compact` and `dv-full` (table `d`,
-with `deletion-vectors.enabled`: its level-0 runs compacted up, and a full compaction).
-`prepare` writes table `t`, and `p` (postpone bucket) and `d` (deletion vectors) when named.
+batch of ROWS rows written through a small write buffer), `upsert` (option `probe.rows` rows
+updating run 1's keys, written in slices as `prepare` writes and committed once), `dv-compact`
+and `dv-full` (table `d`, with `deletion-vectors.enabled`: its level-0 runs compacted up, and a
+full compaction). `prepare` writes table `t`, and `p` (postpone bucket) and `d` (deletion vectors)
+when named.
 """
 
 from __future__ import annotations
@@ -137,6 +139,16 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
         writer.write_arrow(batch)
         commit.commit(writer.prepare_commit())
         count = batch.num_rows
+    elif path == "upsert":
+        n, step = int(options["probe.rows"]), int(options.get("probe.runs", "5"))
+        wb = table.copy({"write-only": "true"}).new_batch_write_builder()
+        writer, commit = wb.new_write(), wb.new_commit()
+        for lo in range(0, n, _SLICE_ROWS):
+            writer.write_arrow(rows(1 + lo * step, step, min(_SLICE_ROWS, n - lo), 8))
+        commit.commit(writer.prepare_commit())
+        writer.close()
+        commit.close()
+        count = n
     else:
         raise SystemExit(f"unknown path {path}")
     seconds = time.perf_counter() - started

@@ -361,23 +361,71 @@ def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema:
                                 buffer_size=1 << 20)
             _check_columns(path, pf.schema_arrow.names, columns, schema_file)
             check_column_types(path, pf.schema_arrow, schema, schema_file)
-            # The decoded width of a row is measured on a first small batch: the footer's sizes
-            # say little of it (a dictionary-encoded string column is small there, wide decoded).
             wanted = list(columns)
-            probe = next(pf.iter_batches(batch_size=_MIN_BATCH_ROWS, columns=wanted,
-                                         use_threads=False), None)
-            row_bytes = max(probe.nbytes / probe.num_rows, 1.0) if probe is not None and probe.num_rows else 1.0
-            del probe
-            batch_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / row_bytes))
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=True):
-                rows += batch.num_rows
-                yield _cast(pa.Table.from_batches([batch]), schema)
+            decoded = decoded_size(pf, wanted)
+            if decoded is None:
+                # The decoded width of a row is measured on a first small batch: the footer's
+                # sizes say little of it (a dictionary-encoded string column is small there).
+                probe = next(pf.iter_batches(batch_size=_MIN_BATCH_ROWS, columns=wanted,
+                                             use_threads=False), None)
+                row_bytes = (max(probe.nbytes / probe.num_rows, 1.0)
+                             if probe is not None and probe.num_rows else 1.0)
+                del probe
+            else:
+                row_bytes = max(decoded / max(pf.metadata.num_rows, 1), 1.0)
+            if row_bytes * pf.metadata.num_rows <= batch_bytes:
+                # The whole file fits in one batch: one read, decoded on Arrow's threads.
+                table = pf.read(columns=wanted, use_threads=True)
+                rows = table.num_rows
+                yield _cast(table, schema)
+            else:
+                batch_rows = max(_MIN_BATCH_ROWS, int(batch_bytes / row_bytes))
+                for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted, use_threads=True):
+                    rows += batch.num_rows
+                    yield _cast(pa.Table.from_batches([batch]), schema)
         check_row_count(path, rows, meta)
     except FileNotFoundError:
         raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
                                    f"{listed_in(meta)}") from None
     except (pa.ArrowException, ValueError, OSError) as e:
         raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
+def decoded_size(pf: pq.ParquetFile, columns: Sequence[str]) -> int | None:
+    """The bytes `columns` of a parquet file take decoded, from its footer alone, or None when the
+    footer cannot tell (a dictionary-encoded string column, a nested column).
+
+    A fixed-width column takes its width per value whatever its encoding; a plain-encoded string
+    column takes about its uncompressed size (a 4-byte length per value there, an offset here).
+    """
+    meta = pf.metadata
+    arrow = pf.schema_arrow
+    chunks: dict[str, list[Any]] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            chunks.setdefault(chunk.path_in_schema, []).append(chunk)
+    total = 0
+    for name in columns:
+        index = arrow.get_field_index(name)
+        if index < 0 or name not in chunks:
+            return None  # nested (its leaves have other paths) or absent
+        kind = arrow.field(index).type
+        if pa.types.is_boolean(kind):
+            total += meta.num_rows // 4  # the values' and the validity bitmaps
+        elif pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) \
+                or pa.types.is_large_binary(kind):
+            if any(ch.has_dictionary_page for ch in chunks[name]):
+                return None
+            total += sum(ch.total_uncompressed_size for ch in chunks[name]) + meta.num_rows // 8
+        else:
+            try:
+                width = kind.bit_width
+            except ValueError:
+                return None  # not fixed-width
+            total += meta.num_rows * width // 8 + meta.num_rows // 8
+    return total
 
 
 def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -2,11 +2,13 @@
 
 Every path that merges a bucket's files (merge-on-read, writer and dedicated compaction, rescale,
 the Spark tasks) merges them here. Each file is a sorted run read as a stream of batches (parquet
-and Avro `sort-spill-buffer-size / (2 x files)` decoded bytes at a time, ORC a stripe at a time).
+and Avro a share of half of `sort-spill-buffer-size` by file size, in decoded bytes, at a time;
+ORC a stripe at a time; see `batch_budgets`).
 The merge proceeds in rounds:
 
-1. Every file whose buffered rows ran low (or whose buffer ends at the last round's bound) reads
-   its next batch; the files read at once, on the merge's threads.
+1. Every file whose buffered rows ran low (or whose buffer ends at the last round's bound) takes
+   its next batch, read ahead on the merge's threads while the previous range merged and was
+   written; then each file starts reading its next batch ahead.
 2. The bound of the round is the smallest last buffered key among the files not yet exhausted:
    no row still unread can have a key below it, because each file is sorted.
 3. The rows of every file with keys below the bound (a binary search per buffer) are taken out,
@@ -15,9 +17,9 @@ The merge proceeds in rounds:
 
 Each range holds every record of its keys and records stand in the one merge order, so the
 ranges concatenated are exactly the merge of the whole section, ties by sequence number
-included, for every merge engine. Memory is about three times the option (buffers, the round's
-rows, the merged range; a compaction also holds the range being written), whatever the bucket's
-size. A section holding a file whose first key
+included, for every merge engine. Memory is about three times the option (buffers and the
+batches read ahead, the round's rows, the merged range; a compaction also holds the range being
+written), whatever the bucket's size. A section holding a file whose first key
 lies above its last in Java's order (pypaimon's NaN-first files) is not sorted as the merge
 reads it: it is merged whole, as before.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -37,7 +39,7 @@ from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoin
 from lakehouse_engine.options import SORT_SPILL_BUFFER_SIZE, CoreOptions
 from lakehouse_engine.threads import cores
 
-__all__ = ["FileBatches", "merge_budget", "range_merge"]
+__all__ = ["FileBatches", "batch_budgets", "merge_budget", "range_merge"]
 
 #: Reads one data file as batches of about the given decoded bytes each.
 FileBatches = Callable[[DataFileMeta, int], Iterator[pa.Table]]
@@ -52,7 +54,8 @@ def merge_budget(options: CoreOptions) -> int:
 
 def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Sequence[str],
                 merge: MergeRange, budget: int,
-                key_of: Callable[[bytes], tuple[Any, ...]]) -> Iterator[pa.Table]:
+                key_of: Callable[[bytes], tuple[Any, ...]],
+                threads: int | None = None) -> Iterator[pa.Table]:
     """The merge of `files` (one bucket's, any overlap), yielded as merged key ranges in key order.
 
     Args:
@@ -62,6 +65,8 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
         merge: merges one key range's records (see `MergeRange`).
         budget: bytes of decoded rows held at once (`merge_budget`).
         key_of: a file's `_MIN_KEY`/`_MAX_KEY` bytes as a comparable key.
+        threads: threads reading files (ahead) at once, default one per core; 1 reads each batch
+            when it is needed, in the caller's thread (a caller merging several buckets at once).
     """
     ordered = merge_order(files)
     if not ordered:
@@ -73,28 +78,47 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
         if whole:
             yield merge(pa.concat_tables(whole), in_order)
         return
-    batch_bytes = max(budget // (2 * len(ordered)), 1)
-    runs = [_Run(read(f, batch_bytes), key_names) for f in ordered]
+    runs = [_Run(read(f, size), key_names, f.row_count)
+            for f, size in zip(ordered, batch_budgets(ordered, budget), strict=True)]
     # One pool for the whole merge: threads that live as long as it keep their allocator's
     # arenas warm instead of leaving freed memory behind in each round's new threads.
-    pool = ThreadPoolExecutor(max_workers=min(cores(), len(runs)))
+    workers = min(threads or cores(), len(runs))
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
         yield from _rounds(runs, merge, in_order, pool)
     finally:
-        pool.shutdown(wait=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         for run in runs:
             run.close()
 
 
+def batch_budgets(files: Sequence[DataFileMeta], budget: int) -> list[int]:
+    """The decoded bytes each file is read in, per batch: half the budget, shared by file size.
+
+    A file's share follows its size, so batches of uniformly spread keys cover about the same key
+    span in every file (few rows wait for the next round), and a section that fits in half the
+    budget reads every file in one batch: one round, one merge. Each file gets at least a quarter
+    of an equal share, so a small file among large ones still reads in batches of some size.
+    """
+    half = max(budget // 2, 1)
+    total = sum(max(f.file_size, 1) for f in files)
+    floor = max(half // (4 * len(files)), 1)
+    return [max(half * max(f.file_size, 1) // total, floor) for f in files]
+
+
 def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
-            pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
+            pool: ThreadPoolExecutor | None) -> Iterator[pa.Table]:
+    for r in runs:
+        r.read_ahead(pool)
     while True:
-        # 1. Refill the runs that need rows, several files at once (decoding releases the GIL).
-        needing = [r for r in runs if r.needs_rows()]
-        if len(needing) == 1:
-            needing[0].fill()
-        elif needing:
-            list(pool.map(_Run.fill, needing))
+        # 1. Refill the runs that need rows from the batches read ahead, then read the next ones
+        #    ahead (decoding releases the GIL: it runs while this range merges and is written).
+        for r in runs:
+            if r.needs_rows():
+                r.fill()
+        for r in runs:
+            r.read_ahead(pool)
         live = [r for r in runs if not r.exhausted]
         if not live:
             parts = [r.take_all() for r in runs]
@@ -115,15 +139,20 @@ def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
 
 
 class _Run:
-    """One sorted run (file) being merged: its batch stream and the rows buffered from it."""
+    """One sorted run (file) being merged: its batch stream, the rows buffered from it and the
+    next batch, read ahead on the merge's threads."""
 
-    def __init__(self, batches: Iterator[pa.Table], key_names: Sequence[str]):
+    def __init__(self, batches: Iterator[pa.Table], key_names: Sequence[str], row_count: int):
         self.batches = batches
         self.key_names = list(key_names)
+        self.row_count = row_count  # the file's rows, as its manifest entry says
+        self.rows_read = 0
         self.buffer: pa.Table | None = None
-        self.exhausted = False
+        self.exhausted = False  # the stream has ended (rows may still be buffered)
         self.at_bound = False
         self.batch_rows = 0  # rows of the last batch read: the refill threshold
+        self._ahead: Future[tuple[pa.Table | None, bool]] | None = None
+        self._ended = False  # the stream's end has been read
 
     def needs_rows(self) -> bool:
         if self.exhausted:
@@ -132,16 +161,36 @@ class _Run:
         # A run whose buffer ends at the last bound holds only that key: it must read on to move.
         return held == 0 or held < self.batch_rows or self.at_bound
 
-    def fill(self) -> None:
-        """Read the next non-empty batch (or learn that the file is exhausted)."""
-        self.at_bound = False
+    def read_ahead(self, pool: ThreadPoolExecutor | None) -> None:
+        """Start reading the next batch, unless one is being read or the stream has ended (or
+        there is no pool: then `fill` reads it)."""
+        if pool is not None and self._ahead is None and not self._ended:
+            self._ahead = pool.submit(self._next)
+
+    def _next(self) -> tuple[pa.Table | None, bool]:
+        """The next non-empty batch (None: none is left) and whether the stream has ended."""
         for batch in self.batches:
             if batch.num_rows:
-                self.batch_rows = batch.num_rows
-                self.buffer = batch if self.buffer is None or not self.buffer.num_rows else (
-                    pa.concat_tables([self.buffer, batch]))
-                return
-        self.exhausted = True
+                self.rows_read += batch.num_rows
+                if self.rows_read >= self.row_count:
+                    # The file's last rows: end the stream now (it runs its end-of-file checks
+                    # and stops), so a section read whole merges in one round, not two.
+                    rest = [b for b in self.batches if b.num_rows]  # none, unless the count is wrong
+                    return (pa.concat_tables([batch, *rest]) if rest else batch), True
+                return batch, False
+        return None, True
+
+    def fill(self) -> None:
+        """Take the batch read ahead (reading it now if none is) into the buffer."""
+        self.at_bound = False
+        ahead, self._ahead = self._ahead, None
+        batch, ended = ahead.result() if ahead is not None else self._next()
+        self._ended = self._ended or ended
+        if batch is not None:
+            self.batch_rows = batch.num_rows
+            self.buffer = batch if self.buffer is None or not self.buffer.num_rows else (
+                pa.concat_tables([self.buffer, batch]))
+        self.exhausted = ended
 
     def last_key(self) -> tuple[Any, ...]:
         assert self.buffer is not None and self.buffer.num_rows

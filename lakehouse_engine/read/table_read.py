@@ -75,6 +75,7 @@ class TableRead:
         self._budget = merge_budget(opts)
         self._vectors = DeletionVectorReader(table.file_io)
         self._branch_reads: dict[str, TableRead] = {}
+        self._merge_threads: int | None = None  # threads of one section's merge (None: cores)
 
     def _branch_read(self, branch: str) -> TableRead:
         """The same read of another branch's store (splits of `scan.fallback-branch`)."""
@@ -93,7 +94,12 @@ class TableRead:
         """
         threads = self._threads(len(splits), parallelism)
         if self.limit is None and threads > 1:
-            tables = [t for t in parallel_map(self.read_split, splits, threads) if t.num_rows]
+            # The splits' threads keep the cores busy: each merge reads its files in its own.
+            self._merge_threads = 1
+            try:
+                tables = [t for t in parallel_map(self.read_split, splits, threads) if t.num_rows]
+            finally:
+                self._merge_threads = None
         else:
             tables = list(self._read_splits(splits))
         if not tables:
@@ -212,7 +218,7 @@ class TableRead:
                                   columns=self.value_columns)
 
         yield from range_merge(files, lambda f, size: self._file_batches(split, f, columns, size),
-                               self.key_names, merge, self._budget, self._key_of)
+                               self.key_names, merge, self._budget, self._key_of, self._merge_threads)
 
     def _file_batches(self, split: DataSplit, meta: DataFileMeta, columns: list[str],
                       batch_bytes: int) -> Iterator[pa.Table]:

@@ -3,6 +3,7 @@ whole section, for every merge engine, key type and way the files happen to be c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +18,7 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.mergetree.merge import build_merge_function, merge_sort_indices
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
-from lakehouse_engine.mergetree.range_merge import range_merge
+from lakehouse_engine.mergetree.range_merge import batch_budgets, range_merge
 from lakehouse_engine.options import CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.types import DataType
@@ -159,3 +160,61 @@ def test_files_without_key_columns_merge_on_the_value_fields() -> None:
     got, whole = _merges("int", "deduplicate", [(table, [1]), (newer, [1])], True)
     assert got.equals(whole)
     assert got.column("v").to_pylist() == [1, 9, 1, 9]
+
+
+def test_a_section_read_whole_merges_in_one_round() -> None:
+    # Each file comes back whole in one batch: its row count says it is done, so the merge does
+    # not wait for a second round to learn that (one merge, one range).
+    old = pa.table({"k": [1, 2, 3], "v": [1, 1, 1], "w": [0, 0, 0],
+                    SEQUENCE_NUMBER: pa.array([0, 1, 2], pa.int64()), VALUE_KIND: pa.array([0, 0, 0], pa.int8())})
+    new = pa.table({"k": [2, 3], "v": [9, 9], "w": [0, 0],
+                    SEQUENCE_NUMBER: pa.array([5, 6], pa.int64()), VALUE_KIND: pa.array([0, 0], pa.int8())})
+    names, types = INT_KEY
+    function = build_merge_function(CoreOptions({}), names, names)
+    metas = [_meta(f"f{i}", t, names, types) for i, t in enumerate([old, new])]
+    tables = {m.file_name: t for m, t in zip(metas, [old, new], strict=True)}
+    calls = []
+
+    def merge(rows: pa.Table, in_order: bool) -> pa.Table:
+        calls.append(rows.num_rows)
+        return function.merge(rows, rows_in_sequence_order=in_order)
+
+    ranges = list(range_merge(metas, lambda f, _b: iter([tables[f.file_name]]), names, merge,
+                              1 << 20, lambda b: comparable_key(deserialize_row(b, types))))
+    assert calls == [5]
+    assert [r.column("v").to_pylist() for r in ranges] == [[1, 9, 9]]
+
+
+def test_files_share_the_batch_budget_by_size() -> None:
+    names, types = INT_KEY
+    table = pa.table({"k": [1], SEQUENCE_NUMBER: pa.array([0], pa.int64())})
+    big = dataclasses.replace(_meta("big", table, names, types), file_size=900)
+    small = dataclasses.replace(_meta("small", table, names, types), file_size=100)
+    tiny = dataclasses.replace(_meta("tiny", table, names, types), file_size=1)
+    assert batch_budgets([big, small], 2000) == [900, 125]
+    # A small file still reads a quarter of an equal share at a time.
+    assert batch_budgets([big, tiny], 2000) == [998, 125]
+    assert batch_budgets([big, big], 2000) == [500, 500]
+
+
+def test_a_merge_on_the_callers_thread_equals_one_reading_ahead() -> None:
+    # threads=1 (a read merging several splits at once) reads each batch when needed, no pool.
+    runs = [(pa.table({"k": list(range(0, 90, 3)), "v": [1] * 30, "w": [1] * 30,
+                       SEQUENCE_NUMBER: pa.array(range(30), pa.int64()),
+                       VALUE_KIND: pa.array([0] * 30, pa.int8())}), [5, 11, 20]),
+            (pa.table({"k": list(range(0, 90, 2)), "v": [2] * 45, "w": [2] * 45,
+                       SEQUENCE_NUMBER: pa.array(range(100, 145), pa.int64()),
+                       VALUE_KIND: pa.array([0] * 45, pa.int8())}), [7, 8, 30])]
+    names, types = INT_KEY
+    function = build_merge_function(CoreOptions({}), names, names)
+    metas = [_meta(f"f{i}", t, names, types) for i, (t, _) in enumerate(runs)]
+    tables = {m.file_name: r for m, r in zip(metas, runs, strict=True)}
+
+    def ranges(threads: int | None) -> list[list[int]]:
+        return [r.column("k").to_pylist() for r in range_merge(
+            metas, lambda f, _b: _batches(*tables[f.file_name]), names,
+            lambda rows, in_order: function.merge(rows, rows_in_sequence_order=in_order), 1,
+            lambda b: comparable_key(deserialize_row(b, types)), threads)]
+
+    assert ranges(1) == ranges(None)
+    assert [k for r in ranges(1) for k in r] == sorted(set(range(0, 90, 3)) | set(range(0, 90, 2)))
