@@ -398,7 +398,11 @@ class TableCommit:
             path = self.table.path_factory.snapshot_path(snapshot.id)
             try:
                 put_millis = int(time.time() * 1000)
-                published = publish_snapshot(self.table, path, snapshot)
+                # A base an expiry deleted while this attempt planned means the next id may be one
+                # it freed too (a put there would land outside the chain, and after the put that
+                # is not always decidable): do not put, plan again on the latest.
+                base_gone = latest is not None and not snapshots.snapshot_exists(latest.id)
+                published = not base_gone and publish_snapshot(self.table, path, snapshot)
             except SnapshotNotWritten:
                 # It did not land, so nothing references this attempt's manifests (best effort:
                 # the disk may be full; orphan removal gets whatever stays).

@@ -189,3 +189,21 @@ def test_a_put_behind_an_expiry_still_sweeping_is_outside_the_chain_even_when_th
     # The same gap with our snapshot expired too is what a legitimate successor chain looks like.
     table.file_io.delete_file(table.path_factory.snapshot_path(3), quiet=False)
     assert not snapshots.reused_expired_id(3, put_millis)
+
+
+def test_a_committer_whose_base_expired_while_it_planned_never_puts_even_when_the_put_check_cannot_tell(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a put at a freed id the chain may already have moved past every trace of it (the
+    expiry deleted the stale snapshot too): the check after the put cannot tell, so it must never
+    be needed. Modelled by a check that always says "the next id": the commit still lands on the
+    real chain, because it saw its base gone before putting."""
+    from lakehouse_engine.store.snapshot_manager import SnapshotManager
+
+    table = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                         options={"bucket": "1", "snapshot.num-retained.min": "1"})
+    write(table, _batch(50))
+    monkeypatch.setattr(SnapshotManager, "reused_expired_id", lambda self, sid, put_millis: False)
+    ids = _commit_with(table, "manifests", monkeypatch)
+    assert ids == [table.snapshot_manager().latest_snapshot_id()]
+    got = sorted(read(table).column("id").to_pylist())
+    assert got == sorted([1, 2, 3, 50, 51, 52] + [100 + 10 * i + j for i in range(7) for j in range(3)])
