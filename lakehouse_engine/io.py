@@ -183,6 +183,19 @@ class FileIO:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def copy_file(self, src: str, dst: str) -> None:
+        """Give `src`'s bytes a second name `dst` (a new file): a hard link on a local filesystem
+        (no bytes copied; deleting either name leaves the other), a server-side copy elsewhere."""
+        with storage_errors("copy", dst):
+            if self.is_local:
+                try:
+                    os.link(src, dst)
+                    return
+                except OSError as e:
+                    if e.errno == errno.EEXIST:
+                        raise
+            self.fs.copy_file(src, dst)
+
     def delete_file(self, path: str, quiet: bool = True) -> None:
         try:
             with storage_errors("delete", path):

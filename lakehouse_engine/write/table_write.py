@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -359,11 +359,8 @@ class TableWrite:
             self._buffered_bytes -= buf.nbytes
             buf.tables, buf.nbytes = [], 0
         bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-        if self.changelog_producer == "input":
-            # The records as given, kinds and all, before they merge (Paimon's input changelog).
-            buf.new_changelog.extend(write_changelog(
-                self.table.file_io, self.schema, bucket_dir, self.table.path_factory.new_changelog_file_name,
-                self.target_file_size, input_changelog(rows, self.key_names)))
+        # The records as given, kinds and all, before they merge (Paimon's input changelog).
+        changelog = input_changelog(rows, self.key_names) if self.changelog_producer == "input" else None
         if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
@@ -373,6 +370,8 @@ class TableWrite:
         writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir, namer, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
+        if changelog is not None:
+            buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))
         if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:
             older = self._levels(buf).all_files()
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
@@ -395,6 +394,22 @@ class TableWrite:
             if levels.number_of_sorted_runs() >= self.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self._compact(buf, full=False)
+
+    def _input_changelog_files(self, changelog: pa.Table, run: pa.Table, written: list[DataFileMeta],
+                               bucket_dir: str) -> list[DataFileMeta]:
+        """The input changelog of a flush: when no record merged away (the run is the records
+        as given, in the same order), the run's files under changelog names (the same bytes:
+        nothing encoded twice); else the records written as changelog files of their own."""
+        paths = self.table.path_factory
+        if changelog.num_rows != run.num_rows or not changelog.equals(run):
+            return write_changelog(self.table.file_io, self.schema, bucket_dir, paths.new_changelog_file_name,
+                                   self.target_file_size, changelog)
+        files = []
+        for f in written:
+            name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
+            self.table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
+            files.append(replace(f, file_name=name))
+        return files
 
     # ---- compaction inside the writer ---------------------------------------------------
     def _levels(self, buf: _BucketBuffer) -> Levels:

@@ -118,3 +118,32 @@ def test_changelog_options_not_applied_are_refused_when_a_producer_writes(catalo
     t = _table(catalog, "input", **{key: value})
     with pytest.raises(UnsupportedError, match=key):
         t.new_batch_write_builder().new_write()
+
+
+def test_input_changelog_of_a_flush_nothing_merged_in_shares_the_data_files_bytes(catalog: Catalog) -> None:
+    """Batches 1 and 2 repeat no key: their changelog is their level-0 run, record for record, so
+    its files are the run's bytes under changelog names (nothing encoded twice). Batch 3 writes key
+    4 twice: its changelog holds both records, the run one, so it is written on its own. The
+    changelog outlives the data files it shares bytes with (a long-lived changelog, once the full
+    compaction's input files have expired)."""
+    import os
+
+    t = _table(catalog, "input", **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1",
+                                    "changelog.num-retained.max": "20", "write-only": "true"})
+    for batch in BATCHES:
+        put(t, *batch)
+    mio = t.store.manifest_io()
+
+    def inodes(s: Any, which: str) -> set[int]:
+        names = [(e.bucket, e.file.file_name) for m in mio.read_manifest_list(getattr(s, which))
+                 for e in mio.read_manifest(m.file_name)]
+        return {os.stat(f"{t.store.path_factory.bucket_dir({}, b)}/{n}").st_ino for b, n in names}
+
+    shared = [inodes(s, "changelog_manifest_list") == inodes(s, "delta_manifest_list") for s in t.snapshots()]
+    assert shared == [True, True, False]
+    before = _changes(t)
+    t.compact(full=True)
+    t.expire_snapshots()
+    assert t.snapshot_manager().earliest_snapshot_id() == 4  # the APPENDs' data files are deleted
+    assert _changes(t) == before
+    assert _replay(before) == _table_rows(t)
