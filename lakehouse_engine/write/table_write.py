@@ -32,6 +32,7 @@ from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
+    MERGE_ENGINE,
     ROWKIND_FIELD,
     WRITE_BUFFER_SIZE,
     WRITE_ONLY,
@@ -359,11 +360,16 @@ class TableWrite:
             self._buffered_bytes -= buf.nbytes
             buf.tables, buf.nbytes = [], 0
         bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-        # The records as given, kinds and all, before they merge (Paimon's input changelog).
-        changelog = input_changelog(rows, self.key_names) if self.changelog_producer == "input" else None
+        given = rows
         if self.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
             rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
+        changelog = None
+        if self.changelog_producer == "input":
+            # The records as given, kinds and all, before they merge (Paimon's input changelog).
+            # A deduplicate merge that kept every record changed none: they are its run already.
+            kept_all = self.options.require(MERGE_ENGINE) == "deduplicate" and rows.num_rows == given.num_rows
+            changelog = rows if kept_all else input_changelog(given, self.key_names)
         paths = self.table.path_factory
         namer = (paths.postpone_data_file_namer(self.commit_user) if buf.bucket == POSTPONE_BUCKET
                  else paths.data_file_namer(bucket_dir))
