@@ -194,7 +194,10 @@ class FileIO:
                 except OSError as e:
                     if e.errno == errno.EEXIST:
                         raise
-            self.fs.copy_file(src, dst)
+            try:
+                self.fs.copy_file(src, dst)
+            except NotImplementedError:  # (a filesystem without a server-side copy)
+                self.write_bytes(dst, self.read_bytes(src))
 
     def delete_file(self, path: str, quiet: bool = True) -> None:
         try:

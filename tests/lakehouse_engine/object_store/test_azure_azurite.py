@@ -77,3 +77,17 @@ def test_a_table_on_azure_commits_by_conditional_put(azurite_endpoint: str) -> N
     before = catalog.file_io.read_bytes(snapshot_2)
     assert not catalog.file_io.try_put_if_absent(snapshot_2, b"{}")  # If-None-Match: * refused it
     assert catalog.file_io.read_bytes(snapshot_2) == before
+
+
+def test_an_input_changelog_sharing_its_runs_files_reads_on_azure(azurite_endpoint: str) -> None:
+    # A flush that merged nothing names its run's files again as changelog files: a copy on Azure.
+    container = f"lake{uuid.uuid4().hex[:10]}"
+    options = {"azure.account-key": ACCOUNT_KEY, "azure.endpoint": azurite_endpoint}
+    catalog = Catalog(f"abfs://{container}@{ACCOUNT}.dfs.core.windows.net/warehouse", options)
+    catalog.file_io.fs.create_dir(container)
+    catalog.create_database("db")
+    table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "2", "changelog-producer": "input"})
+    write(table, pa.table({"id": list(range(30)), "v": ["a"] * 30}, schema=SCHEMA))
+    changes = table.changes(0)
+    assert sorted(changes.column("id").to_pylist()) == list(range(30))
+    assert set(changes.column("_row_kind").to_pylist()) == {"+I"}

@@ -107,3 +107,16 @@ def test_cli_reads_an_s3_warehouse_with_option_flags(s3_warehouse: S3Warehouse, 
     assert "t" in capsys.readouterr().out
     assert main(["--option", "s3.endpoint", "tables", s3_warehouse.uri]) != 0
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_an_input_changelog_sharing_its_runs_files_reads_on_s3(s3_warehouse: S3Warehouse) -> None:
+    # A flush that merged nothing names its run's files again as changelog files: on S3 a
+    # server-side copy (no hard links), read back as the commit's changes.
+    table = create_table(s3_warehouse.catalog(), "t", SCHEMA, ["id"],
+                         options={"bucket": "2", "changelog-producer": "input"})
+    write(table, _rows(range(0, 40), "a"))
+    changes = table.changes(0)
+    assert sorted(changes.column("id").to_pylist()) == list(range(40))
+    assert set(changes.column("_row_kind").to_pylist()) == {"+I"}
+    snapshot = table.latest_snapshot()
+    assert snapshot is not None and snapshot.changelog_record_count == 40
