@@ -407,7 +407,7 @@ class TableWrite:
         as given, in the same order), the run's files under changelog names (the same bytes:
         nothing encoded twice); else the records written as changelog files of their own."""
         paths = self.table.path_factory
-        if changelog.num_rows != run.num_rows or not changelog.equals(run):
+        if changelog is not run and (changelog.num_rows != run.num_rows or not changelog.equals(run)):
             return write_changelog(self.table.file_io, self.schema, bucket_dir, paths.new_changelog_file_name,
                                    self.target_file_size, changelog)
         files = []
