@@ -10,6 +10,8 @@ extremes), not from the rows themselves, which are gone by then.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +25,7 @@ from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.data_file_formats import PARQUET, file_format_of
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.threads import prefetch
 
 
 class RollingRunWriter:
@@ -43,6 +46,17 @@ class RollingRunWriter:
         self._summaries: list[pa.Table] = []
         self._rows = 0
         self._deletes = 0
+
+    def write_all(self, runs: Iterator[pa.Table]) -> list[DataFileMeta]:
+        """Write every table of `runs` (the next one made while this one is written, as a merge
+        range by range produces them), then finish; a failure aborts (nothing half-written stays)."""
+        try:
+            for rows in prefetch(runs):
+                self.write(rows)
+            return self.finish()
+        except BaseException:
+            self.abort()
+            raise
 
     def write(self, rows: pa.Table) -> None:
         """Append merged rows (table schema plus `_SEQUENCE_NUMBER`, `_VALUE_KIND`), whose keys

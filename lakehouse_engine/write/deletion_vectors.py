@@ -52,7 +52,7 @@ from lakehouse_engine.read.deletion_vectors import (
     snapshot_deletion_files,
 )
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.threads import cores, prefetch
+from lakehouse_engine.threads import cores
 
 if TYPE_CHECKING:
     from lakehouse_engine.partition import Partition
@@ -268,13 +268,7 @@ class DeletionVectorCompactor:
             DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                            self.table.path_factory.new_data_file_name, self.target_file_size),
             output, FILE_SOURCE_COMPACT)
-        try:
-            for rows in prefetch(ranges):
-                writer.write(rows)
-            return writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        return writer.write_all(ranges)
 
     def _batches(self, f: DataFileMeta, batch_bytes: int) -> Iterator[pa.Table]:
         """A unit file as batches, the rows its vector marks dropped."""

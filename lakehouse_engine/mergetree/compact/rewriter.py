@@ -37,7 +37,7 @@ from lakehouse_engine.mergetree.rolling_writer import RollingRunWriter
 from lakehouse_engine.options import COMPACTION_FILE_SIZE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.threads import cores, parallel_map, prefetch
+from lakehouse_engine.threads import cores, parallel_map
 
 if TYPE_CHECKING:
     from lakehouse_engine.io import FileIO
@@ -189,13 +189,7 @@ class BucketCompactor:
             DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                            self.table.path_factory.new_data_file_name, self.target_file_size),
             output_level, FILE_SOURCE_COMPACT)
-        try:
-            for rows in prefetch(ranges):
-                writer.write(rows)
-            return writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
+        return writer.write_all(ranges)
 
     def _batches(self, f: DataFileMeta, batch_bytes: int) -> Iterator[pa.Table]:
         path = f"{self.bucket_dir}/{f.file_name}"
