@@ -229,7 +229,7 @@ def expire_until(table: FileStore, begin: int, end: int, changelog_decoupled: bo
     retained = _first_snapshot_from(table, end)
     if not expiring or retained is None:
         return 0  # never expire the latest snapshot
-    tags = _tags(table)
+    tags = current_tags(table)
     try:
         doomed = plan_expiry(table, expiring, retained, tags.values(), changelog_decoupled)
     except CorruptFileError:
@@ -253,7 +253,7 @@ def expire_until(table: FileStore, begin: int, end: int, changelog_decoupled: bo
     snapshots.commit_earliest_hint(retained.id)
     # 2. A tag created since the plan was made keeps its files (create_tag checks its snapshot
     #    still exists after writing the tag; one of the two always sees the other).
-    late = [t for n, t in _tags(table).items() if n not in tags or tags[n] != t]
+    late = [t for n, t in current_tags(table).items() if n not in tags or tags[n] != t]
     if late:
         doomed = doomed - tag_references(table, late)
     # 3. The files no snapshot or tag references any more.
@@ -290,7 +290,7 @@ def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
     if not changelog_decoupled:
         for s in expiring:
             data |= _tolerant(table, s, lambda snap: changelog_files(table, snap, paths), nothing)
-    data -= _tagged_data_files(table, tags, expiring[0].id, retained.id, paths)
+    data -= tagged_data_files(table, tags, expiring[0].id, retained.id, paths)
 
     going = References()
     for s in expiring:
@@ -306,7 +306,7 @@ def plan_expiry(table: FileStore, expiring: list[Snapshot], retained: Snapshot,
     return going
 
 
-def _tagged_data_files(table: FileStore, tags: list[Snapshot], first: int, retained: int,
+def tagged_data_files(table: FileStore, tags: list[Snapshot], first: int, retained: int,
                        paths: DataPaths) -> set[str]:
     """Data files of the tags that can hold a file the deltas of [first, retained] delete.
 
@@ -341,7 +341,8 @@ def _first_snapshot_from(table: FileStore, sid: int) -> Snapshot | None:
     return None
 
 
-def _tags(table: FileStore) -> dict[str, Snapshot]:
+def current_tags(table: FileStore) -> dict[str, Snapshot]:
+    """The table's tags now (read again after a plan: a tag made meanwhile keeps its files)."""
     from lakehouse_engine.maintenance.tags import list_tags
 
     return list_tags(table)

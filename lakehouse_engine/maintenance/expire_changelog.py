@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.maintenance.expire import ExpireConfig, _tagged_data_files, _tags
+from lakehouse_engine.maintenance.expire import ExpireConfig, current_tags, tagged_data_files
 from lakehouse_engine.maintenance.references import (
     DataPaths,
     References,
@@ -93,14 +93,14 @@ def expire_changelogs_until(table: FileStore, begin: int, end: int) -> int:
         kept = sm.get_snapshot_by_id(end)
     if kept is None:
         return 0  # a concurrent run moved on: nothing is known to stay, so nothing goes
-    tags = _tags(table)
+    tags = current_tags(table)
     doomed = plan_changelog_expiry(table, expiring, kept, list(tags.values()))
 
     for c in expiring:
         with contextlib.suppress(FileNotFoundError):
             table.file_io.delete_file(table.path_factory.long_lived_changelog_path(c.id), quiet=False)
     sm.commit_long_lived_changelog_earliest_hint(end)
-    late = [t for n, t in _tags(table).items() if n not in tags or tags[n] != t]
+    late = [t for n, t in current_tags(table).items() if n not in tags or tags[n] != t]
     if late:
         doomed = doomed - tag_references(table, late)
     delete_files(table, doomed)
@@ -126,7 +126,7 @@ def plan_changelog_expiry(table: FileStore, expiring: list[Snapshot], kept: Snap
         except CorruptFileError as exc:
             log.warning("table %s: expiring changelog %s: %s; files only it read are left for "
                         "remove_orphan_files", table.name, c.id, exc)
-    data -= _tagged_data_files(table, tags, expiring[0].id, kept.id, paths)
+    data -= tagged_data_files(table, tags, expiring[0].id, kept.id, paths)
     keep = changelog_metadata(table, kept, True, existing_only=True)
     keep.update(metadata_references(table, tags))
     going = going - keep
