@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.bench_data import BENCH_SCHEMA, PRIMARY_KEY, make_bench_data
+from bench.engine_bench import write_commit
 from bench.machine import describe_machine, format_markdown_table
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.errors import LakehouseError
@@ -47,13 +48,9 @@ def _new_table(workdir: Path, options: Mapping[str, str]) -> FileStoreTable:
 
 
 def _commit(table: FileStoreTable, data: pa.Table) -> float:
+    """Seconds to write and commit `data` as one batch commit."""
     start = time.perf_counter()
-    wb = table.new_batch_write_builder()
-    write, commit = wb.new_write(), wb.new_commit()
-    write.write_arrow(data)
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
+    write_commit(table, data)
     return time.perf_counter() - start
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import time
@@ -255,6 +256,22 @@ class DataFileWriter:
         )
 
 
+@contextlib.contextmanager
+def _read_errors(path: str, meta: DataFileMeta | None) -> Iterator[None]:
+    """A missing data file as DataFileMissingError, an undecodable one as CorruptFileError naming it.
+
+    A damaged footer surfaces as whatever its decoder meets: Arrow errors, a bad UTF-8 column
+    name, a cast that finds nulls in a required column.
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
+                                   f"{listed_in(meta)}") from None
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
+
+
 def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = None,
                    schema: pa.Schema | None = None, meta: DataFileMeta | None = None,
                    schema_file: str | None = None) -> pa.Table:
@@ -270,7 +287,7 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
     names a file that will not decode or fails a check; `schema_file` (the schema the columns
     and `schema` come from) is named too where the file and the schema disagree.
     """
-    try:
+    with _read_errors(path, meta):
         with file_io.open_input(path) as f:
             check_file_size(path, f.size(), meta)
             if path.endswith(".avro"):
@@ -291,13 +308,6 @@ def read_data_file(file_io: FileIO, path: str, columns: Sequence[str] | None = N
         if schema is not None and not table.schema.equals(schema):
             table = table.cast(schema)
         return table
-    except FileNotFoundError:
-        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
-                                   f"{listed_in(meta)}") from None
-    # A damaged footer surfaces as whatever its decoder meets: Arrow errors, a bad UTF-8 column
-    # name, a cast that finds nulls in a required column.
-    except (pa.ArrowException, ValueError, OSError) as e:
-        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 
 def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
@@ -318,7 +328,7 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
         yield from _parquet_batches(file_io, path, columns, schema, meta, batch_bytes, schema_file)
         return
     rows = 0
-    try:
+    with _read_errors(path, meta):
         with file_io.open_input(path) as f:
             check_file_size(path, f.size(), meta)
             if path.endswith(".avro"):
@@ -333,11 +343,6 @@ def read_data_file_batches(file_io: FileIO, path: str, columns: Sequence[str], s
                     rows += batch.num_rows
                     yield _cast(batch.select(list(columns)), schema)
         check_row_count(path, rows, meta)
-    except FileNotFoundError:
-        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
-                                   f"{listed_in(meta)}") from None
-    except (pa.ArrowException, ValueError, OSError) as e:
-        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 
 # How many times its stored size a data file may take decoded, at most, for the reads of bounded
@@ -352,7 +357,7 @@ _MIN_BATCH_ROWS = 64
 def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema: pa.Schema,
                      meta: DataFileMeta, batch_bytes: int, schema_file: str | None) -> Iterator[pa.Table]:
     rows = 0
-    try:
+    with _read_errors(path, meta):
         with file_io.open_input(path) as f:
             check_file_size(path, f.size(), meta)
             # No pre-buffering: it would load every row group's pages up front; a 1 MiB read
@@ -384,11 +389,6 @@ def _parquet_batches(file_io: FileIO, path: str, columns: Sequence[str], schema:
                     rows += batch.num_rows
                     yield _cast(pa.Table.from_batches([batch]), schema)
         check_row_count(path, rows, meta)
-    except FileNotFoundError:
-        raise DataFileMissingError(f"data file {path} is missing (deleted or expired?)"
-                                   f"{listed_in(meta)}") from None
-    except (pa.ArrowException, ValueError, OSError) as e:
-        raise CorruptFileError(f"data file {path} cannot be read: {e}") from None
 
 
 def decoded_size(pf: pq.ParquetFile, columns: Sequence[str]) -> int | None:

@@ -29,3 +29,19 @@ def changes(rows: pa.Table) -> list[tuple[str, int, str | None]]:
     """(row kind, id, value) of a change read, sorted within the read by id then kind."""
     out = [(r["_row_kind"], r["id"], r["v"]) for r in rows.to_pylist()]
     return sorted(out, key=lambda c: (c[1], c[0]))
+
+
+def change_tuples(table: FileStoreTable, start: int = 0) -> list[tuple[int, str, int, Any]]:
+    """(snapshot id, row kind, id, value) of every change after snapshot `start`, as read."""
+    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in table.changes(start).to_pylist()]
+
+
+def replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
+    """The table the changes make, applied in order to an empty one: id -> value."""
+    state: dict[int, Any] = {}
+    for _, kind, k, v in changes:
+        if kind in ("+I", "+U"):
+            state[k] = v
+        else:
+            state.pop(k, None)
+    return state

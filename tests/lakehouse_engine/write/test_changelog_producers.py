@@ -9,7 +9,7 @@ import pytest
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import UnsupportedError
 from tests.lakehouse_engine.conftest import create_table, read
-from tests.lakehouse_engine.read.changes_helpers import SCHEMA, put
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, put, replay
 
 BATCHES = [
     [(1, "a", "+I"), (2, "b", "+I"), (3, "c", "+I")],
@@ -23,26 +23,11 @@ def _table(catalog: Catalog, producer: str, **options: Any) -> Any:
     return create_table(catalog, f"t_{producer.replace('-', '_')}", SCHEMA, primary_keys=["id"], options=opts)
 
 
-def _changes(table: Any, start: int = 0) -> list[tuple[int, str, int, Any]]:
-    c = table.changes(start)
-    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in c.to_pylist()]
-
-
 def _per_commit(changes: list[tuple[int, str, int, Any]]) -> list[list[tuple[str, int, Any]]]:
     by: dict[int, list[tuple[str, int, Any]]] = {}
     for sid, kind, k, v in changes:
         by.setdefault(sid, []).append((kind, k, v))
     return [sorted(v, key=lambda c: c[1]) for _, v in sorted(by.items())]
-
-
-def _replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
-    state: dict[int, Any] = {}
-    for _, kind, k, v in changes:
-        if kind in ("+I", "+U"):
-            state[k] = v
-        else:
-            state.pop(k, None)
-    return state
 
 
 def _table_rows(table: Any) -> dict[int, Any]:
@@ -56,7 +41,7 @@ def test_input_writes_the_records_as_given_in_the_append_snapshot(catalog: Catal
         put(t, *batch)
     assert [s.commit_kind for s in t.snapshots() if s.changelog_manifest_list] == ["APPEND"] * 3
     assert all(s.changelog_record_count == len(b) for s, b in zip(t.snapshots(), BATCHES, strict=True))
-    assert _per_commit(_changes(t)) == [
+    assert _per_commit(change_tuples(t)) == [
         [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
         [("+I", 1, "a2"), ("-D", 2, None), ("+I", 3, "c"), ("+I", 4, "d"), ("-D", 9, None)],
         [("-D", 1, None), ("+I", 4, "d2"), ("+I", 4, "d3")],
@@ -74,13 +59,13 @@ def test_lookup_gives_before_and_after_per_key_in_the_compact_snapshot(catalog: 
         put(t, *batch)
     assert {s.commit_kind for s in t.snapshots() if s.changelog_manifest_list} == {"COMPACT"}
     unchanged = [] if dedupe else [("-U", 3, "c"), ("+U", 3, "c")]
-    assert _per_commit(_changes(t)) == [
+    assert _per_commit(change_tuples(t)) == [
         [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
         sorted([("-U", 1, "a"), ("+U", 1, "a2"), ("-D", 2, "b"), *unchanged, ("+I", 4, "d")],
                key=lambda c: c[1]),
         [("-D", 1, "a2"), ("-U", 4, "d"), ("+U", 4, "d3")],
     ]
-    assert _replay(_changes(t)) == _table_rows(t)
+    assert replay(change_tuples(t)) == _table_rows(t)
 
 
 def test_full_compaction_gives_the_difference_between_two_full_compactions(catalog: Catalog) -> None:
@@ -90,11 +75,11 @@ def test_full_compaction_gives_the_difference_between_two_full_compactions(catal
     put(t, *BATCHES[1])
     put(t, *BATCHES[2])
     t.compact(full=True)
-    assert _per_commit(_changes(t)) == [
+    assert _per_commit(change_tuples(t)) == [
         [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
         [("-D", 1, "a"), ("-D", 2, "b"), ("-U", 3, "c"), ("+U", 3, "c"), ("+I", 4, "d3")],
     ]
-    assert _replay(_changes(t)) == _table_rows(t)
+    assert replay(change_tuples(t)) == _table_rows(t)
 
 
 @pytest.mark.parametrize("engine,expected", [
@@ -107,7 +92,7 @@ def test_lookup_merges_before_and_after_with_the_merge_engine(catalog: Catalog, 
                      options={"bucket": "1", "changelog-producer": "lookup", "merge-engine": engine})
     put(t, (1, "a", "+I"))
     put(t, (1, None, "+I"), (5, "e", "+I"))
-    second = _per_commit(_changes(t, 2))
+    second = _per_commit(change_tuples(t, 2))
     assert second == [sorted(expected + [("+I", 5, "e")], key=lambda c: c[1])]
 
 
@@ -141,9 +126,9 @@ def test_input_changelog_of_a_flush_nothing_merged_in_shares_the_data_files_byte
 
     shared = [inodes(s, "changelog_manifest_list") == inodes(s, "delta_manifest_list") for s in t.snapshots()]
     assert shared == [True, True, False]
-    before = _changes(t)
+    before = change_tuples(t)
     t.compact(full=True)
     t.expire_snapshots()
     assert t.snapshot_manager().earliest_snapshot_id() == 4  # the APPENDs' data files are deleted
-    assert _changes(t) == before
-    assert _replay(before) == _table_rows(t)
+    assert change_tuples(t) == before
+    assert replay(before) == _table_rows(t)

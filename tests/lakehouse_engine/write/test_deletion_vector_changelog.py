@@ -11,13 +11,9 @@ import pytest
 
 from lakehouse_engine import Catalog
 from tests.lakehouse_engine.conftest import create_table, read, write
-from tests.lakehouse_engine.read.changes_helpers import SCHEMA, put
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, put, replay
 
 _DV_LOOKUP = {"deletion-vectors.enabled": "true", "changelog-producer": "lookup"}
-
-
-def _changes(table: Any, start: int = 0) -> list[tuple[int, str, int, Any]]:
-    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in table.changes(start).to_pylist()]
 
 
 def _per_commit(changes: list[tuple[int, str, int, Any]]) -> list[list[tuple[str, int, Any]]]:
@@ -25,16 +21,6 @@ def _per_commit(changes: list[tuple[int, str, int, Any]]) -> list[list[tuple[str
     for sid, kind, k, v in changes:
         by.setdefault(sid, []).append((kind, k, v))
     return [sorted(v, key=lambda c: (c[1], c[0])) for _, v in sorted(by.items())]
-
-
-def _replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
-    state: dict[int, Any] = {}
-    for _, kind, k, v in changes:
-        if kind in ("+I", "+U"):
-            state[k] = v
-        else:
-            state.pop(k, None)
-    return state
 
 
 def _rows(table: Any, value: str = "v") -> dict[int, Any]:
@@ -51,14 +37,14 @@ def test_lookup_changelog_of_a_dv_table_compares_with_the_live_rows(catalog: Cat
     put(t, (3, "c2", "+I"))
     put(t, (2, "b2", "+I"), (3, "c3", "+I"))  # 2 was deleted: its old rows are all marked
     put(t, (1, None, "-D"), (3, "c4", "+I"))
-    assert _per_commit(_changes(t)) == [
+    assert _per_commit(change_tuples(t)) == [
         [("+I", 1, "a"), ("+I", 2, "b"), ("+I", 3, "c")],
         [("+U", 1, "a2"), ("-U", 1, "a"), ("-D", 2, "b"), ("+I", 4, "d")],
         [("+U", 3, "c2"), ("-U", 3, "c")],
         [("+I", 2, "b2"), ("+U", 3, "c3"), ("-U", 3, "c2")],
         [("-D", 1, "a2"), ("+U", 3, "c4"), ("-U", 3, "c3")],
     ]
-    assert _replay(_changes(t)) == _rows(t) == {2: "b2", 3: "c4", 4: "d"}
+    assert replay(change_tuples(t)) == _rows(t) == {2: "b2", 3: "c4", 4: "d"}
     # Every commit left no level-0 file (the table is read through its vectors alone).
     files = [e.file for e in t.store.manifest_io().live_entries(t.latest_snapshot())]
     assert files and all(f.level > 0 for f in files)
@@ -75,7 +61,7 @@ def test_lookup_changelog_of_a_dv_aggregation_table_merges_only_live_rows(catalo
     got = [(r["_snapshot_id"], r["_row_kind"], r["id"], r["n"]) for r in t.changes(0).to_pylist()]
     last = _per_commit(got)[-1]
     assert last == [("+U", 7, 6), ("-U", 7, 3), ("+U", 8, 60), ("-U", 8, 30)]
-    assert _replay(got) == _rows(t, "n")
+    assert replay(got) == _rows(t, "n")
 
 
 def test_split_merged_row_count_leaves_out_the_rows_vectors_delete(catalog: Catalog) -> None:
@@ -111,9 +97,9 @@ def test_a_streaming_writer_commits_lookup_changelog_on_a_dv_table_commit_after_
         commit.commit(writer.prepare_commit(), i)
     writer.close()
     commit.close()
-    assert _per_commit(_changes(t)) == [
+    assert _per_commit(change_tuples(t)) == [
         [("+I", 1, "a"), ("+I", 2, "a")],
         [("+U", 1, "b"), ("-U", 1, "a"), ("+I", 3, "b")],
         [("+U", 1, "c"), ("-U", 1, "b"), ("+I", 4, "c")],
     ]
-    assert _replay(_changes(t)) == _rows(t) == {1: "c", 2: "a", 3: "b", 4: "c"}
+    assert replay(change_tuples(t)) == _rows(t) == {1: "c", 2: "a", 3: "b", 4: "c"}
