@@ -33,6 +33,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import (
     INSERT,
     UPDATE_AFTER,
     UPDATE_BEFORE,
+    key_change_mask,
     merge_sort_indices,
 )
 from lakehouse_engine.options import (
@@ -124,18 +125,15 @@ def full_compaction_changelog(rows: pa.Table, at_top: np.ndarray, merged: pa.Tab
         parts.append(keys.append_column("__side", pa.array(np.full(keys.num_rows, side, np.int8)))
                      .append_column("__row", pa.array(np.arange(keys.num_rows, dtype=np.int64))))
     both = pa.concat_tables(parts, promote_options="permissive")
-    order = pc.sort_indices(both, [(k, "ascending") for k in key_names] + [("__side", "ascending")]).to_numpy()
+    # Keys in Paimon's order (floats as Java's Double.compare: -0.0 and 0.0 two keys, NaN one);
+    # the sort is stable, so within a key the sides keep their order 0, 1, 2.
+    order = merge_sort_indices(both, key_names, rows_in_sequence_order=True)
     s = both.take(pa.array(order))
     n = s.num_rows
     sides = s.column("__side").to_numpy()
     source_row = s.column("__row").to_numpy()
     group_start = np.ones(n, dtype=bool)
-    if n > 1:
-        same = np.ones(n - 1, dtype=bool)
-        for k in key_names:
-            col = s.column(k).combine_chunks()
-            same &= pc.equal(col.slice(1), col.slice(0, n - 1)).fill_null(False).to_numpy(zero_copy_only=False)
-        group_start[1:] = ~same
+    group_start[1:] = key_change_mask(s, key_names, np.arange(n))[:-1]
     group = np.cumsum(group_start) - 1
     groups = int(group[-1]) + 1 if n else 0
     top_row = np.full(groups, -1, dtype=np.int64)

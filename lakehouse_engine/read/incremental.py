@@ -27,6 +27,7 @@ from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.merge import DELETE, INSERT
+from lakehouse_engine.mergetree.merge_engines.ordering import key_change_mask, merge_sort_indices
 from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import (
     INCREMENTAL_BETWEEN,
@@ -302,18 +303,14 @@ class IncrementalRead:
         keys = schema.trimmed_primary_keys
         both = pa.concat_tables([before.append_column("__side", pa.array(np.zeros(before.num_rows, np.int8))),
                                  after.append_column("__side", pa.array(np.ones(after.num_rows, np.int8)))])
-        order = pc.sort_indices(both, [(k, "ascending") for k in keys] + [("__side", "ascending")]).to_numpy()
+        # Keys in Paimon's order (floats as Java's Double.compare); the sort is stable, so the start's
+        # row of a key comes before the end's.
+        order = merge_sort_indices(both, keys, rows_in_sequence_order=True)
         s = both.take(pa.array(order))
         n = s.num_rows
         side = s.column("__side").to_numpy()
-        same_key_next = np.zeros(n, dtype=bool)
-        if n > 1:
-            same = np.ones(n - 1, dtype=bool)
-            for k in keys:
-                col = s.column(k).combine_chunks()
-                eq = pc.equal(col.slice(1), col.slice(0, n - 1)).fill_null(False)
-                same &= eq.to_numpy(zero_copy_only=False)
-            same_key_next[:-1] = same
+        # The last row of each key has no partner after it; NaN keys pair up, as Paimon's keys do.
+        same_key_next = ~key_change_mask(s, keys, np.arange(n))
         paired_with_prev = np.zeros(n, dtype=bool)
         paired_with_prev[1:] = same_key_next[:-1]
         # Rows of the end without a partner in the start: new keys.
