@@ -153,14 +153,29 @@ class DataType:
 
     # ---- strings --------------------------------------------------------
     def to_string(self) -> str:
-        """The type as Paimon prints it, e.g. `DECIMAL(10, 2) NOT NULL` or `ARRAY<INT>`."""
+        """The type as Paimon (Java) prints it, e.g. `DECIMAL(10, 2) NOT NULL`, `ARRAY<INT>` or
+        `ROW<\`a\` INT>`."""
+        return self._render(java=True)
+
+    def __str__(self) -> str:
+        """The type as pypaimon prints it: Paimon's form, except a ROW, which pypaimon writes
+        `ROW<a: INT COMMENT desc>`."""
+        return self._render(java=False)
+
+    def _render(self, java: bool) -> str:
         root = self.root
         if root == ARRAY:
-            text = f"ARRAY<{self.element}>"
+            assert self.element is not None
+            text = f"ARRAY<{self.element._render(java)}>"
         elif root == MAP:
-            text = f"MAP<{self.key}, {self.value}>"
+            assert self.key is not None and self.value is not None
+            text = f"MAP<{self.key._render(java)}, {self.value._render(java)}>"
+        elif root == ROW and java:
+            text = "ROW<" + ", ".join(f"`{f.name}` {f.type._render(java)}" for f in self.fields or ()) + ">"
         elif root == ROW:
-            text = "ROW<" + ", ".join(f"`{f.name}` {f.type}" for f in self.fields or ()) + ">"
+            text = "ROW<" + ", ".join(
+                f"{f.name}: {f.type._render(java)}" + (f" COMMENT {f.description}" if f.description else "")
+                for f in self.fields or ()) + ">"
         elif root == DECIMAL:
             text = f"DECIMAL({self.precision}, {self.scale})"
         elif root in (TIMESTAMP, TIME):
@@ -172,9 +187,6 @@ class DataType:
         else:
             text = root
         return text if self.nullable else text + " NOT NULL"
-
-    def __str__(self) -> str:
-        return self.to_string()
 
     @property
     def type(self) -> str:

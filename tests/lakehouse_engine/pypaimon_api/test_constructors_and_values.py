@@ -60,10 +60,22 @@ def test_nested_type_constructors_build_our_types() -> None:
     mapping = MapType(False, AtomicType("STRING NOT NULL"), AtomicType("BIGINT"))
     row = RowType(True, [DataField(5, "x", AtomicType("INT"))])
     assert (str(array), str(mapping), str(row)) == \
-        ("ARRAY<INT>", "MAP<STRING NOT NULL, BIGINT> NOT NULL", "ROW<`x` INT>")
+        ("ARRAY<INT>", "MAP<STRING NOT NULL, BIGINT> NOT NULL", "ROW<x: INT>")
     assert isinstance(array, ArrayType) and isinstance(row, RowType) and not isinstance(row, AtomicType)
     assert ArrayType.from_dict({"type": "ARRAY", "element": "INT"}) == array
     assert AtomicType.from_dict("BIGINT NOT NULL") == AtomicType("BIGINT", nullable=False)
+
+
+def test_row_type_prints_as_pypaimon_and_keeps_java_form_in_to_string() -> None:
+    row = RowType(True, [DataField(0, "a", AtomicType("STRING"), "Someone's desc."),
+                         DataField(1, "b", AtomicType("TIMESTAMP(6)"))])
+    assert str(row) == "ROW<a: STRING COMMENT Someone's desc., b: TIMESTAMP(6)>"
+    assert str(RowType.from_dict(row.to_dict())) == str(row)
+    nested = ArrayType(False, RowType(True, [DataField(2, "x", AtomicType("INT", nullable=False))]))
+    assert str(nested) == "ARRAY<ROW<x: INT NOT NULL>> NOT NULL"
+    # Paimon's (Java's) form, which the CLI shows and error messages use.
+    assert row.to_string() == "ROW<`a` STRING, `b` TIMESTAMP(6)>"
+    assert nested.to_string() == "ARRAY<ROW<`x` INT NOT NULL>> NOT NULL"
 
 
 def test_predicate_built_as_pypaimon_builds_it() -> None:
