@@ -154,7 +154,7 @@ class DataType:
     # ---- strings --------------------------------------------------------
     def to_string(self) -> str:
         """The type as Paimon (Java) prints it, e.g. `DECIMAL(10, 2) NOT NULL`, `ARRAY<INT>` or
-        `ROW<\`a\` INT>`."""
+        ROW<`a` INT> (its field names quoted)."""
         return self._render(java=True)
 
     def __str__(self) -> str:
