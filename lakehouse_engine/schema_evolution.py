@@ -49,6 +49,7 @@ from lakehouse_engine.types import (
     INT,
     SMALLINT,
     STRING,
+    TIME,
     TIMESTAMP,
     TIMESTAMP_LTZ,
     TINYINT,
@@ -119,6 +120,33 @@ def type_change_allowed(old: DataType, new: DataType) -> bool:
         return (new.precision or 0) >= (old.precision or 0)
     if n == STRING:
         return o in (CHAR, VARCHAR, TINYINT, SMALLINT, INT, BIGINT, DECIMAL, BOOLEAN, DATE)
+    return False
+
+
+_CHARACTER = frozenset({CHAR, VARCHAR, STRING})
+_BINARY_STRING = frozenset({BINARY, VARBINARY, BYTES})
+_NUMERIC = frozenset({*_INTEGER_ORDER, FLOAT, DOUBLE, DECIMAL})
+_TIMESTAMPS = frozenset({TIMESTAMP, TIMESTAMP_LTZ})
+
+
+def explicit_cast_supported(old: DataType, new: DataType) -> bool:
+    """Paimon's `DataTypeCasts.supportsCast(old, new, allowExplicit=true)` for atomic types: the
+    SQL casts Paimon (Java) accepts in `alter table ... type`, whether or not they keep values."""
+    o, n = old.root, new.root
+    if o == n:
+        return True
+    if n in _CHARACTER:
+        return True  # every predefined type casts to a character string
+    if n == BOOLEAN:
+        return o in _CHARACTER or o in _INTEGER_ORDER
+    if n in _BINARY_STRING:
+        return o in _BINARY_STRING or o in _CHARACTER
+    if n in _NUMERIC:
+        return o in _NUMERIC or o in _CHARACTER or o == BOOLEAN or o in _TIMESTAMPS
+    if n in (DATE, TIME):
+        return o in _TIMESTAMPS or o in _CHARACTER
+    if n in _TIMESTAMPS:
+        return o in _TIMESTAMPS or o in (DATE, TIME) or o in _CHARACTER or o in _NUMERIC
     return False
 
 
@@ -324,14 +352,19 @@ class _Evolving:
         new = new.copy(old.nullable) if change.keep_nullability else new
         if old.nullable and not new.nullable:
             self.check_null_to_not_null(change.field_name, what)
-        if not type_change_allowed(old.copy(True), new.copy(True)):
+        # A table with no snapshot holds no value to cast: any cast Paimon (Java) accepts is
+        # allowed, as there and in pypaimon. Once data exists, only casts that keep every value.
+        unwritten = (not old.is_nested and not new.is_nested and explicit_cast_supported(old, new)
+                     and not self.has_snapshots())
+        if not unwritten and not type_change_allowed(old.copy(True), new.copy(True)):
             raise SchemaError(
                 f"{what}: Column type {change.field_name}[{old.copy(True)}] cannot be converted to "
                 f"{new.copy(True)}: this engine has no executable cast that keeps every value already "
                 f"written; only changes that keep "
                 f"every value are allowed (wider integers, FLOAT to DOUBLE, integers to DOUBLE, "
                 f"DECIMAL with more integer and fraction digits, longer CHAR/VARCHAR/BINARY, higher "
-                f"TIMESTAMP precision, numbers, BOOLEAN, DATE and strings to STRING)")
+                f"TIMESTAMP precision, numbers, BOOLEAN, DATE and strings to STRING; and, while the table "
+                f"has no snapshot, any cast Paimon supports)")
         new.to_arrow()
         self.fields[i] = replace(self.fields[i], type=new)
 
