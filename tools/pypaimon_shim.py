@@ -103,6 +103,7 @@ MODULES: dict[str, dict[str, str]] = {
         "PostponeFixedBucketWriteBuilder": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWriteBuilder",
         "PostponeFixedBucketBatchTableWrite": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWrite",
     },
+    "pypaimon.write.postpone_bucket": {"PostponeBucketPlan": "lakehouse_engine.write.postpone_fixed:PostponeBucketPlan"},
     "pypaimon.write.table_commit": {"TableCommit": "lakehouse_engine.write.table_commit:TableCommit"},
     "pypaimon.write.commit_message": {"CommitMessage": "lakehouse_engine.write.commit_message:CommitMessage"},
     # pyarrow's filesystem module, through which both catalogs open S3 (`pafs.S3FileSystem(...)`):
