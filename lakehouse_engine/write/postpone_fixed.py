@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import InvalidArgumentError, SchemaError
+from lakehouse_engine.errors import InvalidArgumentError, InvalidOptionError, SchemaError
 from lakehouse_engine.options import (
     POSTPONE_BATCH_WRITE_FIXED_BUCKET,
     POSTPONE_BATCH_WRITE_FIXED_BUCKET_MAX_PARALLELISM,
@@ -55,6 +55,7 @@ from lakehouse_engine.types import (
     VARCHAR,
     DataType,
 )
+from lakehouse_engine.write.bucket_router import bucket_function_type
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
@@ -260,6 +261,13 @@ class PostponeFixedBucketWriteBuilder(BatchWriteBuilder):
         """A writer into fixed buckets (or the postpone bucket, as the option says)."""
         if not self.table.options.require(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
             return super().new_write(num_assigners, assigner_id)
+        kind = bucket_function_type(self.table)
+        if kind != "default":
+            # pypaimon's refusal, in its words: fixed buckets here are Paimon's default hash.
+            raise InvalidOptionError(
+                f"table {self.table.name}: Postpone fixed bucket writes only support "
+                f"bucket-function.type=default, got {kind}; write with new_batch_write_builder() (the "
+                f"postpone bucket) and compact with Paimon (Java)")
         return PostponeFixedBucketWrite(self.table, self.commit_user,
                                         NEW_DATA if self.static_partition is None else OVERWRITE_DATA,
                                         self.bucket_plan)
