@@ -81,6 +81,9 @@ MODULES: dict[str, dict[str, str]] = {
     "pypaimon.table.bucket_mode": {"BucketMode": "lakehouse_engine.schema:BucketMode"},
     "pypaimon.table.row.row_kind": {"RowKind": "lakehouse_engine.read.row_kind:RowKind"},
     "pypaimon.table.row.internal_row": {"RowKind": "lakehouse_engine.read.row_kind:RowKind"},
+    "pypaimon.table.row.generic_row": {
+        "GenericRowDeserializer": "lakehouse_engine.format.binary_row:BinaryRowDeserializer",
+    },
     "pypaimon.tag.tag_manager": {"TagManager": "lakehouse_engine.maintenance.tags:TagManager"},
     "pypaimon.api.api_response": {
         "GetTagResponse": "lakehouse_engine.maintenance.tags:GetTagResponse",
