@@ -113,16 +113,30 @@ def _write_one_row(catalog, identifier: str, row: dict) -> None:
     commit.close()
 
 
-def test_a_type_change_without_an_exact_cast_is_refused_in_pypaimons_words_once_data_exists(catalog) -> None:
+def test_a_type_change_our_reader_cannot_cast_is_refused_in_pypaimons_words(catalog) -> None:
+    # pypaimon's test_update_column_type_rejects_non_executable_cast, on a table without data:
+    # TIMESTAMP to DECIMAL has no cast kernel, INT to DECIMAL(10, 2) cannot hold every int.
     catalog.create_table("test_db.ts", Schema(fields=[
         DataField.from_dict({"id": 0, "name": "k", "type": "INT"}),
         DataField.from_dict({"id": 1, "name": "ts", "type": "TIMESTAMP(3)"})]), False)
-    _write_one_row(catalog, "test_db.ts", {"k": 1, "ts": None})
     for column, target in (("ts", "DECIMAL(10, 0)"), ("k", "DECIMAL(10, 2)")):
         with pytest.raises(RuntimeError, match="no executable cast"):
             catalog.alter_table("test_db.ts", [SchemaChange.update_column_type(column, AtomicType(target))], False)
     catalog.alter_table("test_db.ts", [SchemaChange.update_column_type("k", AtomicType("DECIMAL(12, 2)"))], False)
     assert catalog.get_table("test_db.ts").fields[0].type.type == "DECIMAL(12, 2)"
+
+
+def test_a_type_change_without_an_exact_cast_is_refused_in_pypaimons_words_once_data_exists(catalog) -> None:
+    catalog.create_table("test_db.ts2", Schema(fields=[
+        DataField.from_dict({"id": 0, "name": "k", "type": "INT"}),
+        DataField.from_dict({"id": 1, "name": "s", "type": "STRING"})]), False)
+    _write_one_row(catalog, "test_db.ts2", {"k": 1, "s": "12"})
+    # With data, a cast that may fail on a stored value is refused (it would fail every read).
+    for column, target in (("s", "BIGINT"), ("k", "SMALLINT")):
+        with pytest.raises(RuntimeError, match="no executable cast"):
+            catalog.alter_table("test_db.ts2", [SchemaChange.update_column_type(column, AtomicType(target))], False)
+    catalog.alter_table("test_db.ts2", [SchemaChange.update_column_type("k", AtomicType("BIGINT"))], False)
+    assert catalog.get_table("test_db.ts2").fields[0].type.type == "BIGINT"
 
 
 def test_a_table_without_data_takes_any_type_change_paimon_casts(catalog) -> None:
