@@ -117,3 +117,19 @@ def test_another_bucket_function_on_a_fixed_bucket_table_is_still_refused(catalo
     with pytest.raises(UnsupportedFeatureError, match="bucket-function.type"):
         catalog.get_table("default.pp").copy({"bucket": "2"}).new_batch_write_builder().new_write().write_arrow(
             pa.Table.from_pylist([{"id": 1, "dt": "a", "v": 1}], schema=PA_SCHEMA))
+
+
+def test_a_string_sequence_group_field_orders_updates_as_paimon(catalog) -> None:
+    # pypaimon's test_partial_update_with_sequence_group_raises sets a STRING sequence field,
+    # which Paimon (Java) orders; we refused it before, we order it now (by UTF-8 bytes).
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.int64()), ("b", pa.string())])
+    catalog.create_table("default.pu", Schema.from_pyarrow_schema(schema, primary_keys=["id"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.b.sequence-group": "a"}), False)
+    table = catalog.get_table("default.pu")
+    for rows in ([{"id": 1, "a": 1, "b": "v2"}], [{"id": 1, "a": 2, "b": "v10"}], [{"id": 1, "a": 3, "b": "v3"}]):
+        wb = table.new_batch_write_builder()
+        w = wb.new_write()
+        w.write_arrow(pa.Table.from_pylist(rows, schema=schema))
+        wb.new_commit().commit(w.prepare_commit())
+    rb = table.new_read_builder()
+    assert rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist() == [{"id": 1, "a": 3, "b": "v3"}]
