@@ -382,8 +382,10 @@ def _s3_filesystem(s: Mapping[str, str]) -> pafs.S3FileSystem:
     kwargs: dict[str, Any] = {}
     endpoint = s.get("endpoint")
     if endpoint:
+        # The endpoint as given (`http://host:9000`), as pypaimon passes it: the AWS SDK takes the
+        # scheme from it; `scheme` says the same for an endpoint given without one.
         parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
-        kwargs["endpoint_override"] = parsed.netloc
+        kwargs["endpoint_override"] = endpoint
         kwargs["scheme"] = parsed.scheme
     for ours in ("access_key", "secret_key", "session_token", "region"):
         if ours in s:

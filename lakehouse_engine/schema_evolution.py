@@ -36,26 +36,7 @@ from lakehouse_engine.schema_change import (
     UpdateColumnType,
     UpdateComment,
 )
-from lakehouse_engine.types import (
-    BIGINT,
-    BINARY,
-    BOOLEAN,
-    BYTES,
-    CHAR,
-    DATE,
-    DECIMAL,
-    DOUBLE,
-    FLOAT,
-    INT,
-    SMALLINT,
-    STRING,
-    TIMESTAMP,
-    TIMESTAMP_LTZ,
-    TINYINT,
-    VARBINARY,
-    VARCHAR,
-    DataType,
-)
+from lakehouse_engine.type_casts import explicit_cast_supported, read_can_cast, type_change_allowed
 
 #: Paimon's option placing added columns before the partition fields (it orders columns only).
 ADD_COLUMN_BEFORE_PARTITION = "add-column-before-partition"
@@ -77,50 +58,6 @@ IMMUTABLE_OPTIONS = frozenset({
 _FIELDS_PREFIX = "fields."
 _SEQUENCE_GROUP_SUFFIX = ".sequence-group"
 _DEFAULT_AGGREGATE = "fields.default-aggregate-function"
-
-# Digits left of the decimal point that each integer type needs.
-_INTEGER_DIGITS = {TINYINT: 3, SMALLINT: 5, INT: 10, BIGINT: 19}
-_INTEGER_ORDER = [TINYINT, SMALLINT, INT, BIGINT]
-
-
-def type_change_allowed(old: DataType, new: DataType) -> bool:
-    """True when every value of `old` has an exact counterpart in `new` (nullability aside).
-
-    Paimon's implicit (widening) casts that keep every value, plus casts to a character string
-    from types whose text form Paimon and Arrow spell alike. Paimon's Java core also accepts
-    narrowing and lossy casts (BIGINT to INT, STRING to INT); they would make older files fail
-    to read or read as other values, so they are refused here.
-    """
-    o, n = old.root, new.root
-    if o == n and o in (BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DATE, STRING, BYTES):
-        return True
-    if o in _INTEGER_ORDER and n in _INTEGER_ORDER:
-        return _INTEGER_ORDER.index(o) <= _INTEGER_ORDER.index(n)
-    if o in _INTEGER_ORDER and n in (FLOAT, DOUBLE):
-        return True
-    if o == FLOAT and n == DOUBLE:
-        return True
-    if o in _INTEGER_ORDER and n == DECIMAL:
-        assert new.precision is not None and new.scale is not None
-        return new.precision - new.scale >= _INTEGER_DIGITS[o]
-    if o == DECIMAL and n == DECIMAL:
-        assert old.precision is not None and old.scale is not None
-        assert new.precision is not None and new.scale is not None
-        return new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
-    if o == DECIMAL and n == DOUBLE:
-        return True
-    if o in (CHAR, VARCHAR) and n in (CHAR, VARCHAR):
-        return (o == n or (o == CHAR and n == VARCHAR)) and (new.length or 0) >= (old.length or 0)
-    if o in (BINARY, VARBINARY) and n in (BINARY, VARBINARY):
-        return (o == n or (o == BINARY and n == VARBINARY)) and (new.length or 0) >= (old.length or 0)
-    if o in (BINARY, VARBINARY) and n == BYTES:
-        return True
-    if o in (TIMESTAMP, TIMESTAMP_LTZ) and n == o:
-        return (new.precision or 0) >= (old.precision or 0)
-    if n == STRING:
-        return o in (CHAR, VARCHAR, TINYINT, SMALLINT, INT, BIGINT, DECIMAL, BOOLEAN, DATE)
-    return False
-
 
 def apply_schema_changes(schema: TableSchema, changes: Sequence[SchemaChange],
                          has_snapshots: Callable[[], bool]) -> TableSchema:
@@ -324,14 +261,19 @@ class _Evolving:
         new = new.copy(old.nullable) if change.keep_nullability else new
         if old.nullable and not new.nullable:
             self.check_null_to_not_null(change.field_name, what)
-        if not type_change_allowed(old.copy(True), new.copy(True)):
+        # A table with no snapshot holds no value to cast: any cast Paimon (Java) accepts is
+        # allowed, as there and in pypaimon. Once data exists, only casts that keep every value.
+        unwritten = (not old.is_nested and not new.is_nested and explicit_cast_supported(old, new)
+                     and read_can_cast(old, new) and not self.has_snapshots())
+        if not unwritten and not type_change_allowed(old.copy(True), new.copy(True)):
             raise SchemaError(
                 f"{what}: Column type {change.field_name}[{old.copy(True)}] cannot be converted to "
                 f"{new.copy(True)}: this engine has no executable cast that keeps every value already "
                 f"written; only changes that keep "
                 f"every value are allowed (wider integers, FLOAT to DOUBLE, integers to DOUBLE, "
                 f"DECIMAL with more integer and fraction digits, longer CHAR/VARCHAR/BINARY, higher "
-                f"TIMESTAMP precision, numbers, BOOLEAN, DATE and strings to STRING)")
+                f"TIMESTAMP precision, numbers, BOOLEAN, DATE and strings to STRING; and, while the table "
+                f"has no snapshot, any cast Paimon supports)")
         new.to_arrow()
         self.fields[i] = replace(self.fields[i], type=new)
 

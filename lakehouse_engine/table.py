@@ -116,6 +116,27 @@ class FileStoreTable:
         return self.schema.trimmed_primary_keys
 
     @property
+    def field_dict(self) -> dict[str, DataField]:
+        """pypaimon's `table.field_dict`: each field by its name."""
+        return {f.name: f for f in self.schema.fields}
+
+    @property
+    def primary_keys_fields(self) -> list[DataField]:
+        """pypaimon's `table.primary_keys_fields`: the primary key's fields, in key order."""
+        return [self.schema.field(n) for n in self.schema.primary_keys]
+
+    @property
+    def partition_keys_fields(self) -> list[DataField]:
+        """pypaimon's `table.partition_keys_fields`: the partition fields, in partition order."""
+        return [self.schema.field(n) for n in self.schema.partition_keys]
+
+    @property
+    def trimmed_primary_keys_fields(self) -> list[DataField]:
+        """pypaimon's `table.trimmed_primary_keys_fields`: the key fields that are not partition
+        fields (the fields of a data file's key statistics)."""
+        return [self.schema.field(n) for n in self.schema.trimmed_primary_keys]
+
+    @property
     def is_primary_key_table(self) -> bool:
         return self.schema.has_primary_key
 

@@ -35,6 +35,9 @@ ARRAY = "ARRAY"
 MAP = "MAP"
 ROW = "ROW"
 NESTED_ROOTS = frozenset({ARRAY, MAP, ROW})
+#: Paimon's atomic types this engine names (a pypaimon `AtomicType("BLOB")` prints as pypaimon's)
+#: but stores nowhere: a table, a write or a conversion to Arrow with one raises UnsupportedError.
+UNSUPPORTED_ATOMIC = ("BLOB", "VARIANT")
 
 _STRING_ROOTS = frozenset({STRING, VARCHAR, CHAR})
 _BINARY_ROOTS = frozenset({BYTES, VARBINARY, BINARY})
@@ -153,14 +156,29 @@ class DataType:
 
     # ---- strings --------------------------------------------------------
     def to_string(self) -> str:
-        """The type as Paimon prints it, e.g. `DECIMAL(10, 2) NOT NULL` or `ARRAY<INT>`."""
+        """The type as Paimon (Java) prints it, e.g. `DECIMAL(10, 2) NOT NULL`, `ARRAY<INT>` or
+        ROW<`a` INT> (its field names quoted)."""
+        return self._render(java=True)
+
+    def __str__(self) -> str:
+        """The type as pypaimon prints it: Paimon's form, except a ROW, which pypaimon writes
+        `ROW<a: INT COMMENT desc>`."""
+        return self._render(java=False)
+
+    def _render(self, java: bool) -> str:
         root = self.root
         if root == ARRAY:
-            text = f"ARRAY<{self.element}>"
+            assert self.element is not None
+            text = f"ARRAY<{self.element._render(java)}>"
         elif root == MAP:
-            text = f"MAP<{self.key}, {self.value}>"
+            assert self.key is not None and self.value is not None
+            text = f"MAP<{self.key._render(java)}, {self.value._render(java)}>"
+        elif root == ROW and java:
+            text = "ROW<" + ", ".join(f"`{f.name}` {f.type._render(java)}" for f in self.fields or ()) + ">"
         elif root == ROW:
-            text = "ROW<" + ", ".join(f"`{f.name}` {f.type}" for f in self.fields or ()) + ">"
+            text = "ROW<" + ", ".join(
+                f"{f.name}: {f.type._render(java)}" + (f" COMMENT {f.description}" if f.description else "")
+                for f in self.fields or ()) + ">"
         elif root == DECIMAL:
             text = f"DECIMAL({self.precision}, {self.scale})"
         elif root in (TIMESTAMP, TIME):
@@ -172,9 +190,6 @@ class DataType:
         else:
             text = root
         return text if self.nullable else text + " NOT NULL"
-
-    def __str__(self) -> str:
-        return self.to_string()
 
     @property
     def type(self) -> str:
@@ -216,7 +231,10 @@ class DataType:
     def from_json(value: Any) -> DataType:
         """Parse a type as a `schema-N` file holds it (see `to_json`); SchemaError if it is not one."""
         if isinstance(value, str):
-            return DataType.parse(value)
+            parsed = DataType.parse(value)
+            if parsed.root in UNSUPPORTED_ATOMIC:
+                raise UnsupportedError(f"Paimon type {parsed.root} is not supported by this engine")
+            return parsed
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise SchemaError(f"unsupported Paimon type {value!r}")
         text = value["type"].strip().upper()
@@ -281,7 +299,7 @@ class DataType:
             if root == VARBINARY and n == 2147483647:
                 return DataType(BYTES, nullable)
             return DataType(root, nullable, length=n)
-        if root in (BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, STRING, BYTES, DATE):
+        if root in (BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, STRING, BYTES, DATE, *UNSUPPORTED_ATOMIC):
             if nums:
                 raise SchemaError(f"type {root} takes no parameters: {text!r}")
             return DataType(root, nullable)
@@ -332,6 +350,9 @@ class DataType:
             p = 6 if self.precision is None else self.precision
             unit = "s" if p == 0 else "ms" if p <= 3 else "us" if p <= 6 else "ns"
             return pa.timestamp(unit, tz="UTC" if r == TIMESTAMP_LTZ else None)
+        if r in UNSUPPORTED_ATOMIC:
+            raise UnsupportedError(f"Paimon type {r} is not supported by this engine: no table of ours "
+                                   f"holds a {r} column")
         raise SchemaError(f"no Arrow type for {self}")
 
     @staticmethod

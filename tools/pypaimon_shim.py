@@ -81,6 +81,9 @@ MODULES: dict[str, dict[str, str]] = {
     "pypaimon.table.bucket_mode": {"BucketMode": "lakehouse_engine.schema:BucketMode"},
     "pypaimon.table.row.row_kind": {"RowKind": "lakehouse_engine.read.row_kind:RowKind"},
     "pypaimon.table.row.internal_row": {"RowKind": "lakehouse_engine.read.row_kind:RowKind"},
+    "pypaimon.table.row.generic_row": {
+        "GenericRowDeserializer": "lakehouse_engine.format.binary_row:BinaryRowDeserializer",
+    },
     "pypaimon.tag.tag_manager": {"TagManager": "lakehouse_engine.maintenance.tags:TagManager"},
     "pypaimon.api.api_response": {
         "GetTagResponse": "lakehouse_engine.maintenance.tags:GetTagResponse",
@@ -103,8 +106,12 @@ MODULES: dict[str, dict[str, str]] = {
         "PostponeFixedBucketWriteBuilder": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWriteBuilder",
         "PostponeFixedBucketBatchTableWrite": "lakehouse_engine.write.postpone_fixed:PostponeFixedBucketWrite",
     },
+    "pypaimon.write.postpone_bucket": {"PostponeBucketPlan": "lakehouse_engine.write.postpone_fixed:PostponeBucketPlan"},
     "pypaimon.write.table_commit": {"TableCommit": "lakehouse_engine.write.table_commit:TableCommit"},
     "pypaimon.write.commit_message": {"CommitMessage": "lakehouse_engine.write.commit_message:CommitMessage"},
+    # pyarrow's filesystem module, through which both catalogs open S3 (`pafs.S3FileSystem(...)`):
+    # patching `...pyarrow_file_io.pafs.S3FileSystem` sees the arguments our catalog passes.
+    "pypaimon.filesystem.pyarrow_file_io": {"pafs": "lakehouse_engine.io_object_store:pafs"},
 }
 
 _TESTS = "pypaimon.tests"
@@ -177,6 +184,9 @@ class _ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if not fullname.startswith("pypaimon.") or fullname == _TESTS or fullname.startswith(_TESTS + "."):
             return None
+        parent, _, name = fullname.rpartition(".")
+        if name in MODULES.get(parent, {}):
+            return None  # a re-exported name of the parent module (`pafs`), not a module of its own
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:

@@ -123,9 +123,9 @@ def run_alter(args: argparse.Namespace, ctx: Context) -> None:
     def human() -> Iterator[str]:
         yield f"{args.change} on {args.table}: schema {schema.id} written"
         for f in schema.fields:
-            yield f"  {f.id:>3}  {f.name}  {f.type}" + (f"  -- {f.description}" if f.description else "")
+            yield f"  {f.id:>3}  {f.name}  {f.type.to_string()}" + (f"  -- {f.description}" if f.description else "")
 
     ctx.out.emit({"table": args.table, "change": args.change, "schema_id": schema.id,
-                  "fields": [{"id": f.id, "name": f.name, "type": str(f.type), "comment": f.description}
+                  "fields": [{"id": f.id, "name": f.name, "type": f.type.to_string(), "comment": f.description}
                              for f in schema.fields],
                   "options": dict(schema.options)}, human)

@@ -18,7 +18,7 @@ import math
 import numbers
 import struct
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -313,3 +313,48 @@ def deserialize_row(
         except (OverflowError, ValueError) as e:
             raise CorruptFileError(f"BinaryRow field {name!r} ({t}): {e}") from e
     return out
+
+
+# ---- pypaimon's shapes -----------------------------------------------------------------------
+
+
+class BinaryRowBytes(bytes):
+    """A serialized BinaryRow as manifests hold it (arity prefix included): the bytes themselves,
+    also named `.data` as pypaimon's `BinaryRow` names them (`key_stats.min_values.data`)."""
+
+    __slots__ = ()
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self)
+
+
+class DecodedRow:
+    """A BinaryRow decoded by its fields, as pypaimon's `GenericRow`: `values`, `fields`,
+    `get_field(i)` and `to_dict()`."""
+
+    def __init__(self, values: list[object], fields: Sequence[Any]):
+        self.values = values
+        self.fields = list(fields)
+
+    def get_field(self, pos: int) -> object:
+        return self.values[pos]
+
+    def to_dict(self) -> dict[str, object]:
+        return {f.name: v for f, v in zip(self.fields, self.values, strict=True)}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class BinaryRowDeserializer:
+    """pypaimon's `GenericRowDeserializer`: decodes a BinaryRow's bytes by the fields it holds."""
+
+    @staticmethod
+    def from_bytes(data: bytes, fields: Sequence[Any]) -> DecodedRow:
+        """The row `data` (as `serialize_row` writes it) holds for `fields` (objects with `.name`
+        and a Paimon `.type`: DataFields); CorruptFileError when the bytes do not fit them."""
+        if not data:
+            return DecodedRow([], [])
+        names = [f.name for f in fields]
+        return DecodedRow(deserialize_row(data, [f.type for f in fields], names=names), fields)

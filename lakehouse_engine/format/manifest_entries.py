@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import ClassVar, TypeAlias
 
 from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.format.binary_row import BinaryRowBytes
 
 
 class FileKind(IntEnum):
@@ -35,6 +36,13 @@ class SimpleStats:
     null_counts: list[int | None] | None
 
     EMPTY: ClassVar[SimpleStats]
+
+    def __post_init__(self) -> None:
+        # Still bytes; also `.data`, as pypaimon's rows (`key_stats.min_values.data`).
+        if type(self.min_values) is not BinaryRowBytes:
+            object.__setattr__(self, "min_values", BinaryRowBytes(self.min_values))
+        if type(self.max_values) is not BinaryRowBytes:
+            object.__setattr__(self, "max_values", BinaryRowBytes(self.max_values))
 
 
 # Arity 0 plus an 8-byte zero header: the BinaryRow of no fields.

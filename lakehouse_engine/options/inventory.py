@@ -254,7 +254,8 @@ _refused("primary-key", (), "give the primary key as Schema(..., primary_keys=[.
 _refused("partition", (), "give the partition fields as Schema(..., partition_keys=[...])")
 _refused("type", ("table",), "this engine reads and writes normal Paimon tables ('table') only")
 _refused("bucket-function.type", ("default",),
-         "this engine assigns buckets with Paimon's default hash; leave it 'default'")
+         "this engine assigns buckets with Paimon's default hash; leave it 'default' (a "
+         "postpone-bucket table, 'bucket' = -2, may name 'mod' or 'hive': its writes hash nothing)")
 _refused("partition.legacy-name", ("true",),
          "this engine names partition directories the legacy way; leave it 'true'")
 _refused("file.compression.per.level", ("",), "set 'file.compression' for every level")

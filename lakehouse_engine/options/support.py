@@ -60,8 +60,21 @@ def refusal(raw: Mapping[str, str], key: str) -> str | None:
         return None
     entry: InventoryEntry | None = INVENTORY.get(key)
     if entry is not None and entry.status is Status.REFUSED and raw[key].strip().lower() not in entry.accepted:
+        if key == BUCKET_FUNCTION_TYPE and _postpone_bucket(raw):
+            return None
         return entry.why
     return None
+
+
+#: Paimon's option choosing how a bucket key maps to a bucket (default, mod, hive).
+BUCKET_FUNCTION_TYPE = "bucket-function.type"
+
+
+def _postpone_bucket(raw: Mapping[str, str]) -> bool:
+    # A postpone-bucket table's writes go to the postpone bucket, hashing nothing; the writers
+    # that would put rows in fixed buckets (its fixed-bucket batch write, compaction, rescale)
+    # refuse a function other than the default themselves (write/bucket_router.py), as pypaimon's.
+    return str(raw.get("bucket", "")).strip() == "-2"
 
 
 def check_supported(raw: Mapping[str, str], keys: Iterable[str]) -> None:

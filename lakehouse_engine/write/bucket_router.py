@@ -16,10 +16,12 @@ import pyarrow as pa
 
 from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
+from lakehouse_engine.errors import UnsupportedError
 from lakehouse_engine.format.bucket_hash import bucket_of, hash_rows
 from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.options.support import BUCKET_FUNCTION_TYPE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
@@ -64,6 +66,22 @@ class RestoredState:
     @property
     def latest_snapshot_id(self) -> int | None:
         return self.latest.id if self.latest is not None else None
+
+
+def bucket_function_type(table: FileStore) -> str:
+    """The table's `bucket-function.type` (default, mod, hive), lower case."""
+    return str(table.options.raw.get(BUCKET_FUNCTION_TYPE, "default")).strip().lower()
+
+
+def check_default_bucket_function(table: FileStore) -> None:
+    """UnsupportedError before rows are hashed into fixed buckets of a table whose bucket function
+    is not Paimon's default hash (a postpone-bucket table may name `mod` or `hive`)."""
+    kind = bucket_function_type(table)
+    if kind != "default":
+        raise UnsupportedError(
+            f"table {table.name}: option '{BUCKET_FUNCTION_TYPE}' = '{kind}': this engine assigns fixed "
+            f"buckets with Paimon's default hash only; write this table's rows to the postpone bucket "
+            f"and compact them with Paimon (Java), which applies the '{kind}' bucket function")
 
 
 class BucketRouter:
@@ -132,6 +150,7 @@ class BucketRouter:
                     chosen = order[bounds[pid]:bounds[pid + 1]]
                     buckets[chosen] = assigner.assign(part, hashes[chosen])
             return buckets, np.full(len(partitions), -1)
+        check_default_bucket_function(self.table)
         known = self.fixed_buckets if self.fixed_buckets is not None else self._restored().bucket_counts
         totals = np.array([known.get(p.binary, self.num_buckets) for p in partitions], dtype=np.int64)
         hashes = hash_rows([rows.column(k) for k in self.bucket_keys], self.bucket_key_types)

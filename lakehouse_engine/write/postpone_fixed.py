@@ -13,17 +13,24 @@ written to the postpone bucket again: its next compaction moves rows in commit o
 newer rows still win over the older ones (written to fixed buckets first, a compaction would place
 the older postponed rows above them). Two writers giving a new partition different bucket counts:
 the second commit fails (CommitConflictError), as a write into a rescaled partition does.
+
+`with_bucket_plan(PostponeBucketPlan({(partition values): count}))` gives the counts instead (a
+coordinator that planned them once for many writers, as pypaimon's): every partition written must
+be in the plan. A count other than the partition's current one is a rescale, which only an
+overwrite of that partition may do; an overwrite also writes a partition holding postponed rows
+to fixed buckets, as those rows are replaced.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import SchemaError
+from lakehouse_engine.errors import InvalidArgumentError, InvalidOptionError, SchemaError
 from lakehouse_engine.options import (
     POSTPONE_BATCH_WRITE_FIXED_BUCKET,
     POSTPONE_BATCH_WRITE_FIXED_BUCKET_MAX_PARALLELISM,
@@ -31,6 +38,7 @@ from lakehouse_engine.options import (
     POSTPONE_TARGET_ROW_NUM_PER_BUCKET,
     POSTPONE_TARGET_SIZE_PER_BUCKET,
 )
+from lakehouse_engine.partition import PartitionCodec
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.types import (
     ARRAY,
@@ -47,6 +55,7 @@ from lakehouse_engine.types import (
     VARCHAR,
     DataType,
 )
+from lakehouse_engine.write.bucket_router import bucket_function_type
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.table_write import TableWrite
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
@@ -80,10 +89,40 @@ def binary_row_sizes(rows: pa.Table, types: list[DataType]) -> np.ndarray:
     return sizes
 
 
+class PostponeBucketPlan:
+    """pypaimon's resolved bucket counts by partition: `{(partition values, in partition-key
+    order): count}`, given to `PostponeFixedBucketWriteBuilder.with_bucket_plan`."""
+
+    def __init__(self, num_buckets: Mapping[tuple[object, ...], int]):
+        plan = {tuple(partition): count for partition, count in dict(num_buckets).items()}
+        for partition, count in plan.items():
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 2**31 - 1:
+                raise InvalidArgumentError(
+                    f"bucket plan of partition {partition}: total buckets must be a positive 32-bit "
+                    f"integer, got {count!r}")
+        self._num_buckets = plan
+
+    def contains(self, partition: tuple[object, ...]) -> bool:
+        """Whether the plan gives `partition` a count."""
+        return tuple(partition) in self._num_buckets
+
+    def num_buckets(self, partition: tuple[object, ...]) -> int:
+        """The count of `partition`; InvalidArgumentError (a ValueError) when the plan lacks it."""
+        found = self._num_buckets.get(tuple(partition))
+        if found is None:
+            raise InvalidArgumentError(f"Missing bucket plan for partition {tuple(partition)}")
+        return found
+
+    def as_dict(self) -> dict[tuple[object, ...], int]:
+        """The plan as a new dict."""
+        return dict(self._num_buckets)
+
+
 class PostponeFixedBucketWrite(TableWrite):
     """A TableWrite of a postpone-bucket table into fixed buckets (see the module)."""
 
-    def __init__(self, table: FileStore, commit_user: str, role: OutputRole):
+    def __init__(self, table: FileStore, commit_user: str, role: OutputRole,
+                 bucket_plan: PostponeBucketPlan | None = None):
         counts: dict[bytes, int] = {}
         self._postponed: set[bytes] = set()
         latest = table.latest_snapshot()
@@ -93,6 +132,27 @@ class PostponeFixedBucketWrite(TableWrite):
                     self._postponed.add(e.partition)
                 elif e.total_buckets > 0:
                     counts[e.partition] = e.total_buckets
+        overwrite = role.replaces
+        if overwrite:
+            # The partitions written are replaced: their postponed rows and their old count go.
+            self._postponed = set()
+        self._planned: set[bytes] | None = None
+        if bucket_plan is not None:
+            self._planned = set()
+            keys = PartitionCodec(table.schema)
+            for values, count in bucket_plan.as_dict().items():
+                if len(values) != len(keys.keys):
+                    raise InvalidArgumentError(
+                        f"bucket plan partition {values} has {len(values)} values; table {table.name} "
+                        f"is partitioned by {list(keys.keys)}")
+                binary = keys.from_values(values).binary
+                current = counts.get(binary)
+                if current is not None and current != count and not overwrite:
+                    raise InvalidArgumentError(
+                        f"table {table.name}: the bucket plan gives partition {values} {count} buckets, "
+                        f"but it has {current}; only an overwrite of the partition may rescale it")
+                counts[binary] = count
+                self._planned.add(binary)
         super().__init__(table, commit_user, FixedBuckets(counts, 1), role)
         self._waiting: list[tuple[pa.Table, np.ndarray]] = []
         self._to_postpone_bucket: TableWrite | None = None
@@ -109,6 +169,10 @@ class PostponeFixedBucketWrite(TableWrite):
             return
         part_ids, partitions = self.partitions.group_rows(table)
         counts = self._fixed_counts()
+        if self._planned is not None:
+            for p in partitions:
+                if p.binary not in self._planned:
+                    raise InvalidArgumentError(f"Missing bucket plan for partition {p.values}")
         kind = np.array([0 if p.binary in counts else 1 if p.binary in self._postponed else 2
                          for p in partitions], dtype=np.int8)[part_ids]
         for k in (0, 1, 2):
@@ -186,10 +250,24 @@ class PostponeFixedBucketWriteBuilder(BatchWriteBuilder):
                 f"table {table.name} has 'bucket' = {table.options.bucket}; the postpone fixed-bucket "
                 f"write builder is for postpone-bucket tables ('bucket' = -2)")
         super().__init__(table, expire)
+        self.bucket_plan: PostponeBucketPlan | None = None
+
+    def with_bucket_plan(self, bucket_plan: PostponeBucketPlan) -> PostponeFixedBucketWriteBuilder:
+        """Write with these bucket counts by partition instead of planning them (see the module)."""
+        self.bucket_plan = bucket_plan
+        return self
 
     def new_write(self, num_assigners: int = 1, assigner_id: int = 0) -> TableWrite:
         """A writer into fixed buckets (or the postpone bucket, as the option says)."""
         if not self.table.options.require(POSTPONE_BATCH_WRITE_FIXED_BUCKET):
             return super().new_write(num_assigners, assigner_id)
+        kind = bucket_function_type(self.table)
+        if kind != "default":
+            # pypaimon's refusal, in its words: fixed buckets here are Paimon's default hash.
+            raise InvalidOptionError(
+                f"table {self.table.name}: Postpone fixed bucket writes only support "
+                f"bucket-function.type=default, got {kind}; write with new_batch_write_builder() (the "
+                f"postpone bucket) and compact with Paimon (Java)")
         return PostponeFixedBucketWrite(self.table, self.commit_user,
-                                        NEW_DATA if self.static_partition is None else OVERWRITE_DATA)
+                                        NEW_DATA if self.static_partition is None else OVERWRITE_DATA,
+                                        self.bucket_plan)

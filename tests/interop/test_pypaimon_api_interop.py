@@ -281,6 +281,103 @@ from pypaimon.schema.data_types import AtomicType, MapType
 from pypaimon.schema.schema_change import SchemaChange
 """
 
+# The third round of issue 31's calls: str(RowType), a type change on a table without data and
+# one our reader cannot cast, the key statistics' bytes decoded by the key fields, `field_dict`,
+# BLOB named, a postpone fixed-bucket write with a bucket plan (an overwrite that rescales), the
+# postpone fixed-bucket write refusing `bucket-function.type` = mod, and the S3 arguments both
+# catalogs give pyarrow.
+SCENARIO_31C = """
+out = {}
+out["row_type"] = str(RowType(True, [DataField(0, "a", AtomicType("STRING"), "Someone's desc."),
+                                     DataField(1, "b", AtomicType("TIMESTAMP(6)"))]))
+out["blob"] = str(AtomicType("BLOB", nullable=False))
+catalog = CatalogFactory.create({"warehouse": ARGS["warehouse"]})
+catalog.create_database("db", True)
+catalog.create_table("db.e", Schema(fields=[DataField(0, "s", AtomicType("STRING")),
+                                           DataField(1, "ts", AtomicType("TIMESTAMP(3)"))]), False)
+catalog.alter_table("db.e", [SchemaChange.update_column_type("s", AtomicType("BIGINT"))], False)
+out["empty_cast"] = catalog.get_table("db.e").fields[0].type.type
+try:
+    catalog.alter_table("db.e", [SchemaChange.update_column_type("ts", AtomicType("DECIMAL(10, 0)"))], False)
+    out["no_kernel"] = "accepted"
+except RuntimeError as e:
+    out["no_kernel"] = "no executable cast" in str(e)
+
+ks = pa.schema([pa.field("key1", pa.int32(), nullable=False), pa.field("key2", pa.string(), nullable=False),
+                pa.field("dt", pa.string(), nullable=False), ("v", pa.string())])
+catalog.create_table("db.k", Schema.from_pyarrow_schema(ks, partition_keys=["dt"], primary_keys=["key1", "key2"],
+                                                        options={"bucket": "1"}), False)
+k = catalog.get_table("db.k")
+wb = k.new_batch_write_builder()
+w = wb.new_write()
+w.write_arrow(pa.Table.from_pydict({"key1": [4, 1, 7], "key2": ["e", "h", "b"], "dt": ["p"] * 3, "v": ["x"] * 3},
+                                   schema=ks))
+wb.new_commit().commit(w.prepare_commit())
+f = k.new_read_builder().new_scan().plan().splits()[0].files[0]
+out["key_stats"] = [Deserializer.from_bytes(f.key_stats.min_values.data, k.primary_keys_fields).to_dict(),
+                    Deserializer.from_bytes(f.key_stats.max_values.data, k.primary_keys_fields).to_dict()]
+out["field_dict"] = [sorted(k.field_dict), [x.name for x in k.partition_keys_fields]]
+
+ps = pa.schema([pa.field("id", pa.int32(), nullable=False), pa.field("dt", pa.string(), nullable=False),
+                ("value", pa.string())])
+catalog.create_table("db.p", Schema.from_pyarrow_schema(ps, partition_keys=["dt"], primary_keys=["id", "dt"], options={
+    "bucket": "-2", "postpone.target-size-per-bucket": "1 b",
+    "postpone.batch-write-fixed-bucket.max-parallelism": "2"}), False)
+p = catalog.get_table("db.p")
+
+
+def planned(plan, rows, overwrite=None):
+    builder = p.new_postpone_fixed_bucket_write_builder()
+    builder.with_bucket_plan(PostponeBucketPlan(plan))
+    if overwrite is not None:
+        builder.overwrite(overwrite)
+    w = builder.new_write()
+    w.write_arrow(pa.Table.from_pylist(rows, schema=ps))
+    messages = w.prepare_commit()
+    builder.new_commit().commit(messages)
+    w.close()
+    return sorted({m.total_buckets for m in messages})
+
+
+out["planned"] = planned({("p",): 4}, [{"id": 1, "dt": "p", "value": "old"}])
+out["rescaled"] = planned({("p",): 3}, [{"id": 2, "dt": "p", "value": "new"}], overwrite={"dt": "p"})
+rb = p.new_read_builder()
+out["rescaled_read"] = sorted(r["id"] for r in rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist())
+
+catalog.create_table("db.m", Schema.from_pyarrow_schema(ps, primary_keys=["id"], options={
+    "bucket": "-2", "bucket-function.type": "mod"}), False)
+try:
+    catalog.get_table("db.m").new_postpone_fixed_bucket_write_builder().new_write()
+    out["mod"] = "accepted"
+except ValueError as e:
+    out["mod"] = "only support bucket-function.type=default" in str(e)
+
+from unittest.mock import patch
+with patch("pyarrow.fs.S3FileSystem") as s3:
+    CatalogFactory.create({"warehouse": "s3://bucket/warehouse", "fs.s3.endpoint": "http://localhost:9000",
+                           "fs.s3.accessKeyId": "ak", "fs.s3.accessKeySecret": "sk", "fs.s3.region": "us-east-1"})
+kw = s3.call_args[1]
+out["s3"] = [s3.call_count, kw["endpoint_override"], kw["access_key"], kw["secret_key"], kw["region"]]
+emit(out)
+"""
+
+OURS_PREAMBLE_31C = """
+import pyarrow as pa
+from lakehouse_engine import CatalogFactory, Schema
+from lakehouse_engine.data_types import AtomicType, RowType
+from lakehouse_engine.format.binary_row import BinaryRowDeserializer as Deserializer
+from lakehouse_engine.schema import DataField
+from lakehouse_engine.schema_change import SchemaChange
+from lakehouse_engine.write.postpone_fixed import PostponeBucketPlan
+"""
+
+THEIR_IMPORTS_31C = """
+from pypaimon.schema.data_types import AtomicType, DataField, RowType
+from pypaimon.schema.schema_change import SchemaChange
+from pypaimon.table.row.generic_row import GenericRowDeserializer as Deserializer
+from pypaimon.write.postpone_bucket import PostponeBucketPlan
+"""
+
 OURS_PREAMBLE = """
 import pyarrow as pa
 from lakehouse_engine import CatalogFactory, Identifier, Schema
@@ -333,6 +430,20 @@ def test_the_same_script_of_issue_31s_second_round_gives_the_same_results(tmp_pa
                                                                                        "ValueError")
     assert ours["planned"] == [[["large"], 3], [["small"], 1]] and ours["paths_exist"]
     assert (len(ours["read"]), ours["two_counts"], ours["latest"]) == (2, "refused", 1)
+
+
+@pytest.mark.interop
+def test_the_same_script_of_issue_31s_third_round_gives_the_same_results(tmp_path: Path, pypaimon: Any) -> None:
+    theirs = pypaimon(THEIR_IMPORTS_31C + SCENARIO_31C, warehouse=str(tmp_path / "theirs"))
+    ours = _ours(str(tmp_path / "ours"), OURS_PREAMBLE_31C, SCENARIO_31C)
+    assert ours == theirs
+    # and what both give is right:
+    assert ours["row_type"] == "ROW<a: STRING COMMENT Someone's desc., b: TIMESTAMP(6)>"
+    assert (ours["blob"], ours["empty_cast"], ours["no_kernel"]) == ("BLOB NOT NULL", "BIGINT", True)
+    assert ours["key_stats"] == [{"key1": 1, "key2": "b"}, {"key1": 7, "key2": "h"}]
+    assert ours["field_dict"] == [["dt", "key1", "key2", "v"], ["dt"]]
+    assert (ours["planned"], ours["rescaled"], ours["rescaled_read"], ours["mod"]) == ([4], [3], [2], True)
+    assert ours["s3"] == [1, "http://localhost:9000", "ak", "sk", "us-east-1"]
 
 
 @pytest.mark.interop

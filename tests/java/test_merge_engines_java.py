@@ -61,6 +61,9 @@ CASES = {
     "partial_update_sequence_group": EngineCase({
         "merge-engine": "partial-update", "fields.seq.sequence-group": "price,qty",
         "fields.seq2.sequence-group": "name"}, deletes=False),
+    # A STRING sequence field: both compare it by its UTF-8 bytes.
+    "partial_update_string_sequence_group": EngineCase({
+        "merge-engine": "partial-update", "fields.name.sequence-group": "price,qty"}, deletes=False),
     "aggregation": EngineCase({
         "merge-engine": "aggregation", "fields.price.aggregate-function": "sum",
         "fields.qty.aggregate-function": "max", "fields.name.aggregate-function": "last_non_null_value",

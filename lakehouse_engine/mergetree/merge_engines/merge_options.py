@@ -83,8 +83,9 @@ _ACCEPTED_TYPES: dict[str, frozenset[str] | None] = {
     LISTAGG: _STRINGS, BOOL_AND: frozenset({BOOLEAN}), BOOL_OR: frozenset({BOOLEAN}),
     LAST_VALUE: None, LAST_NON_NULL_VALUE: None, FIRST_VALUE: None, FIRST_NON_NULL_VALUE: None,
 }
-# Types a sequence-group's sequence fields may have (they are compared).
-_COMPARABLE_SEQUENCE_TYPES = _NUMERIC | _TEMPORAL
+# Types a sequence-group's sequence fields may have: those Paimon's record comparator orders
+# (character strings by their UTF-8 bytes, as Java's BinaryString and Arrow's sort compare them).
+_COMPARABLE_SEQUENCE_TYPES = _NUMERIC | _TEMPORAL | _STRINGS | {BOOLEAN}
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ def _validate_sequence_groups(opts: MergeOptions, types: Mapping[str, DataType],
             if types[name].root not in _COMPARABLE_SEQUENCE_TYPES:
                 raise InvalidOptionError(
                     f"option '{g.option}': sequence field '{name}' has type {types[name]}, which "
-                    f"cannot order records (use a numeric, date, time or timestamp field)")
+                    f"cannot order records (use a numeric, string, boolean, date, time or timestamp field)")
             if name in sequence_owner:
                 raise InvalidOptionError(
                     f"option '{g.option}': field '{name}' is already the sequence field of "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
@@ -83,6 +84,37 @@ def test_s3_settings_take_options_then_environment() -> None:
     got = s3_settings({"fs.s3.endpoint": "http://opt:9000", "s3.access-key": "k", "s3.secret-key": "s",
                        "s3.path.style.access": "true"}, env)
     assert got["endpoint"] == "http://opt:9000" and got["access_key"] == "k" and got["path_style"] == "true"
+
+
+@pytest.mark.parametrize("options, path_style", [
+    ({"s3.endpoint": "http://localhost:9000", "s3.access-key": "access-key", "s3.secret-key": "secret-key",
+      "s3.session-token": "session-token", "s3.region": "us-east-1", "s3.path-style-access": "true"}, True),
+    ({"fs.s3.endpoint": "http://localhost:9000", "fs.s3.accessKeyId": "access-key",
+      "fs.s3.accessKeySecret": "secret-key", "fs.s3.securityToken": "session-token",
+      "fs.s3.region": "us-east-1"}, None),
+])
+def test_catalog_opens_s3_with_the_arguments_pypaimon_passes(options: dict[str, str], path_style: bool | None) -> None:
+    # pypaimon's shape: the catalog builds pyarrow's S3FileSystem at once, from Paimon's option
+    # names or pypaimon's legacy `fs.s3.accessKeyId` ones, the endpoint passed as given.
+    with patch("pyarrow.fs.S3FileSystem") as s3_file_system:
+        CatalogFactory.create({"warehouse": "s3://bucket/warehouse", **options})
+    s3_file_system.assert_called_once()
+    kwargs = s3_file_system.call_args[1]
+    assert (kwargs["endpoint_override"], kwargs["access_key"], kwargs["secret_key"], kwargs["session_token"],
+            kwargs["region"]) == ("http://localhost:9000", "access-key", "secret-key", "session-token", "us-east-1")
+    assert kwargs.get("force_virtual_addressing") == (None if path_style is None else not path_style)
+
+
+def test_legacy_option_names_and_a_full_endpoint_url_reach_the_store(s3_warehouse: S3Warehouse) -> None:
+    given = s3_warehouse.options
+    legacy = {"fs.s3.endpoint": given["s3.endpoint"], "fs.s3.accessKeyId": given["s3.access-key"],
+              "fs.s3.accessKeySecret": given["s3.secret-key"], "fs.s3.region": "us-east-1",
+              "fs.s3.path.style.access": "true"}
+    assert legacy["fs.s3.endpoint"].startswith("http://")
+    table = create_table(Catalog(s3_warehouse.uri, legacy), "t", SCHEMA, ["id"], options={"bucket": "1"})
+    write(table, _rows(range(3), "a"))
+    again = CatalogFactory.create({"warehouse": s3_warehouse.uri, **legacy}).get_table("db.t")
+    assert read(again).sort_by("id").column("v").to_pylist() == ["a0", "a1", "a2"]
 
 
 def test_access_key_without_secret_key_is_refused_naming_both_options() -> None:

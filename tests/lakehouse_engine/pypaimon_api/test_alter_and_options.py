@@ -103,7 +103,19 @@ def test_a_column_becomes_not_null_only_when_the_table_allows_it(catalog) -> Non
     assert not catalog.get_table(allowed).fields[1].type.nullable
 
 
-def test_a_type_change_without_an_exact_cast_is_refused_in_pypaimons_words(catalog) -> None:
+def _write_one_row(catalog, identifier: str, row: dict) -> None:
+    table = catalog.get_table(identifier)
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.Table.from_pylist([row], schema=table.table_schema.arrow_schema()))
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+
+
+def test_a_type_change_our_reader_cannot_cast_is_refused_in_pypaimons_words(catalog) -> None:
+    # pypaimon's test_update_column_type_rejects_non_executable_cast, on a table without data:
+    # TIMESTAMP to DECIMAL has no cast kernel, INT to DECIMAL(10, 2) cannot hold every int.
     catalog.create_table("test_db.ts", Schema(fields=[
         DataField.from_dict({"id": 0, "name": "k", "type": "INT"}),
         DataField.from_dict({"id": 1, "name": "ts", "type": "TIMESTAMP(3)"})]), False)
@@ -112,6 +124,41 @@ def test_a_type_change_without_an_exact_cast_is_refused_in_pypaimons_words(catal
             catalog.alter_table("test_db.ts", [SchemaChange.update_column_type(column, AtomicType(target))], False)
     catalog.alter_table("test_db.ts", [SchemaChange.update_column_type("k", AtomicType("DECIMAL(12, 2)"))], False)
     assert catalog.get_table("test_db.ts").fields[0].type.type == "DECIMAL(12, 2)"
+
+
+def test_a_type_change_without_an_exact_cast_is_refused_in_pypaimons_words_once_data_exists(catalog) -> None:
+    catalog.create_table("test_db.ts2", Schema(fields=[
+        DataField.from_dict({"id": 0, "name": "k", "type": "INT"}),
+        DataField.from_dict({"id": 1, "name": "s", "type": "STRING"})]), False)
+    _write_one_row(catalog, "test_db.ts2", {"k": 1, "s": "12"})
+    # With data, a cast that may fail on a stored value is refused (it would fail every read).
+    for column, target in (("s", "BIGINT"), ("k", "SMALLINT")):
+        with pytest.raises(RuntimeError, match="no executable cast"):
+            catalog.alter_table("test_db.ts2", [SchemaChange.update_column_type(column, AtomicType(target))], False)
+    catalog.alter_table("test_db.ts2", [SchemaChange.update_column_type("k", AtomicType("BIGINT"))], False)
+    assert catalog.get_table("test_db.ts2").fields[0].type.type == "BIGINT"
+
+
+def test_a_table_without_data_takes_any_type_change_paimon_casts(catalog) -> None:
+    # pypaimon's test_alter_table: STRING to BIGINT on a table with no snapshot, as Java allows.
+    catalog.create_table("test_db.empty", Schema(fields=[
+        DataField.from_dict({"id": 0, "name": "col1", "type": "STRING"}),
+        DataField.from_dict({"id": 1, "name": "col2", "type": "STRING", "description": "field2"})]), False)
+    catalog.alter_table("test_db.empty", [SchemaChange.update_column_type("col2", AtomicType("BIGINT"))], False)
+    table = catalog.get_table("test_db.empty")
+    assert (table.fields[1].type.type, table.fields[1].description) == ("BIGINT", "field2")
+    _write_one_row(catalog, "test_db.empty", {"col1": "a", "col2": 7})
+    assert catalog.get_table("test_db.empty").new_read_builder().new_read().to_arrow(
+        catalog.get_table("test_db.empty").new_read_builder().new_scan().plan().splits()).to_pylist() == [
+        {"col1": "a", "col2": 7}]
+    # With a snapshot the same change is refused: a stored string that is no number fails reads.
+    with pytest.raises(SchemaError, match="no executable cast"):
+        catalog.alter_table("test_db.empty", [SchemaChange.update_column_type("col1", AtomicType("BIGINT"))], False)
+    # Paimon has no cast from DATE to BOOLEAN: refused even on a table without data.
+    catalog.create_table("test_db.empty2", Schema(fields=[
+        DataField.from_dict({"id": 0, "name": "d", "type": "DATE"})]), False)
+    with pytest.raises(SchemaError, match="cannot be converted to BOOLEAN"):
+        catalog.alter_table("test_db.empty2", [SchemaChange.update_column_type("d", AtomicType("BOOLEAN"))], False)
 
 
 def test_core_options_answer_pypaimons_accessors(catalog) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from lakehouse_engine import CatalogFactory, Schema
 from lakehouse_engine.data_types import ArrayType, AtomicType, MapType, RowType
-from lakehouse_engine.errors import SchemaError, TagNotExistException
+from lakehouse_engine.errors import SchemaError, TagNotExistException, UnsupportedError
+from lakehouse_engine.format.binary_row import BinaryRowDeserializer
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.schema import DataField
 
@@ -60,10 +61,60 @@ def test_nested_type_constructors_build_our_types() -> None:
     mapping = MapType(False, AtomicType("STRING NOT NULL"), AtomicType("BIGINT"))
     row = RowType(True, [DataField(5, "x", AtomicType("INT"))])
     assert (str(array), str(mapping), str(row)) == \
-        ("ARRAY<INT>", "MAP<STRING NOT NULL, BIGINT> NOT NULL", "ROW<`x` INT>")
+        ("ARRAY<INT>", "MAP<STRING NOT NULL, BIGINT> NOT NULL", "ROW<x: INT>")
     assert isinstance(array, ArrayType) and isinstance(row, RowType) and not isinstance(row, AtomicType)
     assert ArrayType.from_dict({"type": "ARRAY", "element": "INT"}) == array
     assert AtomicType.from_dict("BIGINT NOT NULL") == AtomicType("BIGINT", nullable=False)
+
+
+def test_row_type_prints_as_pypaimon_and_keeps_java_form_in_to_string() -> None:
+    row = RowType(True, [DataField(0, "a", AtomicType("STRING"), "Someone's desc."),
+                         DataField(1, "b", AtomicType("TIMESTAMP(6)"))])
+    assert str(row) == "ROW<a: STRING COMMENT Someone's desc., b: TIMESTAMP(6)>"
+    assert str(RowType.from_dict(row.to_dict())) == str(row)
+    nested = ArrayType(False, RowType(True, [DataField(2, "x", AtomicType("INT", nullable=False))]))
+    assert str(nested) == "ARRAY<ROW<x: INT NOT NULL>> NOT NULL"
+    # Paimon's (Java's) form, which the CLI shows and error messages use.
+    assert row.to_string() == "ROW<`a` STRING, `b` TIMESTAMP(6)>"
+    assert nested.to_string() == "ARRAY<ROW<`x` INT NOT NULL>> NOT NULL"
+
+
+@pytest.mark.parametrize("name", ["BLOB", "VARIANT"])
+def test_blob_and_variant_types_are_named_but_no_table_holds_them(catalog, name: str) -> None:
+    # pypaimon's test_atomic_type: the type prints as its name; our tables refuse it.
+    assert (str(AtomicType(name)), str(AtomicType(name, nullable=False))) == (name, f"{name} NOT NULL")
+    for column in (AtomicType(name), ArrayType(True, AtomicType(name))):
+        with pytest.raises(UnsupportedError, match=f"Paimon type {name} is not supported"):
+            catalog.create_table("default.b", Schema(fields=[DataField(0, "id", AtomicType("INT")),
+                                                             DataField(1, "b", column)]), False)
+    assert catalog.list_tables("default") == []
+    with pytest.raises(UnsupportedError, match=name):
+        DataField.from_dict({"id": 0, "name": "b", "type": name})
+
+
+def test_key_stats_read_as_pypaimon_reads_them(catalog) -> None:
+    # pypaimon's test_pk_reader_with_filter: `key_stats.min_values.data` decoded by the key fields.
+    schema = pa.schema([pa.field("key1", pa.int32(), nullable=False), pa.field("key2", pa.string(), nullable=False),
+                        pa.field("dt", pa.string(), nullable=False), ("v", pa.string())])
+    catalog.create_table("default.ks", Schema.from_pyarrow_schema(
+        schema, partition_keys=["dt"], primary_keys=["key1", "key2"], options={"bucket": "1"}), False)
+    table = catalog.get_table("default.ks")
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(pa.Table.from_pydict({"key1": [4, 1, 7], "key2": ["e", "h", "b"], "dt": ["p", "p", "p"],
+                                        "v": ["x", "y", "z"]}, schema=schema))
+    wb.new_commit().commit(w.prepare_commit())
+    (split,) = table.new_read_builder().new_scan().plan().splits()
+    stats = split.files[0].key_stats
+    assert isinstance(stats.min_values.data, bytes) and stats.min_values.data == stats.min_values
+    assert [f.name for f in table.primary_keys_fields] == ["key1", "key2"]
+    assert [f.name for f in table.partition_keys_fields] == ["dt"]
+    assert table.field_dict["v"].type.type == "STRING"
+    low = BinaryRowDeserializer.from_bytes(stats.min_values.data, table.primary_keys_fields)
+    high = BinaryRowDeserializer.from_bytes(stats.max_values.data, table.primary_keys_fields)
+    # Per field, as Paimon keeps them: the least and greatest of each key column.
+    assert (low.to_dict(), high.to_dict()) == ({"key1": 1, "key2": "b"}, {"key1": 7, "key2": "h"})
+    assert (low.get_field(0), len(low)) == (1, 2)
 
 
 def test_predicate_built_as_pypaimon_builds_it() -> None:

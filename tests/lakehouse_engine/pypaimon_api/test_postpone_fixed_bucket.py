@@ -14,6 +14,7 @@ from lakehouse_engine import CatalogFactory, Schema
 from lakehouse_engine.errors import CommitConflictError, SchemaError
 from lakehouse_engine.types import DataType
 from lakehouse_engine.write.postpone_fixed import (
+    PostponeBucketPlan,
     PostponeFixedBucketWrite,
     PostponeFixedBucketWriteBuilder,
     binary_row_sizes,
@@ -155,3 +156,46 @@ def test_with_the_option_off_the_builder_writes_the_postpone_bucket(catalog) -> 
         catalog.create_table("default.fixed", Schema.from_pyarrow_schema(
             PA_SCHEMA, primary_keys=["id"], options={"bucket": "1"}), False)
         catalog.get_table("default.fixed").new_postpone_fixed_bucket_write_builder()
+
+
+def _planned_write(table, plan: dict, rows: list[tuple], overwrite: dict | None = None) -> list:
+    builder = table.new_postpone_fixed_bucket_write_builder().with_bucket_plan(PostponeBucketPlan(plan))
+    if overwrite is not None:
+        builder.overwrite(overwrite)
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(pa.Table.from_pylist([dict(zip(PA_SCHEMA.names, r, strict=True)) for r in rows],
+                                               schema=PA_SCHEMA))
+        messages = write.prepare_commit()
+        commit.commit(messages)
+    finally:
+        write.close()
+        commit.close()
+    return messages
+
+
+def test_a_bucket_plan_gives_the_counts_and_an_overwrite_may_rescale(catalog) -> None:
+    # pypaimon's test_postpone_overwrite_allows_bucket_rescale.
+    table = _postpone_table(catalog, "planned", {"postpone.target-size-per-bucket": "1 b",
+                                                 "postpone.batch-write-fixed-bucket.max-parallelism": "2"})
+    first = _planned_write(table, {("p",): 4, ("q",): 1}, [(1, "p", "old"), (5, "q", "q1")])
+    assert sorted((tuple(m.partition), m.total_buckets) for m in first) == [(("p",), 4), (("q",), 1)]
+    rescaled = _planned_write(table, {("p",): 3}, [(2, "p", "new")], overwrite={"dt": "p"})
+    assert {m.total_buckets for m in rescaled} == {3}
+    assert _rows(table) == [(2, "p", "new"), (5, "q", "q1")]
+    splits = table.new_read_builder().new_scan().plan().splits()
+    assert sorted({(tuple(s.partition.values), s.total_buckets) for s in splits}) == [(("p",), 3), (("q",), 1)]
+
+
+def test_a_bucket_plan_must_cover_every_partition_and_rescales_only_by_overwrite(catalog) -> None:
+    table = _postpone_table(catalog, "strict_plan")
+    _planned_write(table, {("p",): 2}, [(1, "p", "a")])
+    with pytest.raises(ValueError, match=r"Missing bucket plan for partition \('q',\)"):
+        _planned_write(table, {("p",): 2}, [(2, "q", "b")])
+    with pytest.raises(ValueError, match="only an overwrite of the partition may rescale it"):
+        _planned_write(table, {("p",): 5}, [(3, "p", "c")])
+    with pytest.raises(ValueError, match="positive 32-bit integer"):
+        PostponeBucketPlan({("p",): 0})
+    with pytest.raises(ValueError, match="is partitioned by"):
+        _planned_write(table, {("p", 1): 2}, [(3, "p", "c")])
+    assert _rows(table) == [(1, "p", "a")] and table.latest_snapshot().id == 1

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import CatalogFactory, InvalidOptionError, Schema
+from lakehouse_engine.errors import UnsupportedFeatureError
 
 PA_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.int64())])
 
@@ -80,3 +81,55 @@ def test_still_refused_at_create_time(catalog, schema_kwargs: dict, message: str
     with pytest.raises(InvalidOptionError, match=message):
         catalog.create_table("default.bad", Schema.from_pyarrow_schema(PA_SCHEMA, **schema_kwargs), False)
     assert not catalog.table_exists("default.bad")
+
+
+@pytest.mark.parametrize("function", ["mod", "hive"])
+def test_a_postpone_bucket_table_may_name_another_bucket_function_its_fixed_writers_refuse(
+        catalog, function: str) -> None:
+    # pypaimon's test_postpone_rejects_unsupported_bucket_function: the table is created (Paimon
+    # 1.x applies the function when it compacts), rows go to the postpone bucket; every writer
+    # that would hash rows into fixed buckets refuses it, as pypaimon's does.
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), pa.field("v", pa.string())])
+    catalog.create_table("default.pp", Schema.from_pyarrow_schema(
+        schema, primary_keys=["id"], options={"bucket": "-2", "bucket-function.type": function}), False)
+    table = catalog.get_table("default.pp")
+    with pytest.raises(ValueError, match="only support bucket-function.type=default"):
+        table.new_postpone_fixed_bucket_write_builder().new_write()
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(pa.Table.from_pylist([{"id": 1, "v": "a"}], schema=schema))
+    messages = w.prepare_commit()
+    assert {m.bucket for m in messages} == {-2}
+    wb.new_commit().commit(messages)
+    with pytest.raises(NotImplementedError, match=f"'bucket-function.type' = '{function}'"):
+        table.compact(full=True)
+    assert table.latest_snapshot().id == 1
+
+
+def test_another_bucket_function_on_a_fixed_bucket_table_is_still_refused(catalog) -> None:
+    # We would hash its keys with the default function and put them in buckets Paimon does not.
+    with pytest.raises(InvalidOptionError, match="bucket-function.type"):
+        catalog.create_table("default.fx", Schema.from_pyarrow_schema(
+            PA_SCHEMA, primary_keys=["id"], options={"bucket": "2", "bucket-function.type": "mod"}), False)
+    catalog.create_table("default.pp", Schema.from_pyarrow_schema(
+        PA_SCHEMA, primary_keys=["id"], options={"bucket": "-2", "bucket-function.type": "mod"}), False)
+    # A copy with fixed buckets is refused when it would write, naming the option.
+    with pytest.raises(UnsupportedFeatureError, match="bucket-function.type"):
+        catalog.get_table("default.pp").copy({"bucket": "2"}).new_batch_write_builder().new_write().write_arrow(
+            pa.Table.from_pylist([{"id": 1, "dt": "a", "v": 1}], schema=PA_SCHEMA))
+
+
+def test_a_string_sequence_group_field_orders_updates_as_paimon(catalog) -> None:
+    # pypaimon's test_partial_update_with_sequence_group_raises sets a STRING sequence field,
+    # which Paimon (Java) orders; we refused it before, we order it now (by UTF-8 bytes).
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.int64()), ("b", pa.string())])
+    catalog.create_table("default.pu", Schema.from_pyarrow_schema(schema, primary_keys=["id"], options={
+        "bucket": "1", "merge-engine": "partial-update", "fields.b.sequence-group": "a"}), False)
+    table = catalog.get_table("default.pu")
+    for rows in ([{"id": 1, "a": 1, "b": "v2"}], [{"id": 1, "a": 2, "b": "v10"}], [{"id": 1, "a": 3, "b": "v3"}]):
+        wb = table.new_batch_write_builder()
+        w = wb.new_write()
+        w.write_arrow(pa.Table.from_pylist(rows, schema=schema))
+        wb.new_commit().commit(w.prepare_commit())
+    rb = table.new_read_builder()
+    assert rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist() == [{"id": 1, "a": 3, "b": "v3"}]
