@@ -25,7 +25,7 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.table_read import TableRead, may_hold_retractions
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.table import FileStoreTable
-from tests.lakehouse_engine.conftest import create_table, read, rows, write
+from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("n", pa.int64()), ("kind", pa.string())])
 DV = {"deletion-vectors.enabled": "true", "rowkind.field": "kind", "bucket": "1"}
