@@ -423,7 +423,7 @@ SCAN_SNAPSHOT_ID = _pypaimon.integer("scan.snapshot-id", None, "Read this snapsh
 SCAN_TAG_NAME = _pypaimon.string("scan.tag-name", None, "Read the snapshot this tag keeps (time travel).")
 READ_BATCH_SIZE = _pypaimon.integer("read.batch-size", 1024, "pypaimon's read batch size.", _positive,
                                    stored="how many rows pypaimon puts in one Arrow batch; the rows are the same (this engine sizes batches by file)")
-READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split).", _positive)
+READ_PARALLELISM = _pypaimon.integer("read.parallelism", None, "Threads a read uses (default: one per core, at most one per split, or per file of a split read without a merge).", _positive)
 POSTPONE_BATCH_WRITE_FIXED_BUCKET = _pypaimon.boolean(
     "postpone.batch-write-fixed-bucket", True, "A write through new_postpone_fixed_bucket_write_builder() goes straight to fixed buckets (readable at once); false: to the postpone bucket, as every other write to a postpone table.")
 POSTPONE_BATCH_WRITE_FIXED_BUCKET_MAX_PARALLELISM = _pypaimon.integer(

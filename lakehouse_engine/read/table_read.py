@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT
 from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.merge import (
     INSERT,
@@ -89,15 +89,19 @@ class TableRead:
     def to_arrow(self, splits: Sequence[DataSplit], parallelism: int | None = None) -> pa.Table:
         """All rows of `splits` as one Arrow table, in split order.
 
-        `parallelism` (pypaimon's argument): threads reading splits at once; default the
-        `read.parallelism` option, else one per core (at most one per split); 1 reads serially.
+        `parallelism` (pypaimon's argument): threads reading at once; default the
+        `read.parallelism` option, else one per core; 1 reads serially. The unit of work is a
+        split that must be merged, or one file of a split whose files are read as they are (a
+        deletion-vector table's, Paimon's raw-convertible splits): parquet decoding releases the
+        GIL, so a few large files are read on all threads, not one thread per split.
         """
-        threads = self._threads(len(splits), parallelism)
+        units = _read_units(splits)
+        threads = self._threads(len(units), parallelism)
         if self.limit is None and threads > 1:
-            # The splits' threads keep the cores busy: each merge reads its files in its own.
+            # The units' threads keep the cores busy: each merge reads its files in its own.
             self._merge_threads = 1
             try:
-                tables = [t for t in parallel_map(self.read_split, splits, threads) if t.num_rows]
+                tables = [t for t in parallel_map(self._read_unit, units, threads) if t.num_rows]
             finally:
                 self._merge_threads = None
         else:
@@ -105,6 +109,16 @@ class TableRead:
         if not tables:
             return self._with_row_kind(self.output_schema.empty_table())
         return self._with_row_kind(pa.concat_tables(tables))
+
+    def _read_unit(self, unit: tuple[DataSplit, int | None]) -> pa.Table:
+        """One unit of `_read_units`: a whole split, or one file-section of a split."""
+        split, section = unit
+        if section is None:
+            return self.read_split(split)
+        parts = [t for t in self._shaped(self._read_section(split, split.sections[section])) if t.num_rows]
+        if not parts:
+            return self.output_schema.empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _with_row_kind(self, table: pa.Table) -> pa.Table:
         if not self.include_row_kind:
@@ -182,31 +196,32 @@ class TableRead:
             yield from self._branch_read(split.branch).read_split_ranges(split)
             return
         for section in split.sections:
-            for t in self._read_section(split, section):
-                if not t.num_rows:
-                    continue
-                t = t.select(self.value_columns)
-                if self.predicate is not None:
-                    t = self.predicate.filter_table(t)
+            for t in self._shaped(self._read_section(split, section)):
                 if t.num_rows:
-                    yield t.select(self.output).cast(self.output_schema)
+                    yield t
+
+    def _shaped(self, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        """Read rows filtered by the predicate and projected to the output schema."""
+        for t in tables:
+            if not t.num_rows:
+                continue
+            t = t.select(self.value_columns)
+            if self.predicate is not None:
+                t = self.predicate.filter_table(t)
+            yield t.select(self.output).cast(self.output_schema) if t.num_rows else t
 
     def _read_section(self, split: DataSplit, files: list[DataFileMeta]) -> Iterator[pa.Table]:
-        if not self.primary_key:
-            yield _concat([self._read_live_rows(split, f, self.value_columns) for f in files])
-            return
-        if len(files) == 1:
-            # `_VALUE_KIND` is read even when `_DELETE_ROW_COUNT` says 0: some writers (pypaimon
-            # 2.1.0) record 0 for files that hold retractions. The int8 column costs little.
-            for t in self._file_batches(split, files[0], self.value_columns + [VALUE_KIND], self._budget):
-                kinds = t.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
-                keep = (kinds == INSERT) | (kinds == UPDATE_AFTER)
-                yield t if keep.all() else t.filter(pa.array(keep))
+        if len(files) == 1 or not self.primary_key:
+            # Each file as it is (an append table's sections, a deletion-vector table's, a file
+            # no other overlaps): no merge, no key or sequence column, retractions dropped.
+            for f in files:
+                yield from self._live_batches(split, f, self._raw_columns(f), self._budget,
+                                              drop_retractions=True)
             return
         # Oldest first, in the one merge order every merge path uses (ties included), key range
         # by key range. When the files' sequence ranges are disjoint, file order is sequence
         # order and `_SEQUENCE_NUMBER` need not be read. A row a deletion vector marks is gone
-        # before the merge sees it (`_file_batches`).
+        # before the merge sees it (`_live_batches`).
         columns = list(self.merge_value_columns) + [VALUE_KIND]
         if not sequence_disjoint(merge_order(files)):
             columns.append(SEQUENCE_NUMBER)
@@ -217,46 +232,69 @@ class TableRead:
             return function.merge(rows, drop_retracts=True, rows_in_sequence_order=in_order,
                                   columns=self.value_columns)
 
-        yield from range_merge(files, lambda f, size: self._file_batches(split, f, columns, size),
+        yield from range_merge(files, lambda f, size: self._live_batches(split, f, columns, size),
                                self.key_names, merge, self._budget, self._key_of, self._merge_threads)
 
-    def _file_batches(self, split: DataSplit, meta: DataFileMeta, columns: list[str],
-                      batch_bytes: int) -> Iterator[pa.Table]:
+    def _raw_columns(self, meta: DataFileMeta) -> list[str]:
+        """What a read of one file as it is decodes: the value columns, and `_VALUE_KIND` (of a
+        primary-key table) only when the file may hold retractions (see `may_hold_retractions`)."""
+        if self.primary_key and may_hold_retractions(meta):
+            return self.value_columns + [VALUE_KIND]
+        return self.value_columns
+
+    def _live_batches(self, split: DataSplit, meta: DataFileMeta, columns: list[str],
+                      batch_bytes: int, drop_retractions: bool = False) -> Iterator[pa.Table]:
+        """The rows of one file of `split` (`columns` of them, in batches of about `batch_bytes`)
+        without those its deletion vector marks and, with `drop_retractions` and `_VALUE_KIND`
+        among `columns`, without retractions: the one place a read applies deletion vectors,
+        one mask and one `filter` per batch."""
         path = f"{split.bucket_path}/{meta.file_name}"
         schema = pa.schema([self._file_schema.field(c) for c in columns])
         batches = self._reader.read_batches(path, columns, schema, meta, batch_bytes,
                                             schema_file=self._schema_file)
         checked = checked_batches(batches, path, self.key_names, self._key_types, meta)
         deletion = split.deletion_file(meta.file_name)
-        if deletion is None:
-            return checked
-        return _drop_deleted(checked, self._vectors.keep_mask(deletion, meta.row_count))
+        vector = None if deletion is None else self._vectors.keep_mask(deletion, meta.row_count)
+        kinds = drop_retractions and VALUE_KIND in columns
+        if vector is None and not kinds:
+            yield from checked
+            return
+        offset = 0
+        for t in checked:
+            keep = None if vector is None else vector[offset:offset + t.num_rows]
+            offset += t.num_rows
+            if kinds:
+                k = t.column(VALUE_KIND).to_numpy()
+                live = (k == INSERT) | (k == UPDATE_AFTER)
+                keep = live if keep is None else keep & live
+            assert keep is not None
+            yield t if keep.all() else t.filter(pa.array(keep))
 
     def _key_of(self, binary: bytes) -> tuple[Any, ...]:
         return comparable_key(deserialize_row(binary, self._key_types))
 
-    def _read_live_rows(self, split: DataSplit, meta: DataFileMeta, columns: list[str]) -> pa.Table:
-        """The rows of one file of `split` that its deletion vector (if any) does not delete."""
-        t = self._read_file(f"{split.bucket_path}/{meta.file_name}", columns, meta)
-        deletion = split.deletion_file(meta.file_name)
-        if deletion is None:
-            return t
-        keep = self._vectors.keep_mask(deletion, t.num_rows)
-        return t if keep.all() else t.filter(pa.array(keep))
 
-    def _read_file(self, path: str, columns: list[str], meta: DataFileMeta) -> pa.Table:
-        schema = pa.schema([self._file_schema.field(c) for c in columns])
-        return self._reader.read(path, columns, schema, meta, schema_file=self._schema_file)
+def may_hold_retractions(meta: DataFileMeta) -> bool:
+    """Whether a primary-key data file may hold `-D`/`-U` rows, which a read of it as it is drops.
+
+    Only a file a compaction wrote (`_FILE_SOURCE` COMPACT: this engine's or Paimon's rewriters,
+    which count what they write) is trusted with a `_DELETE_ROW_COUNT` of 0: pypaimon 2.1.0
+    records 0 for level-0 files that do hold retractions, and a compaction may move such a file
+    up a level without rewriting it (an upgrade keeps its APPEND source). A count of null
+    (writers before Paimon 0.8) is unknown."""
+    return not (meta.delete_row_count == 0 and meta.file_source == FILE_SOURCE_COMPACT)
 
 
-def _drop_deleted(batches: Iterator[pa.Table], keep: np.ndarray) -> Iterator[pa.Table]:
-    """The batches of one file without the rows its deletion vector marks (`keep` is per row of
-    the whole file, so each batch takes its slice by position)."""
-    offset = 0
-    for t in batches:
-        part = keep[offset:offset + t.num_rows]
-        offset += t.num_rows
-        yield t if part.all() else t.filter(pa.array(part))
+def _read_units(splits: Sequence[DataSplit]) -> list[tuple[DataSplit, int | None]]:
+    """The units a parallel read reads on its threads, in output order: each section of a split
+    whose sections are single files (no merge between them) on its own, any other split whole."""
+    units: list[tuple[DataSplit, int | None]] = []
+    for split in splits:
+        if split.branch is None and len(split.sections) > 1 and all(len(s) == 1 for s in split.sections):
+            units.extend((split, i) for i in range(len(split.sections)))
+        else:
+            units.append((split, None))
+    return units
 
 
 class Row:
@@ -286,9 +324,4 @@ class Row:
     def __repr__(self) -> str:
         return f"Row({self.to_dict()!r})"
 
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="none")
 
