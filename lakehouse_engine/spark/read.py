@@ -5,8 +5,8 @@ retractions, no merge-engine work, and read as the scan's schema) holds exactly 
 returns, less the rows its files' deletion vectors mark. Their files go to `spark.read.parquet`
 with an explicit schema of the value columns (the `_KEY_*` and `_SEQUENCE_NUMBER` columns are
 never read); rows a deletion vector marks are removed by their position in their file (Spark's
-`_metadata.row_index`), in a broadcast anti-join against the marked positions, decoded once on
-the driver. The other splits go through the
+`_metadata.row_index`), by a JVM filter in the scan when the session has the engine's jar, by a
+broadcast anti-join otherwise (`spark/deletion_vectors.py`). The other splits go through the
 `lakehouse` data source (option `merge-only`), which merges them on executors with the engine.
 Both halves read the snapshot pinned when `read` is called, planned with the same options.
 """
@@ -16,10 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, StructField, StructType
 
@@ -27,8 +25,6 @@ from lakehouse_engine import types as t
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.errors import InvalidOptionError, SchemaError
 from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
-from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
-from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark.datasource import (
     FORMAT,
@@ -39,6 +35,13 @@ from lakehouse_engine.spark.datasource import (
     OPTION_WAREHOUSE,
     native_split,
     partition_filter,
+)
+from lakehouse_engine.spark.deletion_vectors import (
+    FileVector,
+    file_vectors,
+    jvm_filter_loaded,
+    live_rows,
+    without_marked_rows,
 )
 from lakehouse_engine.spark.spark_types import spark_schema
 from lakehouse_engine.spark.tables import TableRef
@@ -120,24 +123,31 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
     if partitions:
         rb = rb.with_filter(partition_filter(read_table, partitions))
     splits = rb.new_scan().plan().splits()
-    paths = [_spark_path(p) for s in splits if native_split(s) for p in s.file_paths]
+    native_splits = [s for s in splits if native_split(s)]
+    paths = [_spark_path(p) for s in native_splits for p in s.file_paths]
     merged = source.option(OPTION_MERGE_ONLY, "true")
     if not paths:
         return merged.load(ref.identifier)
-    deleted = _deleted_positions(read_table, [s for s in splits if native_split(s)])
-    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, deleted)
+    vectors = file_vectors(read_table, native_splits)
+    names = [f.file_name for s in native_splits for f in s.files]
+    if vectors and len(set(names)) < len(names):
+        # Spark names a row's file by its name alone: two files of one name in two buckets could
+        # not tell their vectors apart. Paimon's names are unique per table; the engine reads any.
+        return source.load(ref.identifier)
+    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, vectors)
     if all(native_split(s) for s in splits):
         return raw
     return raw.unionByName(merged.load(ref.identifier))
 
 
 def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool,
-             deleted: pa.Table | None = None) -> DataFrame:
+             vectors: Sequence[FileVector] = ()) -> DataFrame:
     """The rows of raw-convertible files: their value columns, by Spark's vectorized reader,
-    less the rows at the positions `deleted` lists per file name."""
+    less the rows `vectors` mark."""
     # Files of other writers than Spark carry no calendar metadata: their dates and timestamps
     # are proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
     reader = (spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED"))
+    keep: Column | None = None
     if not primary_key:
         df = reader.schema(schema).parquet(*paths)
     else:
@@ -146,42 +156,16 @@ def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_
         # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
         kind = StructField(VALUE_KIND, ByteType(), False)
         df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
-    if deleted is not None:
-        # The position is the row's in its file: taken before any filter, from the file scan.
-        df = _without_deleted(spark, df, deleted)
-    if primary_key:
-        df = df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER))
+        keep = F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER)
+    # A row's position is its position in its file, taken by the file scan before any filter.
+    if vectors and jvm_filter_loaded(spark):
+        live = live_rows(spark, vectors)
+        keep = live if keep is None else live & keep
+    elif vectors:
+        df = without_marked_rows(spark, df, vectors)
+    if keep is not None:
+        df = df.where(keep)
     return df.select(*schema.fieldNames())
-
-
-_FILE, _ROW = "__lakehouse_file", "__lakehouse_row"
-
-
-def _deleted_positions(table: FileStoreTable, splits: Sequence[DataSplit]) -> pa.Table | None:
-    """(file name, row position) of every row the splits' deletion vectors mark, or None."""
-    vectors = DeletionVectorReader(table.file_io)
-    names: list[np.ndarray] = []
-    rows: list[np.ndarray] = []
-    for split in splits:
-        if split.data_deletion_files is None:
-            continue
-        for f, deletion in zip(split.files, split.data_deletion_files, strict=True):
-            if deletion is None:
-                continue
-            positions = np.flatnonzero(~vectors.keep_mask(deletion, f.row_count))
-            rows.append(positions)
-            names.append(np.full(len(positions), f.file_name, dtype=object))
-    if not rows or not sum(len(r) for r in rows):
-        return None
-    return pa.table({_FILE: pa.array(np.concatenate(names), pa.string()),
-                     _ROW: pa.array(np.concatenate(rows), pa.int64())})
-
-
-def _without_deleted(spark: SparkSession, df: DataFrame, deleted: pa.Table) -> DataFrame:
-    """`df` (rows of parquet files) without the rows at the positions `deleted` lists per file."""
-    marked = spark.createDataFrame(deleted)
-    tagged = df.select("*", F.col("_metadata.file_name").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
-    return tagged.join(F.broadcast(marked), on=[_FILE, _ROW], how="left_anti").drop(_FILE, _ROW)
 
 
 def _spark_path(path: str) -> str:

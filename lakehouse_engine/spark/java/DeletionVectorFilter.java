@@ -1,0 +1,118 @@
+package lakehouse.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
+import org.roaringbitmap.RoaringBitmap;
+
+/**
+ * Whether a row of a parquet data file is live: false when the file's deletion vector marks the
+ * row's position. The vectors (Paimon's bitmaps in the portable RoaringBitmap layout, already
+ * checked on the driver) travel to the executors once, in a broadcast, and each executor decodes a
+ * file's bitmap the first time one of its rows is asked about, so the rows are filtered inside
+ * Spark's own scan with no join.
+ */
+public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
+    private static final long serialVersionUID = 1L;
+
+    private final Broadcast<Vectors> vectors;
+    // The file of the previous row and its bitmap: a task reads one file's rows in a run.
+    private transient String lastFile;
+    private transient RoaringBitmap lastBitmap;
+
+    DeletionVectorFilter(Broadcast<Vectors> vectors) {
+        this.vectors = vectors;
+    }
+
+    @Override
+    public Boolean call(String fileName, Long rowIndex) {
+        if (!fileName.equals(lastFile)) {
+            lastBitmap = vectors.value().bitmap(fileName);
+            lastFile = fileName;
+        }
+        return lastBitmap == null || !lastBitmap.contains((int) rowIndex.longValue());
+    }
+
+    /**
+     * A boolean column, true for the rows no deletion vector marks.
+     *
+     * @param names the data file names, one per line, in the order of their bitmaps
+     * @param sizes each bitmap's size in bytes, a big-endian int32 each
+     * @param bitmaps the bitmaps (portable RoaringBitmap layout) one after the other
+     * @param fileName the row's data file name (Spark's {@code _metadata.file_name})
+     * @param rowIndex the row's position in its file (Spark's {@code _metadata.row_index})
+     */
+    public static Column liveRows(SparkSession spark, String names, byte[] sizes, byte[] bitmaps,
+                                  Column fileName, Column rowIndex) {
+        Vectors vectors = new Vectors(names, sizes, bitmaps);
+        Broadcast<Vectors> shipped = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(vectors);
+        UserDefinedFunction udf = functions.udf(new DeletionVectorFilter(shipped), DataTypes.BooleanType)
+            .withName("lakehouse_live_row");
+        return udf.apply(fileName, rowIndex);
+    }
+
+    /** The vectors of one read: per data file name, its bitmap's bytes; decoded once per executor. */
+    static final class Vectors implements Serializable {
+        private static final long serialVersionUID = 1L;
+
+        private final Map<String, int[]> ranges = new HashMap<>();
+        private final byte[] bitmaps;
+        private transient ConcurrentHashMap<String, RoaringBitmap> decoded;
+
+        Vectors(String names, byte[] sizes, byte[] bitmaps) {
+            String[] files = names.isEmpty() ? new String[0] : names.split("\n", -1);
+            ByteBuffer lengths = ByteBuffer.wrap(sizes).order(ByteOrder.BIG_ENDIAN);
+            if (sizes.length != 4 * files.length) {
+                throw new IllegalArgumentException(files.length + " file names but " + sizes.length / 4 + " sizes");
+            }
+            int offset = 0;
+            for (String file : files) {
+                int size = lengths.getInt();
+                ranges.put(file, new int[] {offset, size});
+                offset += size;
+            }
+            if (offset != bitmaps.length) {
+                throw new IllegalArgumentException("sizes add up to " + offset + " bytes, not " + bitmaps.length);
+            }
+            this.bitmaps = bitmaps;
+        }
+
+        /** The bitmap of a data file's deleted positions, or null when the file has no vector. */
+        RoaringBitmap bitmap(String fileName) {
+            int[] range = ranges.get(fileName);
+            if (range == null) {
+                return null;
+            }
+            synchronized (this) {
+                if (decoded == null) {
+                    decoded = new ConcurrentHashMap<>();
+                }
+            }
+            return decoded.computeIfAbsent(fileName, f -> decode(f, range));
+        }
+
+        private RoaringBitmap decode(String fileName, int[] range) {
+            RoaringBitmap bitmap = new RoaringBitmap();
+            try {
+                bitmap.deserialize(ByteBuffer.wrap(bitmaps, range[0], range[1]).slice());
+            } catch (IOException | RuntimeException e) {
+                throw new IllegalStateException("the deletion vector of data file " + fileName
+                    + " is not a RoaringBitmap", e);
+            }
+            return bitmap;
+        }
+    }
+}
