@@ -5,35 +5,36 @@ file (`_metadata.row_index`). Two ways remove the marked rows, both exact:
 
 - The JVM filter (`DeletionVectorFilter.java`, compiled by `make` into `java/lakehouse-spark.jar`,
   which `create_session` puts on the session's classpath): the vectors' bitmaps, checked here on
-  the driver, travel once to each executor in a broadcast, and a Java UDF keeps a row unless its
-  file's bitmap holds its position. No join, no per-row Python, no decoding on the driver.
+  the driver, travel once to each executor in a broadcast, and a Java UDF in the scan's filter
+  keeps a row unless its file's bitmap holds its position. No join, no per-row Python; the whole
+  scan is built in one call into the JVM.
 - Without the jar (an engine installed without `make`, or a session started elsewhere): a
   broadcast left-anti join on (file name, position) against the marked positions, decoded here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.deletion_vectors import deleted_rows
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.table import FileStoreTable
 
-__all__ = ["FILTER_CLASS", "JAR", "FileVector", "file_vectors", "jvm_filter_loaded", "live_rows",
+__all__ = ["JAR", "FileVector", "file_vectors", "filtered_scan", "jvm_filter_loaded",
            "without_marked_rows"]
 
 # Built by `make` (target `spark-jar`) from `java/DeletionVectorFilter.java`; absent in a source
 # checkout until then, and in an install that did not build it.
 JAR = Path(__file__).parent / "java" / "lakehouse-spark.jar"
-FILTER_CLASS = "lakehouse.spark.DeletionVectorFilter"
 
 # Where a vector's bitmap lies in its range of the index file: the range starts with its size
 # (int32, the `length` of the range: magic number and bitmap) and Paimon's magic number (int32);
@@ -90,17 +91,22 @@ def jvm_filter_loaded(spark: SparkSession) -> bool:
     return isinstance(jvm.lakehouse.spark.DeletionVectorFilter, JavaClass)
 
 
-def live_rows(spark: SparkSession, vectors: Sequence[FileVector]) -> Column:
-    """A boolean column of a parquet scan, false for the rows `vectors` mark (the JVM filter:
-    `jvm_filter_loaded` must hold). One call into the JVM, whatever the number of files."""
-    from pyspark.sql.classic.column import Column as ClassicColumn
+def filtered_scan(spark: SparkSession, paths: Sequence[str], schema: StructType, options: Mapping[str, str],
+                  columns: Sequence[str], value_kind: str | None, kept_kinds: Sequence[int],
+                  vectors: Sequence[FileVector]) -> DataFrame:
+    """`columns` of the rows of parquet files `paths` (read as `schema` with reader `options`) whose
+    `value_kind` is one of `kept_kinds` (no such filter when None) and which no vector of `vectors`
+    marks: the JVM filter, built in one call into the JVM (`jvm_filter_loaded` must hold; no path,
+    file name, option or column may hold a line break, the calls' separator)."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     sizes = np.array([len(v.bitmap) for v in vectors], dtype=">i4").tobytes()
-    jc = spark._jvm.lakehouse.spark.DeletionVectorFilter.liveRows(  # type: ignore[union-attr]
-        spark._jsparkSession, "\n".join(v.file_name for v in vectors), sizes,
-        b"".join(v.bitmap for v in vectors), F.col("_metadata.file_name")._jc,
-        F.col("_metadata.row_index")._jc)
-    return ClassicColumn(jc)
+    settings = "\n".join(part for item in options.items() for part in item)
+    jdf = spark._jvm.lakehouse.spark.DeletionVectorFilter.scan(  # type: ignore[union-attr]
+        spark._jsparkSession, "\n".join(paths), schema.json(), settings, "\n".join(columns),
+        value_kind or "", bytes(np.array(kept_kinds, dtype=np.int8)), "\n".join(v.file_name for v in vectors),
+        sizes, b"".join(v.bitmap for v in vectors))
+    return ClassicDataFrame(jdf, spark)
 
 
 def without_marked_rows(spark: SparkSession, df: DataFrame, vectors: Sequence[FileVector]) -> DataFrame:

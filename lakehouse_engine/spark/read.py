@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 
 import pyarrow.fs as pafs
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, StructField, StructType
 
@@ -39,8 +39,8 @@ from lakehouse_engine.spark.datasource import (
 from lakehouse_engine.spark.deletion_vectors import (
     FileVector,
     file_vectors,
+    filtered_scan,
     jvm_filter_loaded,
-    live_rows,
     without_marked_rows,
 )
 from lakehouse_engine.spark.spark_types import spark_schema
@@ -98,12 +98,16 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
     ref = TableRef.of(table, warehouse)
     opened = ref.open()
     snapshot = opened.resolve_snapshot(snapshot_id, tag)
-    source = (spark.read.format(FORMAT).option(OPTION_WAREHOUSE, ref.warehouse)
-              .options(**dict(ref.options)))
-    if columns:
-        source = source.option(OPTION_COLUMNS, ",".join(columns))
-    if partitions:
-        source = source.option(OPTION_PARTITIONS, partitions)
+
+    def source(**options: str) -> DataFrameReader:
+        # Built only when a split needs it: each setting is a call into the JVM.
+        reader = spark.read.format(FORMAT).options(**{OPTION_WAREHOUSE: ref.warehouse, **dict(ref.options)})
+        if columns:
+            reader = reader.option(OPTION_COLUMNS, ",".join(columns))
+        if partitions:
+            reader = reader.option(OPTION_PARTITIONS, partitions)
+        return reader.options(**options)
+
     # The data source reads a snapshot named by id with that snapshot's schema: so does this half.
     read_table = opened.at_schema(snapshot.schema_id) if snapshot is not None else opened
     names = list(columns) if columns else read_table.schema.field_names
@@ -112,59 +116,58 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         raise SchemaError(f"read: columns {unknown} are not columns of table {read_table.name} (schema "
                           f"{read_table.schema.id}: {', '.join(read_table.schema.field_names)})")
     if snapshot is None:  # no snapshot yet: the data source returns the empty table
-        return source.load(ref.identifier)
-    source = source.option(OPTION_SNAPSHOT_ID, str(snapshot.id))
+        return source().load(ref.identifier)
+    pinned = {OPTION_SNAPSHOT_ID: str(snapshot.id)}
     schema = spark_schema(read_table, names)
     if native is None:  # the table's own FileIO knows whether its files are local
         native = isinstance(opened.file_io.fs, pafs.LocalFileSystem)
     if not native or not native_columns_supported(read_table, names):
-        return source.load(ref.identifier)
+        return source(**pinned).load(ref.identifier)
     rb = read_table.new_read_builder().with_snapshot(snapshot.id).with_table_schema().with_projection(names)
     if partitions:
         rb = rb.with_filter(partition_filter(read_table, partitions))
     splits = rb.new_scan().plan().splits()
     native_splits = [s for s in splits if native_split(s)]
     paths = [_spark_path(p) for s in native_splits for p in s.file_paths]
-    merged = source.option(OPTION_MERGE_ONLY, "true")
     if not paths:
-        return merged.load(ref.identifier)
+        return source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier)
     vectors = file_vectors(read_table, native_splits)
-    names = [f.file_name for s in native_splits for f in s.files]
-    if vectors and len(set(names)) < len(names):
+    file_names = [f.file_name for s in native_splits for f in s.files]
+    if vectors and len(set(file_names)) < len(file_names):
         # Spark names a row's file by its name alone: two files of one name in two buckets could
         # not tell their vectors apart. Paimon's names are unique per table; the engine reads any.
-        return source.load(ref.identifier)
+        return source(**pinned).load(ref.identifier)
     raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, vectors)
     if all(native_split(s) for s in splits):
         return raw
-    return raw.unionByName(merged.load(ref.identifier))
+    return raw.unionByName(source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier))
+
+
+# Files of other writers than Spark carry no calendar metadata: their dates and timestamps are
+# proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
+_READER_OPTIONS = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}
 
 
 def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool,
              vectors: Sequence[FileVector] = ()) -> DataFrame:
     """The rows of raw-convertible files: their value columns, by Spark's vectorized reader,
     less the rows `vectors` mark."""
-    # Files of other writers than Spark carry no calendar metadata: their dates and timestamps
-    # are proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
-    reader = (spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED"))
-    keep: Column | None = None
-    if not primary_key:
-        df = reader.schema(schema).parquet(*paths)
-    else:
+    read_schema, kinds = schema, tuple[int, ...]()
+    if primary_key:
         # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
         # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
         # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
-        kind = StructField(VALUE_KIND, ByteType(), False)
-        df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
-        keep = F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER)
+        read_schema = StructType([*schema.fields, StructField(VALUE_KIND, ByteType(), False)])
+        kinds = (INSERT, UPDATE_AFTER)
     # A row's position is its position in its file, taken by the file scan before any filter.
-    if vectors and jvm_filter_loaded(spark):
-        live = live_rows(spark, vectors)
-        keep = live if keep is None else live & keep
-    elif vectors:
+    if vectors and jvm_filter_loaded(spark) and not any("\n" in p for p in paths):
+        return filtered_scan(spark, paths, read_schema, _READER_OPTIONS, schema.fieldNames(),
+                             VALUE_KIND if kinds else None, kinds, vectors)
+    df = spark.read.options(**_READER_OPTIONS).schema(read_schema).parquet(*paths)
+    if vectors:
         df = without_marked_rows(spark, df, vectors)
-    if keep is not None:
-        df = df.where(keep)
+    if kinds:
+        df = df.where(F.col(VALUE_KIND).isin(*kinds))
     return df.select(*schema.fieldNames())
 
 

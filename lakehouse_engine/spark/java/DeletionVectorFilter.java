@@ -11,11 +11,16 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Column;
+import org.apache.spark.sql.DataFrameReader;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF2;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
 import org.roaringbitmap.RoaringBitmap;
 
 /**
@@ -55,13 +60,58 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
      * @param fileName the row's data file name (Spark's {@code _metadata.file_name})
      * @param rowIndex the row's position in its file (Spark's {@code _metadata.row_index})
      */
-    public static Column liveRows(SparkSession spark, String names, byte[] sizes, byte[] bitmaps,
+    static Column liveRows(SparkSession spark, String names, byte[] sizes, byte[] bitmaps,
                                   Column fileName, Column rowIndex) {
         Vectors vectors = new Vectors(names, sizes, bitmaps);
         Broadcast<Vectors> shipped = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(vectors);
         UserDefinedFunction udf = functions.udf(new DeletionVectorFilter(shipped), DataTypes.BooleanType)
             .withName("lakehouse_live_row");
         return udf.apply(fileName, rowIndex);
+    }
+
+    /**
+     * The rows of parquet data files less the rows the vectors mark, built in one call (each call
+     * from Python costs a round trip, and each step of a Dataset an analysis).
+     *
+     * @param paths the files, one per line, as Spark's Hadoop filesystems name them
+     * @param schemaJson the columns to read from the files (a StructType as JSON)
+     * @param options the reader's options, one key and one value per line (key, value, key, ...)
+     * @param columns the columns to return, one per line
+     * @param valueKind a column whose values must be one of {@code keptKinds}, or "" for none
+     * @param keptKinds the values of {@code valueKind} that are kept (int8 each)
+     * @param names the data file names with vectors, one per line ({@link #liveRows})
+     * @param sizes each bitmap's size in bytes, a big-endian int32 each
+     * @param bitmaps the bitmaps one after the other
+     */
+    public static Dataset<Row> scan(SparkSession spark, String paths, String schemaJson, String options,
+                                    String columns, String valueKind, byte[] keptKinds, String names,
+                                    byte[] sizes, byte[] bitmaps) {
+        DataFrameReader reader = spark.read().schema((StructType) DataType.fromJson(schemaJson));
+        String[] settings = options.isEmpty() ? new String[0] : options.split("\n", -1);
+        for (int i = 0; i + 1 < settings.length; i += 2) {
+            reader = reader.option(settings[i], settings[i + 1]);
+        }
+        Dataset<Row> files = reader.parquet(paths.split("\n", -1));
+        Column keep = liveRows(spark, names, sizes, bitmaps, functions.col("_metadata.file_name"),
+                               functions.col("_metadata.row_index"));
+        if (!valueKind.isEmpty()) {
+            Object[] kinds = new Object[keptKinds.length];
+            for (int i = 0; i < kinds.length; i++) {
+                kinds[i] = keptKinds[i];
+            }
+            keep = keep.and(files.col(quoted(valueKind)).isin(kinds));
+        }
+        String[] returned = columns.split("\n", -1);
+        Column[] selected = new Column[returned.length];
+        for (int i = 0; i < selected.length; i++) {
+            selected[i] = files.col(quoted(returned[i]));
+        }
+        return files.where(keep).select(selected);
+    }
+
+    /** A column name as Spark's parser takes it literally (dots and backticks included). */
+    private static String quoted(String name) {
+        return "`" + name.replace("`", "``") + "`";
     }
 
     /** The vectors of one read: per data file name, its bitmap's bytes; decoded once per executor. */
