@@ -34,9 +34,9 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
     private static final long serialVersionUID = 1L;
 
     private final Broadcast<Vectors> vectors;
-    // The file of the previous row and its bitmap: a task reads one file's rows in a run.
-    private transient String lastFile;
-    private transient RoaringBitmap lastBitmap;
+    // The file of the previous row and its bitmap: a task reads one file's rows in a run. One
+    // immutable pair, so a thread never sees one file's name with another's bitmap.
+    private transient Previous previous;
 
     DeletionVectorFilter(Broadcast<Vectors> vectors) {
         this.vectors = vectors;
@@ -44,11 +44,25 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
 
     @Override
     public Boolean call(String fileName, Long rowIndex) {
-        if (!fileName.equals(lastFile)) {
-            lastBitmap = vectors.value().bitmap(fileName);
-            lastFile = fileName;
+        Previous file = previous;
+        if (file == null || !file.name.equals(fileName)) {
+            file = new Previous(fileName, vectors.value().bitmap(fileName));
+            previous = file;
         }
-        return lastBitmap == null || !lastBitmap.contains((int) rowIndex.longValue());
+        long row = rowIndex;
+        // Paimon's bitmaps hold unsigned 32-bit positions: a row past them is never marked.
+        return file.deleted == null || (row >>> 32) != 0 || !file.deleted.contains((int) row);
+    }
+
+    /** A data file's name and the bitmap of its deleted rows (null: none). */
+    private static final class Previous {
+        final String name;
+        final RoaringBitmap deleted;
+
+        Previous(String name, RoaringBitmap deleted) {
+            this.name = name;
+            this.deleted = deleted;
+        }
     }
 
     /**
