@@ -160,7 +160,8 @@ def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_
         read_schema = StructType([*schema.fields, StructField(VALUE_KIND, ByteType(), False)])
         kinds = (INSERT, UPDATE_AFTER)
     # A row's position is its position in its file, taken by the file scan before any filter.
-    if vectors and jvm_filter_loaded(spark) and not any("\n" in p for p in paths):
+    # (The JVM filter takes its lists as lines: a path or a column with a line break is joined.)
+    if vectors and jvm_filter_loaded(spark) and not any("\n" in p for p in [*paths, *read_schema.fieldNames()]):
         return filtered_scan(spark, paths, read_schema, _READER_OPTIONS, schema.fieldNames(),
                              VALUE_KIND if kinds else None, kinds, vectors)
     df = spark.read.options(**_READER_OPTIONS).schema(read_schema).parquet(*paths)

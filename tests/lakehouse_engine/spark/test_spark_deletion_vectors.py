@@ -152,3 +152,15 @@ def test_create_session_puts_the_built_jar_on_the_classpath(spark: Any) -> None:
     if not JAR.is_file():
         pytest.skip(f"{JAR} is not built (make spark-jar)")
     assert str(JAR) in spark.sparkContext.getConf().get("spark.jars", "").split(",")
+
+
+def test_a_table_without_vectors_reads_as_a_plain_parquet_scan(spark: Any, tmp_path: Path) -> None:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    table = create_table(catalog, "p", _SCHEMA, ["id", "dt"], partition_keys=["dt"],
+                         options={"bucket": "2", "rowkind.field": "kind"})
+    write(table, _batch(range(0, 60), "a"))
+    df = read(spark, table)
+    plan = _plan(df)
+    assert "lakehouse_live_row" not in plan and "Join" not in plan and "BatchScan" not in plan, plan
+    assert sorted(tuple(r) for r in df.collect()) == _expected(table)
