@@ -75,7 +75,7 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
      * @param rowIndex the row's position in its file (Spark's {@code _metadata.row_index})
      */
     static Column liveRows(SparkSession spark, String names, byte[] sizes, byte[] bitmaps,
-                                  Column fileName, Column rowIndex) {
+                           Column fileName, Column rowIndex) {
         Vectors vectors = new Vectors(names, sizes, bitmaps);
         Broadcast<Vectors> shipped = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(vectors);
         UserDefinedFunction udf = functions.udf(new DeletionVectorFilter(shipped), DataTypes.BooleanType)
