@@ -24,6 +24,10 @@ PAIMON_JAVA_SPEC ?= pypaimon==0.2.0
 PAIMON_JAVA_DIR := .cache/paimon-java
 PAIMON_JAVA_STAMP := $(PAIMON_JAVA_DIR)/.built
 PAIMON_JAVA_PYTHON ?= $(VENV)/bin/python
+# The engine's own Spark classes (the deletion-vector row filter), compiled against pyspark's jars
+# into the package, where create_session finds the jar.
+SPARK_JAVA_SRC := $(wildcard lakehouse_engine/spark/java/*.java)
+SPARK_JAR := lakehouse_engine/spark/java/lakehouse-spark.jar
 
 WAREHOUSE ?= ./warehouse
 # One Dagster instance for `make run` and `make dev`, so the UI shows the runs (project-local).
@@ -43,7 +47,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYTHONHASHSEED := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help paimon-java test lint run bench soak dev docs clean distclean reliability chromium azurite
+.PHONY: help paimon-java spark-jar test lint run bench soak dev docs clean distclean reliability chromium azurite
 
 help:
 	@echo "make test       lint + pytest -m 'not slow' on PYTEST_WORKERS=2 workers (PYTEST_ARGS='...' passed to pytest)"
@@ -55,6 +59,7 @@ help:
 	@echo "make dev        dagster dev on http://127.0.0.1:3000 (DAGSTER_HOME=$(DAGSTER_HOME): shows make run's runs)"
 	@echo "make .venv / make .venv-interop   build the virtual environments"
 	@echo "make paimon-java  fetch Paimon 0.9's Java core and compile the judge (tests marked java)"
+	@echo "make spark-jar  compile the engine's Spark classes (Spark's read of deletion-vector tables)"
 	@echo "make azurite    install Azurite (npm) into .cache/azurite for the Azure test"
 	@echo "make clean      remove warehouse and caches; distclean also removes the venvs"
 
@@ -120,6 +125,23 @@ $(PAIMON_JAVA_STAMP): tests/java/PaimonJudge.java
 
 paimon-java: $(PAIMON_JAVA_STAMP)
 
+# ---------------------------------------------------------------- the engine's Spark jar
+# Needs javac (JDK 17) and pyspark in $(VENV). Without javac the jar is not built and Spark reads
+# deletion-vector tables by a broadcast join instead (exact, slower): a warning, not a failure.
+$(SPARK_JAR): $(SPARK_JAVA_SRC) | $(VENV)
+	@if ! command -v javac >/dev/null 2>&1; then \
+	  echo "WARNING: no javac: $@ not built; Spark reads deletion-vector tables by a join" >&2; \
+	else \
+	  jars=$$($(VENV)/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))'); \
+	  classes=$$(mktemp -d); \
+	  javac -nowarn --release 17 -d "$$classes" -cp "$$jars/*" $(SPARK_JAVA_SRC); \
+	  jar cf $@.tmp -C "$$classes" .; \
+	  rm -rf "$$classes"; \
+	  mv $@.tmp $@; \
+	fi
+
+spark-jar: $(SPARK_JAR)
+
 # ---------------------------------------------------------------- checks
 lint: $(VENV)
 	@status=0; \
@@ -128,17 +150,17 @@ lint: $(VENV)
 	$(VENV)/bin/lint-imports || status=1; \
 	exit $$status
 
-test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java lint
+test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java spark-jar lint
 	$(VENV)/bin/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-soak: $(VENV) $(INTEROP_VENV)
+soak: $(VENV) $(INTEROP_VENV) spark-jar
 	$(VENV)/bin/python -m pytest -m slow -q $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------- running
-run: $(VENV)
+run: $(VENV) spark-jar
 	$(VENV)/bin/python -m pipelines.scripts.run_main --warehouse $(WAREHOUSE) $(RUN_ARGS)
 
-bench: $(VENV) $(INTEROP_VENV) $(RUST_STAMP)
+bench: $(VENV) $(INTEROP_VENV) $(RUST_STAMP) spark-jar
 	$(VENV)/bin/python -m bench.run_all $(BENCH_ARGS)
 
 reliability: $(VENV) $(INTEROP_VENV)
@@ -151,7 +173,7 @@ dev: $(VENV)
 # ---------------------------------------------------------------- cleaning
 clean:
 	rm -rf warehouse pipeline .dagster_home .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
-	rm -rf ./*.egg-info docs/*.tmp
+	rm -rf ./*.egg-info docs/*.tmp $(SPARK_JAR)
 	find . \( -path ./$(VENV) -o -path ./$(INTEROP_VENV) -o -path ./.git \) -prune \
 	  -o -type d -name __pycache__ -exec rm -rf {} +
 

@@ -5,8 +5,8 @@ retractions, no merge-engine work, and read as the scan's schema) holds exactly 
 returns, less the rows its files' deletion vectors mark. Their files go to `spark.read.parquet`
 with an explicit schema of the value columns (the `_KEY_*` and `_SEQUENCE_NUMBER` columns are
 never read); rows a deletion vector marks are removed by their position in their file (Spark's
-`_metadata.row_index`), in a broadcast anti-join against the marked positions, decoded once on
-the driver. The other splits go through the
+`_metadata.row_index`), by a JVM filter in the scan when the session has the engine's jar, by a
+broadcast anti-join otherwise (`spark/deletion_vectors.py`). The other splits go through the
 `lakehouse` data source (option `merge-only`), which merges them on executors with the engine.
 Both halves read the snapshot pinned when `read` is called, planned with the same options.
 """
@@ -16,10 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, StructField, StructType
 
@@ -27,8 +25,6 @@ from lakehouse_engine import types as t
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.errors import InvalidOptionError, SchemaError
 from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
-from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
-from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark.datasource import (
     FORMAT,
@@ -39,6 +35,13 @@ from lakehouse_engine.spark.datasource import (
     OPTION_WAREHOUSE,
     native_split,
     partition_filter,
+)
+from lakehouse_engine.spark.deletion_vectors import (
+    FileVector,
+    file_vectors,
+    filtered_scan,
+    jvm_filter_loaded,
+    without_marked_rows,
 )
 from lakehouse_engine.spark.spark_types import spark_schema
 from lakehouse_engine.spark.tables import TableRef
@@ -95,12 +98,16 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
     ref = TableRef.of(table, warehouse)
     opened = ref.open()
     snapshot = opened.resolve_snapshot(snapshot_id, tag)
-    source = (spark.read.format(FORMAT).option(OPTION_WAREHOUSE, ref.warehouse)
-              .options(**dict(ref.options)))
-    if columns:
-        source = source.option(OPTION_COLUMNS, ",".join(columns))
-    if partitions:
-        source = source.option(OPTION_PARTITIONS, partitions)
+
+    def source(**options: str) -> DataFrameReader:
+        # Built only when a split needs it: each setting is a call into the JVM.
+        reader = spark.read.format(FORMAT).options(**{OPTION_WAREHOUSE: ref.warehouse, **dict(ref.options)})
+        if columns:
+            reader = reader.option(OPTION_COLUMNS, ",".join(columns))
+        if partitions:
+            reader = reader.option(OPTION_PARTITIONS, partitions)
+        return reader.options(**options)
+
     # The data source reads a snapshot named by id with that snapshot's schema: so does this half.
     read_table = opened.at_schema(snapshot.schema_id) if snapshot is not None else opened
     names = list(columns) if columns else read_table.schema.field_names
@@ -109,79 +116,60 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         raise SchemaError(f"read: columns {unknown} are not columns of table {read_table.name} (schema "
                           f"{read_table.schema.id}: {', '.join(read_table.schema.field_names)})")
     if snapshot is None:  # no snapshot yet: the data source returns the empty table
-        return source.load(ref.identifier)
-    source = source.option(OPTION_SNAPSHOT_ID, str(snapshot.id))
+        return source().load(ref.identifier)
+    pinned = {OPTION_SNAPSHOT_ID: str(snapshot.id)}
     schema = spark_schema(read_table, names)
     if native is None:  # the table's own FileIO knows whether its files are local
         native = isinstance(opened.file_io.fs, pafs.LocalFileSystem)
     if not native or not native_columns_supported(read_table, names):
-        return source.load(ref.identifier)
+        return source(**pinned).load(ref.identifier)
     rb = read_table.new_read_builder().with_snapshot(snapshot.id).with_table_schema().with_projection(names)
     if partitions:
         rb = rb.with_filter(partition_filter(read_table, partitions))
     splits = rb.new_scan().plan().splits()
-    paths = [_spark_path(p) for s in splits if native_split(s) for p in s.file_paths]
-    merged = source.option(OPTION_MERGE_ONLY, "true")
+    native_splits = [s for s in splits if native_split(s)]
+    paths = [_spark_path(p) for s in native_splits for p in s.file_paths]
     if not paths:
-        return merged.load(ref.identifier)
-    deleted = _deleted_positions(read_table, [s for s in splits if native_split(s)])
-    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, deleted)
+        return source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier)
+    vectors = file_vectors(read_table, native_splits)
+    file_names = [f.file_name for s in native_splits for f in s.files]
+    if vectors and len(set(file_names)) < len(file_names):
+        # Spark names a row's file by its name alone: two files of one name in two buckets could
+        # not tell their vectors apart. Paimon's names are unique per table; the engine reads any.
+        return source(**pinned).load(ref.identifier)
+    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, vectors)
     if all(native_split(s) for s in splits):
         return raw
-    return raw.unionByName(merged.load(ref.identifier))
+    return raw.unionByName(source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier))
+
+
+# Files of other writers than Spark carry no calendar metadata: their dates and timestamps are
+# proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
+_READER_OPTIONS = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}
 
 
 def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool,
-             deleted: pa.Table | None = None) -> DataFrame:
+             vectors: Sequence[FileVector] = ()) -> DataFrame:
     """The rows of raw-convertible files: their value columns, by Spark's vectorized reader,
-    less the rows at the positions `deleted` lists per file name."""
-    # Files of other writers than Spark carry no calendar metadata: their dates and timestamps
-    # are proleptic Gregorian, as Paimon's (Spark would refuse old ones by default).
-    reader = (spark.read.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED"))
-    if not primary_key:
-        df = reader.schema(schema).parquet(*paths)
-    else:
+    less the rows `vectors` mark."""
+    read_schema, kinds = schema, tuple[int, ...]()
+    if primary_key:
         # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
         # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
         # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
-        kind = StructField(VALUE_KIND, ByteType(), False)
-        df = reader.schema(StructType([*schema.fields, kind])).parquet(*paths)
-    if deleted is not None:
-        # The position is the row's in its file: taken before any filter, from the file scan.
-        df = _without_deleted(spark, df, deleted)
-    if primary_key:
-        df = df.where(F.col(VALUE_KIND).isin(INSERT, UPDATE_AFTER))
+        read_schema = StructType([*schema.fields, StructField(VALUE_KIND, ByteType(), False)])
+        kinds = (INSERT, UPDATE_AFTER)
+    # A row's position is its position in its file, taken by the file scan before any filter.
+    # (The JVM filter takes its lists as lines: a path or a column with a line break is joined.)
+    if vectors and jvm_filter_loaded(spark) and not any("\n" in p for p in [*paths, *read_schema.fieldNames()]):
+        return filtered_scan(spark, paths, read_schema, _READER_OPTIONS, schema.fieldNames(),
+                             VALUE_KIND if kinds else None, kinds, vectors)
+    df = spark.read.options(**_READER_OPTIONS).schema(read_schema).parquet(*paths)
+    if vectors:
+        df = without_marked_rows(spark, df, vectors)
+    if kinds:
+        df = df.where(F.col(VALUE_KIND).isin(*kinds))
     return df.select(*schema.fieldNames())
-
-
-_FILE, _ROW = "__lakehouse_file", "__lakehouse_row"
-
-
-def _deleted_positions(table: FileStoreTable, splits: Sequence[DataSplit]) -> pa.Table | None:
-    """(file name, row position) of every row the splits' deletion vectors mark, or None."""
-    vectors = DeletionVectorReader(table.file_io)
-    names: list[np.ndarray] = []
-    rows: list[np.ndarray] = []
-    for split in splits:
-        if split.data_deletion_files is None:
-            continue
-        for f, deletion in zip(split.files, split.data_deletion_files, strict=True):
-            if deletion is None:
-                continue
-            positions = np.flatnonzero(~vectors.keep_mask(deletion, f.row_count))
-            rows.append(positions)
-            names.append(np.full(len(positions), f.file_name, dtype=object))
-    if not rows or not sum(len(r) for r in rows):
-        return None
-    return pa.table({_FILE: pa.array(np.concatenate(names), pa.string()),
-                     _ROW: pa.array(np.concatenate(rows), pa.int64())})
-
-
-def _without_deleted(spark: SparkSession, df: DataFrame, deleted: pa.Table) -> DataFrame:
-    """`df` (rows of parquet files) without the rows at the positions `deleted` lists per file."""
-    marked = spark.createDataFrame(deleted)
-    tagged = df.select("*", F.col("_metadata.file_name").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
-    return tagged.join(F.broadcast(marked), on=[_FILE, _ROW], how="left_anti").drop(_FILE, _ROW)
 
 
 def _spark_path(path: str) -> str:

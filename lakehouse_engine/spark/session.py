@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from lakehouse_engine.spark.datasource import register_data_source
+from lakehouse_engine.spark.deletion_vectors import JAR
 
 # The most rows and bytes of one Arrow batch Spark hands to Python in the sessions made here.
 ARROW_BATCH_ROWS = 131_072
@@ -35,8 +36,10 @@ def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
 
     Binds to `SPARK_LOCAL_IP` (127.0.0.1 unless set), runs Python workers on this interpreter,
     uses UTC as the session time zone, `shuffle_partitions` shuffle partitions and Arrow batches
-    of up to `ARROW_BATCH_ROWS` rows / `ARROW_BATCH_BYTES` bytes; `conf` adds or overrides
-    settings. `driver_memory` applies only when this call starts the JVM. An
+    of up to `ARROW_BATCH_ROWS` rows / `ARROW_BATCH_BYTES` bytes, with the engine's jar (built by
+    `make`: Spark's read of deletion-vector tables filters rows in the JVM with it) added to
+    `spark.jars`; `conf` adds or overrides settings. `driver_memory` and the jar apply only when
+    this call starts the JVM. An
     active session is returned as it is (with the data source registered), whatever `master`.
 
     Args:
@@ -66,6 +69,8 @@ def create_session(master: str = "local[2]", *, app_name: str = "lakehouse",
         "spark.executorEnv.PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
     }
     settings.update(conf or {})
+    if JAR.is_file():  # without it (not built) the read of DV tables joins instead: still exact
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars"), str(JAR)) if j)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
