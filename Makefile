@@ -151,7 +151,7 @@ lint: $(VENV)
 	exit $$status
 
 test: $(VENV) $(INTEROP_VENV) chromium azurite paimon-java spark-jar lint
-	$(VENV)/bin/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	LAKEHOUSE_REQUIRE_SPARK_JAR=1 $(VENV)/bin/python -m pytest -m "not slow" -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 soak: $(VENV) $(INTEROP_VENV) spark-jar
 	$(VENV)/bin/python -m pytest -m slow -q $(PYTEST_ARGS)
