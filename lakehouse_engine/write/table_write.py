@@ -29,6 +29,7 @@ from lakehouse_engine.mergetree.changelog import (
 )
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
@@ -171,6 +172,11 @@ class TableWrite:
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
+        # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
+        # lookup of this commit and the next ones reads them without decoding.
+        self._run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
+                           if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
+                           else None)
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
@@ -378,6 +384,8 @@ class TableWrite:
         written = writer.write_run(rows, level=0, min_sequence=first_seq)
         if changelog is not None:
             buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))
+        if self._run_cache is not None and buf.bucket >= 0:
+            self._cache_run(rows, written, bucket_dir)
         if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:
             older = self._levels(buf).all_files()
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
@@ -400,6 +408,22 @@ class TableWrite:
             if levels.number_of_sorted_runs() >= self.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self._compact(buf, full=False)
+
+    def _cache_run(self, rows: pa.Table, written: list[DataFileMeta], bucket_dir: str) -> None:
+        """Put the rows of a run just written into the lookup cache, file by file."""
+        assert self._run_cache is not None
+        file_schema = self.schema.data_file_arrow_schema()
+        names = self.schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        if any(n not in rows.column_names for n in names):
+            return
+        try:
+            run = rows.select(names).cast(pa.schema([file_schema.field(n) for n in names]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return  # (read from the file instead)
+        offset = 0
+        for f in written:  # (a run's files hold its rows in order)
+            self._run_cache.put_written(f"{bucket_dir}/{f.file_name}", run.slice(offset, f.row_count))
+            offset += f.row_count
 
     def _input_changelog_files(self, changelog: pa.Table, run: pa.Table, written: list[DataFileMeta],
                                bucket_dir: str) -> list[DataFileMeta]:
