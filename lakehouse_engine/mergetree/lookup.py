@@ -129,11 +129,13 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
         return LookupResult(exists, empty, value_schema.empty_table(), [], empty, empty)
     index = np.concatenate(found_index)
     exists[index] = True
-    # In key order, as the keys came in.
-    order = np.argsort(index, kind="stable")
-    old = pa.concat_tables(found_rows).take(pa.array(order))
-    return LookupResult(exists, index[order], old, found_files, np.concatenate(found_file_index)[order],
-                        np.concatenate(found_positions)[order])
+    old = pa.concat_tables(found_rows) if len(found_rows) > 1 else found_rows[0]
+    file_index, positions = np.concatenate(found_file_index), np.concatenate(found_positions)
+    if len(index) > 1 and not bool(np.all(index[1:] > index[:-1])):
+        # In key order, as the keys came in (one file's matches already are).
+        order = np.argsort(index, kind="stable")
+        old, index, file_index, positions = old.take(pa.array(order)), index[order], file_index[order], positions[order]
+    return LookupResult(exists, index, old, found_files, file_index, positions)
 
 
 def _old_rows(f: DataFileMeta, file_keys: pa.Table, positions: np.ndarray, read_file: ReadFile,
