@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 import pytest
 
 from lakehouse_engine.mergetree.changelog import (
@@ -77,7 +76,7 @@ def test_lookup_changelog_compares_each_new_key_with_its_live_old_row() -> None:
 
 def _dedupe_merge(rows: pa.Table) -> pa.Table:
     """Deduplicate: per key the record with the highest sequence number, retractions kept."""
-    order = pa.compute.sort_indices(rows, [("id", "ascending"), ("_SEQUENCE_NUMBER", "descending")]).to_numpy()
+    order = pc.sort_indices(rows, [("id", "ascending"), ("_SEQUENCE_NUMBER", "descending")]).to_numpy()
     s = rows.take(pa.array(order))
     ids = s.column("id").to_numpy()
     first = np.ones(len(ids), bool)
