@@ -13,9 +13,9 @@ between commits (`lookup.cache-max-memory-size`, `lookup.cache-max-disk-size`,
 * Filled by a writer with the rows of a level-0 run it just wrote (no decode at all), and by every
   lookup read (the next commit's lookup of the same file decodes nothing).
 * Bounded: at most `lookup.cache-max-memory-size` bytes of decoded columns per table (least
-  recently used first out; 0 turns the cache off); an entry not used for
-  `lookup.cache-file-retention` is dropped. The cache never spills to disk, so it uses none of
-  `lookup.cache-max-disk-size`.
+  recently used first out; 0 turns the cache off), and all tables' caches of the process together
+  at most the largest of their bounds; an entry not used for `lookup.cache-file-retention` is
+  dropped. The cache never spills to disk, so it uses none of `lookup.cache-max-disk-size`.
 
 The caches live in a process-wide registry, one per table location (`cache_for`).
 """
@@ -54,10 +54,13 @@ class LookupCache:
     """Decoded columns of data files, least recently used out past `max_bytes`, an entry not used
     for `retention_s` seconds dropped (see the module docstring). Thread-safe."""
 
-    def __init__(self, max_bytes: int, retention_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, max_bytes: int, retention_s: float, clock: Callable[[], float] = time.monotonic,
+                 on_grow: Callable[[], None] | None = None):
+        """`on_grow`: called (outside this cache's lock) after a put grew the cache."""
         self.max_bytes = max_bytes
         self.retention_s = retention_s
         self._clock = clock
+        self._on_grow = on_grow
         self._entries: OrderedDict[tuple[str, int], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -102,6 +105,20 @@ class LookupCache:
             self._entries[key] = entry
             self.nbytes += entry.nbytes
             self._evict()
+        if self._on_grow is not None:
+            self._on_grow()
+
+    def oldest_use(self) -> float | None:
+        """When the least recently used entry was last used (None: empty)."""
+        with self._lock:
+            self._expire()
+            return next(iter(self._entries.values())).used if self._entries else None
+
+    def drop_oldest(self) -> None:
+        """Drop the least recently used entry."""
+        with self._lock:
+            if self._entries:
+                self._drop(next(iter(self._entries)))
 
     def files(self) -> list[str]:
         """The paths cached, least recently used first."""
@@ -136,6 +153,23 @@ _CACHES: dict[str, LookupCache] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
+def _trim_process() -> None:
+    """All tables' caches together stay within the largest table's bound: past it, the least
+    recently used entry of any table goes (a process touching many tables holds no more than
+    one table may)."""
+    with _REGISTRY_LOCK:
+        caches = list(_CACHES.values())
+        if not caches:
+            return
+        bound = max(c.max_bytes for c in caches)
+        while sum(c.nbytes for c in caches) > bound:
+            used = [(c.oldest_use(), i) for i, c in enumerate(caches)]
+            oldest = min(((u, i) for u, i in used if u is not None), default=None)
+            if oldest is None:
+                return
+            caches[oldest[1]].drop_oldest()
+
+
 def cache_for(table_path: str, options: CoreOptions) -> LookupCache | None:
     """This process's lookup cache of the table at `table_path`, bounded by its `options`
     (None when `lookup.cache-max-memory-size` is 0)."""
@@ -149,7 +183,7 @@ def cache_for(table_path: str, options: CoreOptions) -> LookupCache | None:
                 del _CACHES[table_path]
             return None
         if cache is None:
-            cache = _CACHES[table_path] = LookupCache(max_bytes, retention_s)
+            cache = _CACHES[table_path] = LookupCache(max_bytes, retention_s, on_grow=_trim_process)
         elif (cache.max_bytes, cache.retention_s) != (max_bytes, retention_s):
             cache.resize(max_bytes, retention_s)
         return cache

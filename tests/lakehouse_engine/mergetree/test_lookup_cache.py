@@ -176,3 +176,17 @@ def test_a_warm_cache_never_serves_rows_another_writer_replaced(catalog: Catalog
         ("-U", 3, "b3"), ("+U", 3, "a-again"), ("-U", 20, "a20"), ("+U", 20, "a-again")]
     rows = {r["id"]: r["v"] for r in read(a).to_pylist()}
     assert rows[3] == rows[20] == "a-again" and rows[4] == "b4" and rows[25] == "a25" and len(rows) == 30
+
+
+def test_all_tables_caches_together_stay_within_the_largest_bound() -> None:
+    one = _rows(1000).nbytes
+    options = CoreOptions({"lookup.cache-max-memory-size": f"{3 * one} b"})
+    caches = [cache_for(f"/t{i}", options) for i in range(3)]
+    for i, cache in enumerate(caches):
+        assert cache is not None
+        cache.put(f"/t{i}/bucket-0/a", 0, _rows(1000))
+        cache.put(f"/t{i}/bucket-0/b", 0, _rows(1000))
+    assert sum(c.nbytes for c in caches if c is not None) <= 3 * one
+    # The most recently used files stay: the last table's two and the one before them.
+    assert caches[2] is not None and caches[2].files() == ["/t2/bucket-0/a", "/t2/bucket-0/b"]
+    assert caches[0] is not None and caches[0].files() == []
