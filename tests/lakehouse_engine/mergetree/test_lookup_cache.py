@@ -144,12 +144,15 @@ def test_a_warm_cache_gives_the_changelog_a_fresh_process_gives(catalog: Catalog
                [(i, f"b{i}", "+I") for i in range(0, 60, 3)] + [(5, None, "-D"), (99, None, "-D")],
                [(i, f"c{i}", "+I") for i in range(0, 60, 4)] + [(7, None, "-D")]]
     warm, cold = _lookup_table(catalog, "warm"), _lookup_table(catalog, "cold")
+    off = _lookup_table(catalog, "off", **{"lookup.cache-max-memory-size": "0 b"})
     for batch in batches:
         put(warm, *batch)
         clear_caches([cold.store.path_factory.table_path])
         put(cold, *batch)
+        put(off, *batch)
     strip = [(s, k, i, v) for s, k, i, v in change_tuples(warm)]
-    assert strip == change_tuples(cold)
+    assert strip == change_tuples(cold) == change_tuples(off)
+    assert cache_for(off.store.path_factory.table_path, off.schema.core_options) is None
     assert replay(strip) == {r["id"]: r["v"] for r in read(warm).to_pylist()}
 
 
