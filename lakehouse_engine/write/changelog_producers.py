@@ -80,8 +80,9 @@ class LookupChangelog:
                                                        self.table.schema.core_options))
 
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
-               older: list[DataFileMeta]) -> LookupResult:
-        """The changelog files of the run `flushed` against the bucket's `older` files."""
+               older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
+        """The changelog files of the run `flushed` (its rows `run`, in file layout, when the
+        writer holds them) against the bucket's `older` files."""
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
 
         vectors = self._deletion_files().get((partition.binary, bucket), {})
@@ -98,8 +99,8 @@ class LookupChangelog:
             keep = self._vector_reader.keep_mask(deletion, f.row_count)
             return rows if keep.all() else rows.filter(pa.array(keep))
 
-        parts = [read(f) for f in flushed]
-        if not parts:
+        parts = [run.select(self.columns)] if run is not None else [read(f) for f in flushed]
+        if not parts or not parts[0].num_rows:
             return LookupResult()
         new = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         keys = new.select(self.key_names)

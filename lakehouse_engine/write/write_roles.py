@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
     from lakehouse_engine.partition import Partition
 
@@ -96,6 +98,8 @@ class FlushLookup(Protocol):
     vectors and the `lookup` changelog producer both need this)."""
 
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
-               older: list[DataFileMeta]) -> LookupResult:
-        """The index and changelog files that `flushed` makes, given the bucket's `older` files."""
+               older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
+        """The index and changelog files that `flushed` makes, given the bucket's `older` files;
+        `run`: the flushed rows in file layout when the caller holds them (then `flushed` is not
+        read, and may be empty: the files are still being written)."""
         ...
