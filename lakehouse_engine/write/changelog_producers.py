@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 class LookupChangelog:
     """The FlushLookup of a table with `changelog-producer` = lookup."""
 
+    #: Given the run's rows, it looks them up while the writer writes the run's data files.
+    takes_run = True
+
     def __init__(self, table: FileStore, snapshot: Callable[[], Snapshot | None] | None = None):
         """`snapshot`: the snapshot the older files a lookup is given come from; on a table with
         deletion vectors, the rows its vectors mark are dead and never an old row."""

@@ -394,7 +394,7 @@ class TableWrite:
                 buf.lookup_base = sorted(names)
             older += [f for f in buf.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or self._run_cache is not None) and buf.bucket >= 0 else None
-        if looks_up and run is not None:
+        if looks_up and run is not None and getattr(self.flush_lookup, "takes_run", False):
             written, found = self._write_and_look_up(writer, rows, buf, older, run)
         else:
             written = writer.write_run(rows, level=0, min_sequence=first_seq)

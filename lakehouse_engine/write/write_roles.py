@@ -95,7 +95,11 @@ class LookupResult:
 
 class FlushLookup(Protocol):
     """Looks up the keys of a level-0 run just flushed in the bucket's older levels (the deletion
-    vectors and the `lookup` changelog producer both need this)."""
+    vectors and the `lookup` changelog producer both need this).
+
+    A lookup whose `takes_run` is true is given the run's rows (`run`) while the writer writes
+    its data files on another thread (`flushed` is then empty); else it is given the files after.
+    """
 
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
                older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
