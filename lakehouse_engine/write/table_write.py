@@ -400,8 +400,9 @@ class TableWrite:
             written = writer.write_run(rows, level=0, min_sequence=first_seq)
             found = None
             if looks_up:
-                assert self.flush_lookup is not None
-                found = self._looked_up(written, lambda: self.flush_lookup.lookup(  # type: ignore[union-attr]
+                flush_lookup = self.flush_lookup
+                assert flush_lookup is not None
+                found = self._looked_up(written, lambda: flush_lookup.lookup(
                     buf.partition, buf.bucket, written, older), bucket_dir)
         if changelog is not None:
             buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))

@@ -40,9 +40,12 @@ def _upsert(table: Any) -> None:
     put(table, *[(i, f"w{i}", "+I") for i in range(10, 30)], (3, None, "-D"))
 
 
-def test_a_failing_changelog_write_fails_the_commit_and_leaves_no_file(catalog: Catalog,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("overlapped", [True, False])  # False: the lookup reads the run's files back
+def test_a_failing_changelog_write_fails_the_commit_and_leaves_no_file(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, overlapped: bool) -> None:
     t = _seed(catalog, "t")
+    if not overlapped:
+        monkeypatch.setattr(TableWrite, "_run_columns", lambda self, rows: None)
     before_files, before_rows, snapshots = _files(t), _rows(t), len(list(t.snapshots()))
 
     def fail(*args: Any, **kwargs: Any) -> Any:
