@@ -194,6 +194,54 @@ def lookup_changelog(new: pa.Table, old_records: pa.Table, key_names: Sequence[s
     return out
 
 
+def newest_changelog(new: pa.Table, key_index: np.ndarray, old: pa.Table, value_columns: Sequence[str],
+                     row_deduplicate: bool) -> pa.Table:
+    """The `lookup` producer's changelog where a key's newest record is its row (deduplicate
+    without sequence fields): what `lookup_changelog` gives, with no merge.
+
+    `new` is the run (one record per key, sorted by key); `old` the newest older record of each
+    key `key_index` (indices into `new`) found, retractions included. Per key of `new`: a live old
+    row and an insert: `-U` old, `+U` new (neither when row-deduplicate finds them equal); a live
+    old row and a retraction: `-D` old; no live old row and an insert: `+I` new; else nothing.
+    """
+    n = new.num_rows
+    new_add = np.isin(_kinds(new), (INSERT, UPDATE_AFTER))
+    old_live = np.isin(_kinds(old), (INSERT, UPDATE_AFTER)) if old.num_rows else np.zeros(0, bool)
+    old_of = np.full(n, -1, np.int64)  # per row of `new`: its live old row
+    old_of[key_index[old_live]] = np.flatnonzero(old_live)
+    has_old = old_of >= 0
+    before, after = has_old.copy(), new_add.copy()
+    if row_deduplicate:
+        both = np.flatnonzero(has_old & new_add)
+        if len(both):
+            equal = _rows_equal(old.take(pa.array(old_of[both])), new.take(pa.array(both)),
+                                list(value_columns))
+            before[both[equal]] = after[both[equal]] = False
+    # Per key its row before the change, then its row after: one gather from [old, new].
+    count = before.astype(np.int64) + after
+    total = int(count.sum())
+    if total == 0:
+        return new.schema.empty_table()
+    start = np.cumsum(count) - count
+    source = np.empty(total, np.int64)
+    kinds = np.empty(total, np.int8)
+    b = np.flatnonzero(before)
+    source[start[b]] = old_of[b]
+    kinds[start[b]] = np.where(new_add[b], UPDATE_BEFORE, DELETE)
+    a = np.flatnonzero(after)
+    at = start[a] + before[a]
+    source[at] = old.num_rows + a
+    kinds[at] = np.where(has_old[a], UPDATE_AFTER, INSERT)
+    rows = pa.concat_tables([old.select(new.column_names).cast(new.schema), new])
+    out = rows.take(pa.array(source))
+    return out.set_column(out.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
+                          pa.array(kinds, pa.int8()))
+
+
+def _kinds(rows: pa.Table) -> np.ndarray:
+    return rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+
+
 def records_of_keys(keys: pa.Table, files: Sequence[DataFileMeta],
                     read_file: Callable[[DataFileMeta], pa.Table], key_names: Sequence[str],
                     may_hold: Callable[[DataFileMeta], bool] | None = None) -> pa.Table | None:
@@ -237,4 +285,4 @@ def _rows_equal(left: pa.Table, right: pa.Table, columns: list[str]) -> np.ndarr
 
 
 __all__ = ["CHANGELOG_FILE_PREFIX", "SEQUENCE_NUMBER", "full_compaction_changelog", "input_changelog",
-           "lookup_changelog", "records_of_keys", "write_changelog"]
+           "lookup_changelog", "newest_changelog", "records_of_keys", "write_changelog"]

@@ -16,10 +16,12 @@ How, as Paimon's LookupLevels does it, vectorised:
    so a key lives in at most one file of a level, and the first level holding it wins.
 2. A file whose key range [min key, max key] misses the range of the keys still sought is
    not read.
-3. A file is read (its key and value columns), and each of its rows matched against the keys still
-   sought with hash lookups per key column (`pc.index_in`, no join, no loop over rows), its dead
-   rows (`live_rows`: the file's deletion vector) unmatched; the matched rows' values are taken
-   by position; the keys not matched are sought on.
+3. A file's key columns are read, and each of its rows matched against the keys still sought
+   (one ascending integer key: a binary search of each key sought; else hash lookups per key
+   column, `pc.index_in`; no join, no loop over rows), its dead rows (`live_rows`: the file's
+   deletion vector) unmatched. Only a file with a match has its value columns read, and the
+   matched rows taken by position; the keys not matched are sought on. `read_file` may serve
+   columns from the lookup cache (`mergetree.lookup_cache`), which then decodes nothing.
 
 Memory: the keys sought, one file's columns and the matches so far; a file is at most
 `target-file-size`, the keys are one commit's level 0 (bounded by `write-buffer-size`).
@@ -80,7 +82,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     """
     key_names = list(key_names)
     value_columns = value_schema.names
-    columns = list(dict.fromkeys(list(value_columns) + key_names))
+    others = [c for c in value_columns if c not in key_names]  # read only for files with a match
     prune = not any(pa.types.is_floating(keys.schema.field(k).type) for k in key_names)
     sought = keys.select(key_names)
     sought_index = np.arange(keys.num_rows, dtype=np.int64)  # the input index of each key sought
@@ -101,10 +103,10 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                 f_low, f_high = key_range(f)
                 if f_high < low or f_low > high:
                     continue  # the file's key statistics miss every key sought
-            rows = read_file(f, columns)
-            code = match_keys(sought, rows, key_names)
+            file_keys = read_file(f, key_names)
+            code = match_keys(sought, file_keys, key_names)
             if live_rows is not None:
-                keep = live_rows(f, rows)
+                keep = live_rows(f, file_keys)
                 if keep is not None:
                     code[~keep] = -1
             positions = np.flatnonzero(code >= 0)
@@ -112,7 +114,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                 continue
             hit = code[positions]  # indices into `sought`
             found_index.append(sought_index[hit])
-            found_rows.append(rows.select(value_columns).take(pa.array(positions)).cast(value_schema))
+            found_rows.append(_old_rows(f, file_keys, positions, read_file, value_schema, others))
             found_positions.append(positions)
             found_file_index.append(np.full(len(positions), len(found_files), np.int64))
             found_files.append(f.file_name)
@@ -127,11 +129,26 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
         return LookupResult(exists, empty, value_schema.empty_table(), [], empty, empty)
     index = np.concatenate(found_index)
     exists[index] = True
-    # In key order, as the keys came in.
-    order = np.argsort(index, kind="stable")
-    old = pa.concat_tables(found_rows).take(pa.array(order))
-    return LookupResult(exists, index[order], old, found_files, np.concatenate(found_file_index)[order],
-                        np.concatenate(found_positions)[order])
+    old = pa.concat_tables(found_rows) if len(found_rows) > 1 else found_rows[0]
+    file_index, positions = np.concatenate(found_file_index), np.concatenate(found_positions)
+    if len(index) > 1 and not bool(np.all(index[1:] > index[:-1])):
+        # In key order, as the keys came in (one file's matches already are).
+        order = np.argsort(index, kind="stable")
+        old, index, file_index, positions = old.take(pa.array(order)), index[order], file_index[order], positions[order]
+    return LookupResult(exists, index, old, found_files, file_index, positions)
+
+
+def _old_rows(f: DataFileMeta, file_keys: pa.Table, positions: np.ndarray, read_file: ReadFile,
+              value_schema: pa.Schema, others: list[str]) -> pa.Table:
+    """The `value_schema` columns of the rows at `positions` of file `f`, whose key columns are
+    `file_keys` (the other columns are read only now that the file holds a key sought)."""
+    at = pa.array(positions)
+    taken = {k: file_keys.column(k).take(at) for k in file_keys.column_names}
+    if others:
+        rest = read_file(f, others)
+        taken.update((c, rest.column(c).take(at)) for c in others)
+    return pa.Table.from_arrays([taken[c] for c in value_schema.names],
+                                names=value_schema.names).cast(value_schema)
 
 
 def match_keys(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray:

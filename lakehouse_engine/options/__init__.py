@@ -319,6 +319,12 @@ DELETION_VECTORS_ENABLED = _changes.boolean(
     "deletion-vectors.enabled", False, "Mark the rows a commit replaces or deletes in older files in deletion vectors, so reads need no merge; every commit compacts its level-0 files (invisible to readers) through a lookup (docs/deletion-vectors.md). Primary-key tables; not with the first-row merge engine or changelog-producer full-compaction.")
 DELETION_VECTOR_INDEX_FILE_TARGET_SIZE = _changes.memory(
     "deletion-vector.index-file.target-size", 2 << 20, "Target size of a deletion-vector index file: a bucket's vectors roll into the next file past it.", _positive)
+LOOKUP_CACHE_MAX_MEMORY_SIZE = _changes.memory(
+    "lookup.cache-max-memory-size", 256 << 20, "The lookup at commit (changelog-producer lookup, deletion vectors): decoded columns of data files a writer process keeps between commits, per table (least recently used out; 0: no cache).", _non_negative)
+LOOKUP_CACHE_MAX_DISK_SIZE = _changes.memory(
+    "lookup.cache-max-disk-size", _JAVA_LONG_MAX, "Disk the lookup cache may use: this engine's cache is in memory only and uses none.", _non_negative)
+LOOKUP_CACHE_FILE_RETENTION = _changes.duration(
+    "lookup.cache-file-retention", 3_600_000, "A data file's entry in the lookup cache is dropped when no lookup used it for this long.", _positive)
 
 
 class CoreOptions:

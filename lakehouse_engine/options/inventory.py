@@ -103,7 +103,6 @@ _stored(_RUNTIME, "async-file-write", "cache-page-size", "page-size", "delete-fi
 _stored(_NATIVE, "read.native.enabled", "write.native.enabled", "commit.native.enabled",
         "scan.native-plan.enabled")
 _stored(_LOOKUP, "force-lookup", "lookup-wait", "lookup-compact", "lookup-compact.max-interval",
-        "lookup.cache-file-retention", "lookup.cache-max-disk-size", "lookup.cache-max-memory-size",
         "lookup.cache-rows", "lookup.cache-spill-compression", "lookup.cache.bloom.filter.enabled",
         "lookup.cache.bloom.filter.fpp", "lookup.cache.high-priority-pool-ratio",
         "lookup.hash-load-factor", "lookup.local-file-type", "lookup.merge-buffer-size",

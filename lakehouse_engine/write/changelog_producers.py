@@ -21,11 +21,14 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import (
     lookup_changelog,
+    newest_changelog,
     records_of_keys,
     row_deduplicate,
     write_changelog,
 )
+from lakehouse_engine.mergetree.lookup import LookupResult as LookupFound
 from lakehouse_engine.mergetree.lookup import lookup
+from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import MERGE_ENGINE
 from lakehouse_engine.read.deletion_vectors import (
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
 
 class LookupChangelog:
     """The FlushLookup of a table with `changelog-producer` = lookup."""
+
+    #: Given the run's rows, it looks them up while the writer writes the run's data files.
+    takes_run = True
 
     def __init__(self, table: FileStore, snapshot: Callable[[], Snapshot | None] | None = None):
         """`snapshot`: the snapshot the older files a lookup is given come from; on a table with
@@ -66,18 +72,29 @@ class LookupChangelog:
         self.merge_function = table.merge_function()
         self.reader = table.file_reader()
         self.target_file_size = opts.target_file_size(True)
+        # The newest record of a key is its row: the old row is looked up, not merged.
+        merge_function = self.merge_function
+        self.newest_wins = (self.engine == "deduplicate" and not merge_function.sequence_fields
+                            and not merge_function.ignore_delete)
+
+    def cached_reader(self) -> CachedFileReader:
+        """Reads the table's data files through this process's lookup cache of the table."""
+        return CachedFileReader(self.reader, cache_for(self.table.path_factory.table_path,
+                                                       self.table.schema.core_options))
 
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
-               older: list[DataFileMeta]) -> LookupResult:
-        """The changelog files of the run `flushed` against the bucket's `older` files."""
+               older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
+        """The changelog files of the run `flushed` (its rows `run`, in file layout, when the
+        writer holds them) against the bucket's `older` files."""
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
 
         vectors = self._deletion_files().get((partition.binary, bucket), {})
+        reader = self.cached_reader()
 
         def read(f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
             cols = columns or self.columns
             schema = pa.schema([self.read_schema.field(c) for c in cols])
-            rows = self.reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
+            rows = reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
             deletion = vectors.get(f.file_name)
             if deletion is None:
                 return rows
@@ -85,11 +102,19 @@ class LookupChangelog:
             keep = self._vector_reader.keep_mask(deletion, f.row_count)
             return rows if keep.all() else rows.filter(pa.array(keep))
 
-        parts = [read(f) for f in flushed]
-        if not parts:
+        parts = [run.select(self.columns)] if run is not None else [read(f) for f in flushed]
+        if not parts or not parts[0].num_rows:
             return LookupResult()
         new = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         keys = new.select(self.key_names)
+        if self.newest_wins:
+            found = self._lookup_newest(keys, older, read)
+            changes = newest_changelog(new, found.key_index, found.old_rows, self.fields,
+                                       self.row_deduplicate)
+            files = write_changelog(self.table.file_io, self.table.schema, bucket_dir,
+                                    self.table.path_factory.new_changelog_file_name,
+                                    self.target_file_size, changes)
+            return LookupResult(changelog_files=files)
         if self.engine == "deduplicate":
             old = self._newest(keys, older, read)
         else:
@@ -118,15 +143,19 @@ class LookupChangelog:
         return self._vectors[1]
 
     def _newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any) -> pa.Table | None:
-        """Each key's newest record in `older` (the shared lookup: level-0 runs newest first, then
-        levels 1, 2, ...), retractions included: a key whose newest record is a -D is gone."""
+        """Each key's newest record in `older`, retractions included (a key whose newest record
+        is a -D is gone); None when no key has one."""
+        found = self._lookup_newest(keys, older, read)
+        return found.old_rows if found.old_rows.num_rows else None
+
+    def _lookup_newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any) -> LookupFound:
+        """The shared lookup of `keys` in `older`: level-0 runs newest first, then levels 1, 2, ..."""
         level0 = sorted((f for f in older if f.level == 0),
                         key=lambda f: (f.max_sequence_number, f.min_sequence_number), reverse=True)
         levels: list[list[DataFileMeta]] = [[f] for f in level0]
         for level in sorted({f.level for f in older if f.level > 0}):
             levels.append([f for f in older if f.level == level])
-        found = lookup(keys, levels, read, self.key_names, self.read_schema, self._range, comparable_key)
-        return found.old_rows if found.old_rows.num_rows else None
+        return lookup(keys, levels, read, self.key_names, self.read_schema, self._range, comparable_key)
 
     def _range(self, f: DataFileMeta) -> tuple[Any, Any]:
         return (comparable_key(deserialize_row(f.min_key, self.key_types)),

@@ -43,6 +43,7 @@ from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWr
 from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
 from lakehouse_engine.mergetree.lookup import lookup, match_keys
+from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
 from lakehouse_engine.mergetree.rolling_writer import RollingRunWriter
 from lakehouse_engine.options import DELETION_VECTOR_INDEX_FILE_TARGET_SIZE, MERGE_ENGINE
@@ -121,6 +122,8 @@ class DeletionVectorCompactor:
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
+        # The lookup reads through this process's lookup cache (the runs it wrote, files it read).
+        self.cached = CachedFileReader(self.reader, cache_for(table.path_factory.table_path, opts))
         self.vectors = DeletionVectorReader(table.file_io)
         self.bucket_dir = table.path_factory.bucket_dir(partition.spec, bucket)
         self.target_file_size = opts.target_file_size(True)
@@ -135,7 +138,7 @@ class DeletionVectorCompactor:
     def _read(self, f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
         cols = columns or self.columns
         schema = pa.schema([self.read_schema.field(c) for c in cols])
-        return self.reader.read(f"{self.bucket_dir}/{f.file_name}", cols, schema, f)
+        return self.cached.read(f"{self.bucket_dir}/{f.file_name}", cols, schema, f)
 
     def _live(self, f: DataFileMeta, rows: pa.Table | None = None) -> np.ndarray | None:
         """The rows of `f` its vector does not mark (None: no vector)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,7 @@ from lakehouse_engine.mergetree.changelog import (
 )
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
@@ -61,6 +64,7 @@ from lakehouse_engine.write.write_roles import (
     DynamicAssigner,
     FixedBuckets,
     FlushLookup,
+    LookupResult,
     OutputRole,
     assigner_of,
 )
@@ -171,6 +175,11 @@ class TableWrite:
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
+        # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
+        # lookup of this commit and the next ones reads them without decoding.
+        self._run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
+                           if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
+                           else None)
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
@@ -375,17 +384,34 @@ class TableWrite:
                  else paths.data_file_namer(bucket_dir))
         writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir, namer, self.target_file_size)
         first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
-        written = writer.write_run(rows, level=0, min_sequence=first_seq)
-        if changelog is not None:
-            buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))
-        if self.flush_lookup is not None and self.primary_key and buf.bucket >= 0:
+        looks_up = self.flush_lookup is not None and self.primary_key and buf.bucket >= 0
+        older: list[DataFileMeta] = []
+        if looks_up:
             older = self._levels(buf).all_files()
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
             names = {f.file_name for f in older}
             if buf.lookup_base is None:
                 buf.lookup_base = sorted(names)
             older += [f for f in buf.new_files if f.file_name not in names]
-            found = self.flush_lookup.lookup(buf.partition, buf.bucket, written, older)
+        run = self._run_columns(rows) if (looks_up or self._run_cache is not None) and buf.bucket >= 0 else None
+        if looks_up and run is not None and getattr(self.flush_lookup, "takes_run", False):
+            written, found = self._write_and_look_up(writer, rows, buf, older, run)
+        else:
+            written = writer.write_run(rows, level=0, min_sequence=first_seq)
+            found = None
+            if looks_up:
+                flush_lookup = self.flush_lookup
+                assert flush_lookup is not None
+                found = self._looked_up(written, lambda: flush_lookup.lookup(
+                    buf.partition, buf.bucket, written, older), bucket_dir)
+        if changelog is not None:
+            buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))
+        if self._run_cache is not None and run is not None:
+            offset = 0
+            for f in written:  # (a run's files hold its rows in order)
+                self._run_cache.put_written(f"{bucket_dir}/{f.file_name}", run.slice(offset, f.row_count))
+                offset += f.row_count
+        if found is not None:
             buf.lookup_index_files.extend(found.index_files)
             buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
@@ -400,6 +426,65 @@ class TableWrite:
             if levels.number_of_sorted_runs() >= self.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self._compact(buf, full=False)
+
+    def _run_columns(self, rows: pa.Table) -> pa.Table | None:
+        """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
+        data files' types): what the lookup cache holds and the flush lookup reads; None when
+        they do not convert (the lookup then reads the files)."""
+        file_schema = self.schema.data_file_arrow_schema()
+        names = self.schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        if any(n not in rows.column_names for n in names):
+            return None
+        try:
+            return rows.select(names).cast(pa.schema([file_schema.field(n) for n in names]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+
+    def _write_and_look_up(self, writer: DataFileWriter, rows: pa.Table, buf: _BucketBuffer,
+                           older: list[DataFileMeta], run: pa.Table) -> tuple[list[DataFileMeta], LookupResult]:
+        """Write the run's data files and look it up (the changelog files it makes) at once: the
+        two are independent files and both encodes release the GIL, so they overlap on two cores.
+        Memory is what the flush holds anyway (the run, its changelog). If either fails, the
+        files the other wrote are deleted and the error raised: the flush leaves nothing behind."""
+        assert self.flush_lookup is not None
+        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
+            data = pool.submit(writer.write_run, rows, 0)
+            try:
+                found = self.flush_lookup.lookup(buf.partition, buf.bucket, [], older, run=run)
+            except BaseException:
+                # Wait for the data files, then delete them: this flush is not committed.
+                written = []
+                with contextlib.suppress(Exception):  # (the lookup's error is the one raised)
+                    written = data.result()
+                self._delete_files(bucket_dir, written)
+                raise
+            try:
+                written = data.result()
+            except BaseException:
+                self._delete_lookup_files(buf, found)
+                raise
+        return written, found
+
+    def _looked_up(self, written: list[DataFileMeta], look_up: Callable[[], LookupResult],
+                   bucket_dir: str) -> LookupResult:
+        """`look_up()`; when it fails, the run's data files `written` are deleted first."""
+        try:
+            return look_up()
+        except BaseException:
+            self._delete_files(bucket_dir, written)
+            raise
+
+    def _delete_files(self, bucket_dir: str, files: list[DataFileMeta]) -> None:
+        for f in files:
+            self.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}", quiet=True)
+
+    def _delete_lookup_files(self, buf: _BucketBuffer, found: LookupResult) -> None:
+        """Delete the changelog files a flush lookup wrote (its flush failed: never committed)."""
+        self._delete_files(self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
+                           found.changelog_files)
+        for entry in found.index_files:
+            self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{entry.file_name}", quiet=True)
 
     def _input_changelog_files(self, changelog: pa.Table, run: pa.Table, written: list[DataFileMeta],
                                bucket_dir: str) -> list[DataFileMeta]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
     from lakehouse_engine.partition import Partition
 
@@ -93,9 +95,15 @@ class LookupResult:
 
 class FlushLookup(Protocol):
     """Looks up the keys of a level-0 run just flushed in the bucket's older levels (the deletion
-    vectors and the `lookup` changelog producer both need this)."""
+    vectors and the `lookup` changelog producer both need this).
+
+    A lookup whose `takes_run` is true is given the run's rows (`run`) while the writer writes
+    its data files on another thread (`flushed` is then empty); else it is given the files after.
+    """
 
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
-               older: list[DataFileMeta]) -> LookupResult:
-        """The index and changelog files that `flushed` makes, given the bucket's `older` files."""
+               older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
+        """The index and changelog files that `flushed` makes, given the bucket's `older` files;
+        `run`: the flushed rows in file layout when the caller holds them (then `flushed` is not
+        read, and may be empty: the files are still being written)."""
         ...

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 
-from lakehouse_engine.mergetree.changelog import full_compaction_changelog, input_changelog
+from lakehouse_engine.mergetree.changelog import (
+    full_compaction_changelog,
+    input_changelog,
+    lookup_changelog,
+    newest_changelog,
+)
 
 KINDS = {0: "+I", 1: "-U", 2: "+U", 3: "-D"}
 
@@ -65,3 +72,35 @@ def test_lookup_changelog_compares_each_new_key_with_its_live_old_row() -> None:
     assert _changes(out) == [("-U", 2, "b"), ("+U", 2, "B"), ("+I", 3, "C"), ("-D", 4, "d"), ("+I", 5, "e")]
     first = lookup_changelog(new, old, ["id"], _dedupe_merge, ["id", "v"], row_deduplicate=False, first_row=True)
     assert _changes(first) == [("+I", 3, "C"), ("+I", 5, "e")]
+
+
+def _dedupe_merge(rows: pa.Table) -> pa.Table:
+    """Deduplicate: per key the record with the highest sequence number, retractions kept."""
+    order = pc.sort_indices(rows, [("id", "ascending"), ("_SEQUENCE_NUMBER", "descending")]).to_numpy()
+    s = rows.take(pa.array(order))
+    ids = s.column("id").to_numpy()
+    first = np.ones(len(ids), bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return s.filter(pa.array(first))
+
+
+@pytest.mark.parametrize("dedupe", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_newest_changelog_is_the_lookup_changelog_without_a_merge(dedupe: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # Old: one newest record per key (some retractions); new: one record per key, sorted.
+    old_ids = np.sort(rng.choice(60, 30, replace=False))
+    new_ids = np.sort(rng.choice(60, 30, replace=False))
+    values = ["a", "b", None]
+    old = _t(old_ids.tolist(), [values[i] for i in rng.integers(0, 3, 30)], list(range(30)),
+             rng.choice([0, 2, 3, 1], 30, p=[0.5, 0.2, 0.2, 0.1]).tolist())
+    new = _t(new_ids.tolist(), [values[i] for i in rng.integers(0, 3, 30)], list(range(100, 130)),
+             rng.choice([0, 2, 3, 1], 30, p=[0.5, 0.2, 0.2, 0.1]).tolist())
+    # What the lookup gives: the old record of each key of `new` that has one.
+    where = {k: i for i, k in enumerate(old_ids.tolist())}
+    key_index = np.array([i for i, k in enumerate(new_ids.tolist()) if k in where], np.int64)
+    old_rows = old.take(pa.array([where[k] for k in new_ids[key_index].tolist()], pa.int64()))
+    got = newest_changelog(new, key_index, old_rows, ["id", "v"], dedupe)
+    want = lookup_changelog(new, old_rows, ["id"], _dedupe_merge, ["id", "v"], dedupe)
+    assert got.to_pylist() == want.to_pylist()
+    assert got.num_rows > 0

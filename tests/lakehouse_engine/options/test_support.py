@@ -108,12 +108,12 @@ def test_a_near_miss_of_a_known_key_is_refused_with_did_you_mean(catalog: Catalo
 
 def test_user_keys_and_stored_only_options_are_kept_and_listed_as_unused(catalog: Catalog) -> None:
     options = {"bucket": "1", "owner": "data-team", "my.custom.key": "x", "sink.parallelism": "4",
-               "lookup.cache-max-memory-size": "64 mb", "consumer.mode": "at-least-once",
+               "lookup.cache-rows": "1000", "consumer.mode": "at-least-once",
                "fields.v.ignore-retract": "true"}
     table = create_table(catalog, "t", SCHEMA, ["id"], options=options)
     assert catalog.get_table("db.t").schema.options == options
     assert unused_keys(table.schema.options) == ["owner", "my.custom.key", "sink.parallelism",
-                                                  "lookup.cache-max-memory-size", "consumer.mode"]
+                                                  "lookup.cache-rows", "consumer.mode"]
 
 
 def test_no_key_is_both_declared_and_in_the_inventory() -> None:

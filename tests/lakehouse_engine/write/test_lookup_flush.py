@@ -1,0 +1,125 @@
+"""A `lookup`-producer flush: its data files and its changelog files are written at once, and a
+failure of either leaves the commit undone with none of the flush's files behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.errors import StorageError
+from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.mergetree.lookup_cache import clear_caches
+from lakehouse_engine.write import changelog_producers, table_write
+from lakehouse_engine.write.table_write import TableWrite
+from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, keyed_table, put
+
+
+def _files(table: Any) -> set[str]:
+    root = Path(table.store.path_factory.table_path)
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def _rows(table: Any) -> dict[int, Any]:
+    t = read(table)
+    return dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+
+
+def _seed(catalog: Catalog, name: str) -> Any:
+    t = keyed_table(catalog, name, **{"changelog-producer": "lookup"})
+    put(t, *[(i, f"v{i}", "+I") for i in range(20)])
+    return t
+
+
+def _upsert(table: Any) -> None:
+    put(table, *[(i, f"w{i}", "+I") for i in range(10, 30)], (3, None, "-D"))
+
+
+@pytest.mark.parametrize("overlapped", [True, False])  # False: the lookup reads the run's files back
+def test_a_failing_changelog_write_fails_the_commit_and_leaves_no_file(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, overlapped: bool) -> None:
+    t = _seed(catalog, "t")
+    if not overlapped:
+        monkeypatch.setattr(TableWrite, "_run_columns", lambda self, rows: None)
+    before_files, before_rows, snapshots = _files(t), _rows(t), len(list(t.snapshots()))
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("changelog file: disk full")
+
+    monkeypatch.setattr(changelog_producers, "write_changelog", fail)
+    with pytest.raises(StorageError, match="disk full"):
+        _upsert(t)
+    assert len(list(t.snapshots())) == snapshots
+    assert _rows(t) == before_rows
+    # The flush's data files (written while the changelog was being made) are gone too.
+    assert _files(t) == before_files
+    monkeypatch.undo()
+    _upsert(t)  # and the table takes the same write afterwards
+    assert _rows(t)[15] == "w15" and 3 not in _rows(t)
+
+
+def test_a_failing_data_write_deletes_the_changelog_files(catalog: Catalog,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _seed(catalog, "t")
+    before_files, before_rows = _files(t), _rows(t)
+
+    class FailingWriter(DataFileWriter):
+        def write_run(self, *args: Any, **kwargs: Any) -> Any:
+            raise StorageError("data file: disk full")
+
+    # (The flush's data writer fails; the changelog's writer, made in mergetree.changelog, does not.)
+    monkeypatch.setattr(table_write, "DataFileWriter", FailingWriter)
+    with pytest.raises(StorageError, match="disk full"):
+        _upsert(t)
+    assert _rows(t) == before_rows
+    assert _files(t) == before_files
+
+
+def _bucket_files(table: Any) -> dict[str, list[pa.Table]]:
+    """Per bucket directory, the rows of its changelog files and of its data files, in name order."""
+    root = Path(table.store.path_factory.table_path)
+    out: dict[str, list[pa.Table]] = {}
+    for d in sorted(p for p in root.iterdir() if p.name.startswith("bucket-")):
+        for prefix in ("changelog-", "data-"):
+            for f in sorted(d.glob(f"{prefix}*")):
+                out.setdefault(f"{d.name}/{prefix}", []).append(pq.read_table(f))
+    return out
+
+
+@pytest.mark.parametrize("buffer", ["64 mb", "1 kb"])  # one flush per bucket, or several per commit
+def test_the_overlapped_flush_writes_what_a_flush_reading_its_files_back_writes(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, buffer: str) -> None:
+    def commit_all(name: str) -> tuple[Any, list[Any]]:
+        t = keyed_table(catalog, name, **{"changelog-producer": "lookup", "write-buffer-size": buffer})
+        put(t, *[(i, f"v{i}", "+I") for i in range(300)])
+        write = t.new_batch_write_builder().new_write()
+        for lo in range(100, 400, 50):
+            write.write_arrow(pa.Table.from_pylist(
+                [{"id": i, "v": f"w{i}", "k": "+I" if i % 7 else "-D"} for i in range(lo, lo + 50)],
+                schema=SCHEMA))
+        messages = write.prepare_commit()
+        shape = [(m.bucket, len(m.new_files), len(m.compact_changelog),
+                  [f.row_count for f in m.compact_changelog]) for m in messages]
+        t.new_batch_write_builder().new_commit().commit(messages)
+        clear_caches()
+        return t, shape
+
+    overlapped, overlapped_shape = commit_all("overlapped")
+    # The same writes with the run unavailable in memory: the data files are written first and
+    # the lookup reads them back (the sequential flush).
+    monkeypatch.setattr(TableWrite, "_run_columns", lambda self, rows: None)
+    sequential, sequential_shape = commit_all("sequential")
+    assert overlapped_shape == sequential_shape
+    assert any(changelog for _, _, changelog, _ in overlapped_shape)
+    a, b = _bucket_files(overlapped), _bucket_files(sequential)
+    assert a.keys() == b.keys()
+    order = [("_KEY_id", "ascending"), ("_SEQUENCE_NUMBER", "ascending"), ("_VALUE_KIND", "ascending")]
+    for where in a:
+        assert sorted(x.num_rows for x in a[where]) == sorted(x.num_rows for x in b[where]), where
+        assert pa.concat_tables(a[where]).sort_by(order).equals(pa.concat_tables(b[where]).sort_by(order)), where
+    assert _rows(overlapped) == _rows(sequential)
