@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +25,6 @@ from lakehouse_engine.mergetree.changelog import (
     changelog_producer,
     check_producer_options,
     input_changelog,
-    write_changelog,
 )
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -53,6 +50,7 @@ from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorCompactor,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -64,7 +62,6 @@ from lakehouse_engine.write.write_roles import (
     DynamicAssigner,
     FixedBuckets,
     FlushLookup,
-    LookupResult,
     OutputRole,
     assigner_of,
 )
@@ -395,17 +392,20 @@ class TableWrite:
             older += [f for f in buf.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or self._run_cache is not None) and buf.bucket >= 0 else None
         if looks_up and run is not None and getattr(self.flush_lookup, "takes_run", False):
-            written, found = self._write_and_look_up(writer, rows, buf, older, run)
+            assert self.flush_lookup is not None
+            written, found = write_and_look_up(self.table, self.flush_lookup, writer, rows, buf.partition,
+                                               buf.bucket, older, run)
         else:
             written = writer.write_run(rows, level=0, min_sequence=first_seq)
             found = None
             if looks_up:
                 flush_lookup = self.flush_lookup
                 assert flush_lookup is not None
-                found = self._looked_up(written, lambda: flush_lookup.lookup(
+                found = looked_up(self.table, written, lambda: flush_lookup.lookup(
                     buf.partition, buf.bucket, written, older), bucket_dir)
         if changelog is not None:
-            buf.new_changelog.extend(self._input_changelog_files(changelog, rows, written, bucket_dir))
+            buf.new_changelog.extend(input_changelog_files(self.table, self.target_file_size, changelog, rows,
+                                                           written, bucket_dir))
         if self._run_cache is not None and run is not None:
             offset = 0
             for f in written:  # (a run's files hold its rows in order)
@@ -439,68 +439,6 @@ class TableWrite:
             return rows.select(names).cast(pa.schema([file_schema.field(n) for n in names]))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return None
-
-    def _write_and_look_up(self, writer: DataFileWriter, rows: pa.Table, buf: _BucketBuffer,
-                           older: list[DataFileMeta], run: pa.Table) -> tuple[list[DataFileMeta], LookupResult]:
-        """Write the run's data files and look it up (the changelog files it makes) at once: the
-        two are independent files and both encodes release the GIL, so they overlap on two cores.
-        Memory is what the flush holds anyway (the run, its changelog). If either fails, the
-        files the other wrote are deleted and the error raised: the flush leaves nothing behind."""
-        assert self.flush_lookup is not None
-        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
-            data = pool.submit(writer.write_run, rows, 0)
-            try:
-                found = self.flush_lookup.lookup(buf.partition, buf.bucket, [], older, run=run)
-            except BaseException:
-                # Wait for the data files, then delete them: this flush is not committed.
-                written = []
-                with contextlib.suppress(Exception):  # (the lookup's error is the one raised)
-                    written = data.result()
-                self._delete_files(bucket_dir, written)
-                raise
-            try:
-                written = data.result()
-            except BaseException:
-                self._delete_lookup_files(buf, found)
-                raise
-        return written, found
-
-    def _looked_up(self, written: list[DataFileMeta], look_up: Callable[[], LookupResult],
-                   bucket_dir: str) -> LookupResult:
-        """`look_up()`; when it fails, the run's data files `written` are deleted first."""
-        try:
-            return look_up()
-        except BaseException:
-            self._delete_files(bucket_dir, written)
-            raise
-
-    def _delete_files(self, bucket_dir: str, files: list[DataFileMeta]) -> None:
-        for f in files:
-            self.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}", quiet=True)
-
-    def _delete_lookup_files(self, buf: _BucketBuffer, found: LookupResult) -> None:
-        """Delete the changelog files a flush lookup wrote (its flush failed: never committed)."""
-        self._delete_files(self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket),
-                           found.changelog_files)
-        for entry in found.index_files:
-            self.table.file_io.delete_file(f"{self.table.path_factory.index_dir}/{entry.file_name}", quiet=True)
-
-    def _input_changelog_files(self, changelog: pa.Table, run: pa.Table, written: list[DataFileMeta],
-                               bucket_dir: str) -> list[DataFileMeta]:
-        """The input changelog of a flush: when no record merged away (the run is the records
-        as given, in the same order), the run's files under changelog names (the same bytes:
-        nothing encoded twice); else the records written as changelog files of their own."""
-        paths = self.table.path_factory
-        if changelog is not run and (changelog.num_rows != run.num_rows or not changelog.equals(run)):
-            return write_changelog(self.table.file_io, self.schema, bucket_dir, paths.new_changelog_file_name,
-                                   self.target_file_size, changelog)
-        files = []
-        for f in written:
-            name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
-            self.table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
-            files.append(replace(f, file_name=name))
-        return files
 
     # ---- compaction inside the writer ---------------------------------------------------
     def _levels(self, buf: _BucketBuffer) -> Levels:

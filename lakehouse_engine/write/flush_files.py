@@ -1,0 +1,95 @@
+"""The files a bucket's flush writes beside its run: the flush lookup's changelog written while the
+run is encoded, the input changelog, and the cleanup that leaves nothing behind when one fails."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.changelog import write_changelog
+from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.partition import Partition
+from lakehouse_engine.write.write_roles import FlushLookup, LookupResult
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
+
+__all__ = ["delete_lookup_files", "input_changelog_files", "looked_up", "write_and_look_up"]
+
+
+def write_and_look_up(table: FileStore, flush_lookup: FlushLookup, writer: DataFileWriter, rows: pa.Table,
+                      partition: Partition, bucket: int, older: list[DataFileMeta],
+                      run: pa.Table) -> tuple[list[DataFileMeta], LookupResult]:
+    """Write the run's data files and look it up (the changelog files it makes) at once.
+
+    The two are independent files and both encodes release the GIL, so they overlap on two cores;
+    memory is what the flush holds anyway (the run, its changelog). If either fails, the files the
+    other wrote are deleted and the error raised: the flush leaves nothing behind.
+    """
+    bucket_dir = table.path_factory.bucket_dir(partition.spec, bucket)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
+        data = pool.submit(writer.write_run, rows, 0)
+        try:
+            found = flush_lookup.lookup(partition, bucket, [], older, run=run)
+        except BaseException:
+            # Wait for the data files, then delete them: this flush is not committed.
+            written: list[DataFileMeta] = []
+            with contextlib.suppress(Exception):  # (the lookup's error is the one raised)
+                written = data.result()
+            _delete_files(table, bucket_dir, written)
+            raise
+        try:
+            written = data.result()
+        except BaseException:
+            delete_lookup_files(table, bucket_dir, found)
+            raise
+    return written, found
+
+
+def looked_up(table: FileStore, written: list[DataFileMeta], look_up: Callable[[], LookupResult],
+              bucket_dir: str) -> LookupResult:
+    """`look_up()` of a run already written; when it fails, the run's data files `written` are
+    deleted first."""
+    try:
+        return look_up()
+    except BaseException:
+        _delete_files(table, bucket_dir, written)
+        raise
+
+
+def delete_lookup_files(table: FileStore, bucket_dir: str, found: LookupResult) -> None:
+    """Delete the changelog and index files a flush lookup wrote (its flush failed: never committed)."""
+    _delete_files(table, bucket_dir, found.changelog_files)
+    for entry in found.index_files:
+        table.file_io.delete_file(f"{table.path_factory.index_dir}/{entry.file_name}", quiet=True)
+
+
+def input_changelog_files(table: FileStore, target_file_size: int, changelog: pa.Table, run: pa.Table,
+                          written: list[DataFileMeta], bucket_dir: str) -> list[DataFileMeta]:
+    """The input changelog of a flush.
+
+    When no record merged away (the run is the records as given, in the same order), the run's
+    files under changelog names (the same bytes: nothing encoded twice); else the records written
+    as changelog files of their own.
+    """
+    paths = table.path_factory
+    if changelog is not run and (changelog.num_rows != run.num_rows or not changelog.equals(run)):
+        return write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
+                               target_file_size, changelog)
+    files = []
+    for f in written:
+        name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
+        table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
+        files.append(replace(f, file_name=name))
+    return files
+
+
+def _delete_files(table: FileStore, bucket_dir: str, files: list[DataFileMeta]) -> None:
+    for f in files:
+        table.file_io.delete_file(f"{bucket_dir}/{f.file_name}", quiet=True)
