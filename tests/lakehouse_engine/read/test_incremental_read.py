@@ -3,11 +3,13 @@ semantics: the range's changes merged per key, deletes dropped; diff compares tw
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan, incremental_range
+from tests.lakehouse_engine.conftest import create_table, write
 from tests.lakehouse_engine.read.changes_helpers import changes, keyed_table, put
 
 
@@ -82,24 +84,11 @@ def test_a_batch_read_honours_scan_mode_from_timestamp_and_compacted_full(histor
 def test_diff_pairs_float_keys_as_paimon_orders_them(catalog: Catalog) -> None:
     """-0.0 and 0.0 are two keys and every NaN one key (Java's Double.compare): a diff pairs each
     key of the end with the same key of the start, so keys written again unchanged are no change."""
-    import pyarrow as pa
-
-    from lakehouse_engine import Schema
-
     schema = pa.schema([pa.field("k", pa.float64(), nullable=False), pa.field("v", pa.string())])
-    catalog.create_table("db.floats", Schema.from_pyarrow_schema(schema, primary_keys=["k"],
-                                                                 options={"bucket": "1"}))
-    t = catalog.get_table("db.floats")
-
-    def write(rows: list[tuple[float, str]]) -> None:
-        wb = t.new_batch_write_builder()
-        w = wb.new_write()
-        w.write_arrow(pa.table({"k": [r[0] for r in rows], "v": [r[1] for r in rows]}, schema=schema))
-        wb.new_commit().commit(w.prepare_commit())
-        w.close()
-
-    write([(0.0, "zero"), (-0.0, "minus-zero"), (float("nan"), "nan"), (1.0, "one")])   # 1
-    write([(-0.0, "minus-zero"), (0.0, "zero"), (float("nan"), "nan"), (1.0, "uno")])    # 2
+    t = create_table(catalog, "floats", schema, primary_keys=["k"], options={"bucket": "1"})
+    nan = float("nan")
+    write(t, pa.table({"k": [0.0, -0.0, nan, 1.0], "v": ["zero", "minus-zero", "nan", "one"]}, schema=schema))  # 1
+    write(t, pa.table({"k": [-0.0, 0.0, nan, 1.0], "v": ["minus-zero", "zero", "nan", "uno"]}, schema=schema))  # 2
     rb = t.copy({"incremental-between": "1,2", "incremental-between-scan-mode": "diff"}).new_read_builder()
     rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
     assert rows == [{"k": 1.0, "v": "uno"}]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import UnsupportedError
-from tests.lakehouse_engine.conftest import create_table, read
+from tests.lakehouse_engine.conftest import create_table, read, write
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, put, replay
 
 BATCHES = [
@@ -138,25 +139,19 @@ def test_input_changelog_of_a_flush_nothing_merged_in_shares_the_data_files_byte
 def test_float_keys_change_as_paimon_orders_them(catalog: Catalog, producer: str) -> None:
     """-0.0 and 0.0 are two keys, every NaN one (Java's Double.compare): updating -0.0 gives the
     -U/+U pair of -0.0 alone, and rewriting NaN with a new value pairs it with the old NaN."""
-    import pyarrow as pa
-
     schema = pa.schema([pa.field("id", pa.float64(), nullable=False), pa.field("v", pa.string())])
     t = create_table(catalog, f"f_{producer.replace('-', '_')}", schema, primary_keys=["id"],
                      options={"bucket": "1", "changelog-producer": producer})
 
-    def write(rows: list[tuple[float, str]]) -> None:
-        wb = t.new_batch_write_builder()
-        w = wb.new_write()
-        w.write_arrow(pa.table({"id": [r[0] for r in rows], "v": [r[1] for r in rows]}, schema=schema))
-        wb.new_commit().commit(w.prepare_commit())
-        w.close()
+    def put_floats(rows: list[tuple[float, str]]) -> None:
+        write(t, pa.table({"id": [r[0] for r in rows], "v": [r[1] for r in rows]}, schema=schema))
         if producer == "full-compaction":
             t.compact(full=True)
 
     nan = float("nan")
-    write([(0.0, "zero"), (-0.0, "minus"), (nan, "nan"), (1.0, "one")])
+    put_floats([(0.0, "zero"), (-0.0, "minus"), (nan, "nan"), (1.0, "one")])
     first = t.latest_snapshot().id
-    write([(-0.0, "minus2"), (nan, "nan2")])
+    put_floats([(-0.0, "minus2"), (nan, "nan2")])
     got = [(k, str(i), v) for _, k, i, v in change_tuples(t, first)]
     assert sorted(got) == sorted([("-U", "-0.0", "minus"), ("+U", "-0.0", "minus2"),
                                   ("-U", "nan", "nan"), ("+U", "nan", "nan2")])
