@@ -33,7 +33,7 @@ import pyarrow as pa
 from lakehouse_engine.errors import CommitConflictError, LakehouseError, UnsupportedError
 from lakehouse_engine.format.manifest_entries import FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.mergetree.data_file import read_data_file_batches
+from lakehouse_engine.mergetree.data_file_reader import read_data_file_batches
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.write.commit_retry import snapshots_of_commit
 from lakehouse_engine.write.write_builder import BatchWriteBuilder

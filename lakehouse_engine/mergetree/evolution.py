@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.errors import CommitConflictError, SchemaError
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.mergetree.data_file import read_data_file, read_data_file_batches
+from lakehouse_engine.mergetree.data_file_reader import read_data_file, read_data_file_batches
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 
 _SYSTEM_TYPES = {SEQUENCE_NUMBER: pa.int64(), VALUE_KIND: pa.int8()}

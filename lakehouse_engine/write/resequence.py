@@ -34,7 +34,8 @@ from lakehouse_engine.errors import CommitConflictError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter, read_data_file
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter
+from lakehouse_engine.mergetree.data_file_reader import read_data_file
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 

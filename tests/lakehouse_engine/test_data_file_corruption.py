@@ -15,7 +15,7 @@ import pytest
 
 from lakehouse_engine import Catalog, CorruptFileError
 from lakehouse_engine.io_warehouse import warehouse_file_io
-from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.mergetree.data_file_reader import read_data_file
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
 

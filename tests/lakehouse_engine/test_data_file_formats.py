@@ -17,7 +17,7 @@ from pyarrow import fs as pafs
 
 from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.io import FileIO
-from lakehouse_engine.mergetree.data_file import read_data_file
+from lakehouse_engine.mergetree.data_file_reader import read_data_file
 
 # A data file's columns as Paimon lays them out (key, system fields, values).
 SCHEMA = pa.schema([

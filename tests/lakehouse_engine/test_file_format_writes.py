@@ -131,7 +131,7 @@ def test_a_format_that_cannot_hold_the_table_is_refused_and_nothing_is_created(
 
 def test_avro_files_of_paimons_java_writer_whose_schema_is_a_nullable_union_are_read(tmp_path: Any) -> None:
     from lakehouse_engine.io_warehouse import warehouse_file_io
-    from lakehouse_engine.mergetree.data_file import read_data_file
+    from lakehouse_engine.mergetree.data_file_reader import read_data_file
 
     record = {"type": "record", "name": "record", "namespace": "org.apache.paimon.avro.generated",
               "fields": [{"name": "id", "type": "long"}, {"name": "tags", "type": ["null", {

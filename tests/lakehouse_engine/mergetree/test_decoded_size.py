@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_engine.mergetree.data_file import decoded_size
+from lakehouse_engine.mergetree.data_file_reader import decoded_size
 
 
 def _file(tmp_path: Path, dictionary: list[str]) -> pq.ParquetFile:
