@@ -65,6 +65,12 @@ def encode_deletion_vectors(vectors: Sequence[tuple[str, np.ndarray]]) -> tuple[
     return index_file_bytes([(name, frame_vector(p), len(p)) for name, p in vectors])
 
 
+def bitmap_bytes(data: bytes, deletion: DeletionFile) -> bytes:
+    """The bitmap (portable RoaringBitmap layout) of the vector at `deletion`'s range of an index
+    file's bytes: after its size and magic number, up to its checksum (check it with `deleted_rows`)."""
+    return data[deletion.offset + 8:deletion.offset + 4 + deletion.length]
+
+
 def deleted_rows(data: bytes, deletion: DeletionFile, row_count: int, index_file: str) -> np.ndarray:
     """The deleted-row mask (`row_count` booleans) of one data file, read from the index file's
     bytes `data`; CorruptFileError naming `index_file` when the bytes cannot be the vector (wrong

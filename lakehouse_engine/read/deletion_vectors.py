@@ -17,6 +17,7 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.format.deletion_vectors import (
     DELETION_VECTORS_INDEX,
     DeletionFile,
+    bitmap_bytes,
     deleted_rows,
 )
 from lakehouse_engine.format.manifest_entries import FileKind
@@ -90,4 +91,8 @@ class DeletionVectorReader:
         """True for each of the `row_count` rows of a data file that its vector does not delete."""
         data = self._index_bytes(deletion.dv_index_path)
         return ~deleted_rows(data, deletion, row_count, deletion.dv_index_path)
+
+    def bitmap(self, deletion: DeletionFile) -> bytes:
+        """The vector's bitmap bytes as stored (portable RoaringBitmap layout); `keep_mask` checks them."""
+        return bitmap_bytes(self._index_bytes(deletion.dv_index_path), deletion)
 

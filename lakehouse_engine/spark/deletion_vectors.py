@@ -24,8 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lakehouse_engine.errors import CorruptFileError
-from lakehouse_engine.format.deletion_vectors import deleted_rows
+from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.table import FileStoreTable
 
@@ -35,11 +34,6 @@ __all__ = ["JAR", "FileVector", "file_vectors", "filtered_scan", "jvm_filter_loa
 # Built by `make` (target `spark-jar`) from `java/DeletionVectorFilter.java`; absent in a source
 # checkout until then, and in an install that did not build it.
 JAR = Path(__file__).parent / "java" / "lakehouse-spark.jar"
-
-# Where a vector's bitmap lies in its range of the index file: the range starts with its size
-# (int32, the `length` of the range: magic number and bitmap) and Paimon's magic number (int32);
-# the bitmap runs up to the CRC32 that follows those `length` bytes.
-_SIZE_FIELD, _MAGIC_FIELD = 4, 4
 
 _FILE, _ROW = "__lakehouse_file", "__lakehouse_row"
 
@@ -58,7 +52,7 @@ def file_vectors(table: FileStoreTable, splits: Sequence[DataSplit]) -> list[Fil
     """The deletion vector of every file of `splits` that has one, read and checked (version, size,
     CRC, magic number, cardinality, positions within the file): CorruptFileError naming the index
     file otherwise, before Spark runs anything."""
-    index_files: dict[str, bytes] = {}
+    reader = DeletionVectorReader(table.file_io)
     out = []
     for split in splits:
         if split.data_deletion_files is None:
@@ -66,18 +60,9 @@ def file_vectors(table: FileStoreTable, splits: Sequence[DataSplit]) -> list[Fil
         for f, deletion in zip(split.files, split.data_deletion_files, strict=True):
             if deletion is None:
                 continue
-            path = deletion.dv_index_path
-            if path not in index_files:
-                try:
-                    index_files[path] = table.file_io.read_bytes(path)
-                except FileNotFoundError:
-                    raise CorruptFileError(f"deletion-vector index file {path} is missing") from None
-            data = index_files[path]
-            mask = deleted_rows(data, deletion, f.row_count, path)
-            if not mask.any():
-                continue
-            start = deletion.offset + _SIZE_FIELD + _MAGIC_FIELD
-            out.append(FileVector(f.file_name, data[start:deletion.offset + _SIZE_FIELD + deletion.length], mask))
+            mask = ~reader.keep_mask(deletion, f.row_count)
+            if mask.any():
+                out.append(FileVector(f.file_name, reader.bitmap(deletion), mask))
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,14 @@ class _BucketBuffer:
     deletion_vector_base: tuple[list[str], list[str]] | None = None
     #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
     new_keys: dict[str, pa.Table] = field(default_factory=dict)
+
+
+def _per_file(written: list[DataFileMeta], run: pa.Table) -> Iterator[tuple[DataFileMeta, pa.Table]]:
+    """Each file of a written run with its slice of `run`'s rows (a run's files hold them in order)."""
+    offset = 0
+    for f in written:
+        yield f, run.slice(offset, f.row_count)
+        offset += f.row_count
 
 
 class TableWrite:
@@ -391,8 +399,7 @@ class TableWrite:
                 buf.lookup_base = sorted(names)
             older += [f for f in buf.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or self._run_cache is not None) and buf.bucket >= 0 else None
-        if looks_up and run is not None and getattr(self.flush_lookup, "takes_run", False):
-            assert self.flush_lookup is not None
+        if looks_up and run is not None and self.flush_lookup is not None and self.flush_lookup.takes_run:
             written, found = write_and_look_up(self.table, self.flush_lookup, writer, rows, buf.partition,
                                                buf.bucket, older, run)
         else:
@@ -407,19 +414,15 @@ class TableWrite:
             buf.new_changelog.extend(input_changelog_files(self.table, self.target_file_size, changelog, rows,
                                                            written, bucket_dir))
         if self._run_cache is not None and run is not None:
-            offset = 0
-            for f in written:  # (a run's files hold its rows in order)
-                self._run_cache.put_written(f"{bucket_dir}/{f.file_name}", run.slice(offset, f.row_count))
-                offset += f.row_count
+            for f, rows_of_file in _per_file(written, run):
+                self._run_cache.put_written(f"{bucket_dir}/{f.file_name}", rows_of_file)
         if found is not None:
             buf.lookup_index_files.extend(found.index_files)
             buf.compact_changelog.extend(found.changelog_files)
         buf.new_files.extend(written)
         if self._dv_compacts:
-            offset = 0
-            for f in written:  # (a run's files hold its rows in order)
-                buf.new_keys[f.file_name] = rows.select(self.key_names).slice(offset, f.row_count)
-                offset += f.row_count
+            for f, keys_of_file in _per_file(written, rows.select(self.key_names)):
+                buf.new_keys[f.file_name] = keys_of_file
         if self.primary_key and not self.write_only and not self.deletion_vectors and buf.bucket >= 0:
             levels = self._levels(buf)
             levels.add_files(written)

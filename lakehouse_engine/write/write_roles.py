@@ -101,6 +101,9 @@ class FlushLookup(Protocol):
     its data files on another thread (`flushed` is then empty); else it is given the files after.
     """
 
+    #: Whether `lookup` takes the run's rows while its data files are written.
+    takes_run: bool
+
     def lookup(self, partition: Partition, bucket: int, flushed: list[DataFileMeta],
                older: list[DataFileMeta], run: pa.Table | None = None) -> LookupResult:
         """The index and changelog files that `flushed` makes, given the bucket's `older` files;

@@ -26,6 +26,8 @@ def _rows(ids: range, v: int) -> pa.Table:
 class _RecordingLookup:
     """A flush lookup that records what it was given and makes one index file per flush."""
 
+    takes_run = False  # (given the written files after the flush)
+
     def __init__(self) -> None:
         self.calls: list[tuple[int, list[str], list[str]]] = []
 
