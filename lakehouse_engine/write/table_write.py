@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from lakehouse_engine.errors import (
     UnsupportedError,
 )
 from lakehouse_engine.format.features import refused_options
-from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import (
     changelog_producer,
     check_producer_options,
@@ -44,6 +43,7 @@ from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
+from lakehouse_engine.write.bucket_writer import BucketWriter
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
@@ -76,34 +76,6 @@ log = logging.getLogger(__name__)
 # Rows of the smallest slice an oversized batch is cut into: a small batch stays one sorted run
 # whatever the buffer size (as a flush after each batch makes it).
 _MIN_SLICE_ROWS = 1 << 16
-
-
-@dataclass
-class _BucketBuffer:
-    """Rows of one (partition, bucket) waiting to become a level-0 sorted run."""
-
-    partition: Partition
-    bucket: int
-    total_buckets: int
-    next_sequence: int
-    tables: list[pa.Table] = field(default_factory=list)
-    nbytes: int = 0
-    new_files: list[DataFileMeta] = field(default_factory=list)
-    levels: Levels | None = None
-    compact_before: list[DataFileMeta] = field(default_factory=list)
-    compact_after: list[DataFileMeta] = field(default_factory=list)
-    #: Index files the flush lookup made for this bucket since the last commit message.
-    lookup_index_files: list[IndexManifestEntry] = field(default_factory=list)
-    #: Changelog files of the new data (input producer) and of compaction (lookup, full-compaction).
-    new_changelog: list[DataFileMeta] = field(default_factory=list)
-    compact_changelog: list[DataFileMeta] = field(default_factory=list)
-    #: The files of the bucket the first flush lookup since the last message compared rows with.
-    lookup_base: list[str] | None = None
-    #: A DV table's compaction at commit: new vector index files, and what they were computed against.
-    deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
-    deletion_vector_base: tuple[list[str], list[str]] | None = None
-    #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
-    new_keys: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def _per_file(written: list[DataFileMeta], run: pa.Table) -> Iterator[tuple[DataFileMeta, pa.Table]]:
@@ -169,7 +141,7 @@ class TableWrite:
         self.merge_function = table.merge_function() if self.primary_key else None
         self.rowkind_field = opts.get(ROWKIND_FIELD)
         self.arrow_schema = self.schema.arrow_schema()
-        self._buffers: dict[tuple[bytes, int], _BucketBuffer] = {}
+        self._writers: dict[tuple[bytes, int], BucketWriter] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
         self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
@@ -338,35 +310,28 @@ class TableWrite:
     def _buffer(self, part: Partition, bucket: int, total_buckets: int, rows: pa.Table,
                 kinds: np.ndarray) -> None:
         key = (part.binary, bucket)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = _BucketBuffer(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
-            self._buffers[key] = buf
-        n = rows.num_rows
-        seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
-        buf.next_sequence += n
-        rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seq)).append_column(
-            VALUE_KIND, pa.array(kinds, type=pa.int8()))
-        buf.tables.append(rows)
-        buf.nbytes += rows.nbytes
-        self._buffered_bytes += rows.nbytes
+        writer = self._writers.get(key)
+        if writer is None:
+            writer = BucketWriter(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
+            self._writers[key] = writer
+        self._buffered_bytes += writer.write(rows, kinds)
 
     # ---- flushing --------------------------------------------------------------------
     def _flush_until(self, limit: int) -> None:
         """Flush the largest buffers until the buffered bytes fall to `limit` (bounded memory)."""
         chosen, left = [], self._buffered_bytes
-        for buf in sorted(self._buffers.values(), key=lambda b: b.nbytes, reverse=True):
+        for buf in sorted(self._writers.values(), key=lambda b: b.nbytes, reverse=True):
             if left <= limit:
                 break
             chosen.append(buf)
             left -= buf.nbytes
         self._flush_all(chosen)
 
-    def _flush_all(self, buffers: list[_BucketBuffer]) -> None:
+    def _flush_all(self, buffers: list[BucketWriter]) -> None:
         """Flush buffers, several at once: sorting and Parquet encoding release the GIL."""
         parallel_map(self._flush, [b for b in buffers if b.tables])
 
-    def _flush(self, buf: _BucketBuffer) -> None:
+    def _flush(self, buf: BucketWriter) -> None:
         if not buf.tables:
             return
         with self._lock:
@@ -444,13 +409,13 @@ class TableWrite:
             return None
 
     # ---- compaction inside the writer ---------------------------------------------------
-    def _levels(self, buf: _BucketBuffer) -> Levels:
+    def _levels(self, buf: BucketWriter) -> Levels:
         if buf.levels is None:
             buf.levels = Levels(self._restore().bucket_files.get((buf.partition.binary, buf.bucket), []),
                                 self.options.num_levels)
         return buf.levels
 
-    def _compact(self, buf: _BucketBuffer, full: bool) -> None:
+    def _compact(self, buf: BucketWriter, full: bool) -> None:
         """Compact one bucket now; results merge into the session's compact before/after."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
@@ -484,14 +449,14 @@ class TableWrite:
                 buf.compact_before.append(f)
         buf.compact_after.extend(after)
 
-    def _compact_at_commit(self, buf: _BucketBuffer) -> None:
+    def _compact_at_commit(self, buf: BucketWriter) -> None:
         full = False
         if self.full_compaction_delta_commits:
             next_id = (self._restore().latest_snapshot_id or 0) + 1
             full = next_id % self.full_compaction_delta_commits == 0
         self._compact(buf, full)
 
-    def _compact_deletion_vectors(self, buf: _BucketBuffer) -> None:
+    def _compact_deletion_vectors(self, buf: BucketWriter) -> None:
         """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked."""
         key = (buf.partition.binary, buf.bucket)
         if self.role.replaces:
@@ -512,9 +477,9 @@ class TableWrite:
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
         messages = []
-        self._flush_all(list(self._buffers.values()))
+        self._flush_all(list(self._writers.values()))
         if self._dv_compacts:
-            touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
+            touched = [b for b in self._writers.values() if b.new_files and b.bucket >= 0]
             if touched and not self.role.replaces:
                 # The bucket as it is now (a streaming writer's earlier commits compacted it).
                 state = RestoredState.read(self.table)
@@ -522,14 +487,14 @@ class TableWrite:
             parallel_map(self._compact_deletion_vectors, touched)
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
-            touched = [b for b in self._buffers.values() if b.new_files and b.bucket >= 0]
+            touched = [b for b in self._writers.values() if b.new_files and b.bucket >= 0]
             parallel_map(self._compact_at_commit, touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.
-            index_bases = {p: self.assigner.base_index_files(p) for p, _ in self._buffers}
+            index_bases = {p: self.assigner.base_index_files(p) for p, _ in self._writers}
         index_changes = self.assigner.prepare_index_files() if self.assigner is not None else {}
-        for key, buf in self._buffers.items():
+        for key, buf in self._writers.items():
             change = index_changes.get(key)
             if (buf.new_files or buf.compact_before or buf.compact_after or change or buf.lookup_index_files
                     or buf.new_changelog or buf.compact_changelog):
@@ -568,7 +533,7 @@ class TableWrite:
             # The compaction at commit moved this commit's level 0 up and marked older rows: the
             # next flush's lookup must see the bucket (and vectors) as this commit leaves them.
             self._restored = None
-            for buf in self._buffers.values():
+            for buf in self._writers.values():
                 buf.levels = None
         return messages
 
@@ -582,7 +547,7 @@ class TableWrite:
                                      new_changelog=list(buf.new_changelog),
                                      compact_changelog=list(buf.compact_changelog),
                                      commit_user=self.commit_user)
-                       for buf in self._buffers.values()
+                       for buf in self._writers.values()
                        if buf.new_files or buf.compact_after or buf.new_changelog or buf.compact_changelog]
             delete_message_files(self.table, pending)
             self.close()
@@ -606,7 +571,7 @@ class TableWrite:
         return self
 
     def close(self) -> None:
-        self._buffers.clear()
+        self._writers.clear()
         self._buffered_bytes = 0
         self._closed = True
 

@@ -252,7 +252,7 @@ def test_with_write_type_writes_the_other_columns_as_null_and_abort_deletes_file
     before = snapshot_files(table)
     write = table.new_batch_write_builder().new_write()
     write.write_arrow(pa.Table.from_pylist([{"dt": "b", "id": 9, "name": "z"}], schema=PA_SCHEMA))
-    write._flush_all(list(write._buffers.values()))  # files on disk, not yet in any message
+    write._flush_all(list(write._writers.values()))  # files on disk, not yet in any message
     assert snapshot_files(table) != before
     write.abort()
     assert snapshot_files(table) == before

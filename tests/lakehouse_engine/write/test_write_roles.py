@@ -67,7 +67,7 @@ def test_a_postpone_compaction_writer_hands_its_files_over_as_compaction_output(
 def _three_runs(writer: TableWrite) -> list:
     for v in range(3):
         writer.write_arrow(_rows(range(30), v))
-        writer._flush_all(list(writer._buffers.values()))
+        writer._flush_all(list(writer._writers.values()))
     messages = writer.prepare_commit()
     writer.close()
     return messages
