@@ -1,30 +1,98 @@
-"""BucketWriter: one (partition, bucket) of a TableWrite: its buffered rows with their sequence numbers."""
+"""BucketWriter: one (partition, bucket) of a TableWrite: its buffered rows and their flush into
+level-0 sorted runs (merged, with their changelog, looked up and cached as the table asks)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.mergetree.changelog import input_changelog
 from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.data_file import DataFileWriter
+from lakehouse_engine.options import MERGE_ENGINE
 from lakehouse_engine.partition import Partition
+from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.write.bucket_router import RestoredState
+from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
+from lakehouse_engine.write.write_roles import FlushLookup, OutputRole
+
+if TYPE_CHECKING:
+    from lakehouse_engine.mergetree.lookup_cache import CachedFileReader
+    from lakehouse_engine.mergetree.merge import MergeFunction
+    from lakehouse_engine.options import CoreOptions
+    from lakehouse_engine.schema import TableSchema
+    from lakehouse_engine.store.file_store import FileStore
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """What the bucket writers of one TableWrite share: the table and commit user, what the files
+    are to the commit, and how a flush merges its rows, makes changelog, looks up and caches its run."""
+
+    table: FileStore
+    commit_user: str
+    role: OutputRole
+    #: What the latest snapshot holds (read on first use, once per TableWrite).
+    restored: Callable[[], RestoredState]
+    merge_function: MergeFunction | None
+    changelog_producer: str
+    flush_lookup: FlushLookup | None
+    key_names: list[str]
+    target_file_size: int
+    write_only: bool
+    deletion_vectors: bool
+    #: A DV table's writer compacts each bucket's level 0 at commit (write/deletion_vectors.py).
+    dv_compacts: bool
+    #: The lookup cache the flush puts its runs in (a table whose commits look keys up).
+    run_cache: CachedFileReader | None
+
+    @property
+    def schema(self) -> TableSchema:
+        """The table's schema."""
+        return self.table.schema
+
+    @property
+    def options(self) -> CoreOptions:
+        """The table's options."""
+        return self.table.schema.core_options
+
+    @property
+    def primary_key(self) -> bool:
+        """Whether the table has a primary key."""
+        return self.table.schema.has_primary_key
+
+
+def _per_file(written: list[DataFileMeta], run: pa.Table) -> Iterator[tuple[DataFileMeta, pa.Table]]:
+    """Each file of a written run with its slice of `run`'s rows (a run's files hold them in order)."""
+    offset = 0
+    for f in written:
+        yield f, run.slice(offset, f.row_count)
+        offset += f.row_count
 
 
 class BucketWriter:
     """Rows of one (partition, bucket) waiting to become a level-0 sorted run, and the files the
     bucket's flushes and compactions wrote since the last commit message."""
 
-    def __init__(self, partition: Partition, bucket: int, total_buckets: int, next_sequence: int):
+    def __init__(self, context: WriteContext, partition: Partition, bucket: int, total_buckets: int,
+                 next_sequence: int):
         """A writer of `bucket` of `partition` (of `total_buckets`), numbering its rows from `next_sequence`."""
+        self.context = context
         self.partition = partition
         self.bucket = bucket
         self.total_buckets = total_buckets
         self.next_sequence = next_sequence
-        self.tables: list[pa.Table] = []
-        self.nbytes = 0
+        self._buffer: list[pa.Table] = []
+        #: What the buffered rows take in memory (TableWrite flushes the largest buffers first).
+        self.buffered_bytes = 0
         self.new_files: list[DataFileMeta] = []
-        self.levels: Levels | None = None
+        self._levels: Levels | None = None
         self.compact_before: list[DataFileMeta] = []
         self.compact_after: list[DataFileMeta] = []
         #: Index files the flush lookup made for this bucket since the last commit message.
@@ -40,6 +108,7 @@ class BucketWriter:
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
 
+    # ---- the write buffer ------------------------------------------------------------------
     def write(self, rows: pa.Table, kinds: np.ndarray) -> int:
         """Buffer `rows` with their row kinds (int8 `_VALUE_KIND` codes), numbered in arrival order;
         the bytes they now take in the buffer."""
@@ -48,6 +117,106 @@ class BucketWriter:
         self.next_sequence += n
         rows = rows.append_column(SEQUENCE_NUMBER, pa.array(seq)).append_column(
             VALUE_KIND, pa.array(kinds, type=pa.int8()))
-        self.tables.append(rows)
-        self.nbytes += rows.nbytes
+        self._buffer.append(rows)
+        self.buffered_bytes += rows.nbytes
         return rows.nbytes
+
+    @property
+    def has_buffered_rows(self) -> bool:
+        """Whether rows wait in the buffer."""
+        return bool(self._buffer)
+
+    def take_buffer(self) -> tuple[pa.Table, int]:
+        """The buffered rows as one table (in sequence order) and the bytes they took; the buffer is
+        then empty. Only with rows buffered."""
+        rows = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        nbytes = self.buffered_bytes
+        self._buffer, self.buffered_bytes = [], 0
+        return rows, nbytes
+
+    # ---- the flush ---------------------------------------------------------------------------
+    def flush(self, rows: pa.Table) -> list[DataFileMeta]:
+        """Write `rows` (taken from the buffer) as a level-0 sorted run: merged, with its input
+        changelog, looked up in the bucket's older files and kept in the lookup cache as the table
+        asks; the run's data files."""
+        ctx = self.context
+        table, schema = ctx.table, ctx.schema
+        bucket_dir = table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        given = rows
+        if ctx.merge_function is not None:
+            # Buffered rows stand in sequence order (numbers were handed out as they arrived).
+            rows = ctx.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
+        changelog = None
+        if ctx.changelog_producer == "input":
+            # The records as given, kinds and all, before they merge (Paimon's input changelog).
+            # A deduplicate merge that kept every record changed none: they are its run already.
+            kept_all = ctx.options.require(MERGE_ENGINE) == "deduplicate" and rows.num_rows == given.num_rows
+            changelog = rows if kept_all else input_changelog(given, ctx.key_names)
+        paths = table.path_factory
+        namer = (paths.postpone_data_file_namer(ctx.commit_user) if self.bucket == POSTPONE_BUCKET
+                 else paths.data_file_namer(bucket_dir))
+        writer = DataFileWriter(table.file_io, schema, bucket_dir, namer, ctx.target_file_size)
+        first_seq = None if ctx.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
+        looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
+        older: list[DataFileMeta] = []
+        if looks_up:
+            older = self.levels().all_files()
+            # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
+            names = {f.file_name for f in older}
+            if self.lookup_base is None:
+                self.lookup_base = sorted(names)
+            older += [f for f in self.new_files if f.file_name not in names]
+        run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
+        if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
+            written, found = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
+                                               self.bucket, older, run)
+        else:
+            written = writer.write_run(rows, level=0, min_sequence=first_seq)
+            found = None
+            if looks_up:
+                flush_lookup = ctx.flush_lookup
+                assert flush_lookup is not None
+                found = looked_up(table, written, lambda: flush_lookup.lookup(
+                    self.partition, self.bucket, written, older), bucket_dir)
+        if changelog is not None:
+            self.new_changelog.extend(input_changelog_files(table, ctx.target_file_size, changelog, rows,
+                                                            written, bucket_dir))
+        if ctx.run_cache is not None and run is not None:
+            for f, rows_of_file in _per_file(written, run):
+                ctx.run_cache.put_written(f"{bucket_dir}/{f.file_name}", rows_of_file)
+        if found is not None:
+            self.lookup_index_files.extend(found.index_files)
+            self.compact_changelog.extend(found.changelog_files)
+        self.new_files.extend(written)
+        if ctx.dv_compacts:
+            for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
+                self.new_keys[f.file_name] = keys_of_file
+        return written
+
+    def _run_columns(self, rows: pa.Table) -> pa.Table | None:
+        """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
+        data files' types): what the lookup cache holds and the flush lookup reads; None when
+        they do not convert (the lookup then reads the files)."""
+        schema = self.context.schema
+        file_schema = schema.data_file_arrow_schema()
+        names = schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
+        if any(n not in rows.column_names for n in names):
+            return None
+        try:
+            return rows.select(names).cast(pa.schema([file_schema.field(n) for n in names]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+
+    # ---- levels --------------------------------------------------------------------------------
+    def levels(self) -> Levels:
+        """The bucket's files by level: what the latest snapshot held (read on first use), then
+        what this writer's flushes and compactions added."""
+        if self._levels is None:
+            ctx = self.context
+            self._levels = Levels(ctx.restored().bucket_files.get((self.partition.binary, self.bucket), []),
+                                  ctx.options.num_levels)
+        return self._levels
+
+    def reset_levels(self) -> None:
+        """Forget the levels: the next use reads them again from what the table then holds."""
+        self._levels = None

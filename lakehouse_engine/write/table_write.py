@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,38 +19,31 @@ from lakehouse_engine.errors import (
     UnsupportedError,
 )
 from lakehouse_engine.format.features import refused_options
-from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import (
     changelog_producer,
     check_producer_options,
-    input_changelog,
 )
-from lakehouse_engine.mergetree.compact.levels import Levels
-from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
-    MERGE_ENGINE,
     ROWKIND_FIELD,
     WRITE_BUFFER_SIZE,
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
-from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.split import PartitionRow
-from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, BucketMode
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
-from lakehouse_engine.write.bucket_writer import BucketWriter
+from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
     DeletionVectorCompactor,
     deletion_vectors_enabled,
 )
-from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -76,14 +69,6 @@ log = logging.getLogger(__name__)
 # Rows of the smallest slice an oversized batch is cut into: a small batch stays one sorted run
 # whatever the buffer size (as a flush after each batch makes it).
 _MIN_SLICE_ROWS = 1 << 16
-
-
-def _per_file(written: list[DataFileMeta], run: pa.Table) -> Iterator[tuple[DataFileMeta, pa.Table]]:
-    """Each file of a written run with its slice of `run`'s rows (a run's files hold them in order)."""
-    offset = 0
-    for f in written:
-        yield f, run.slice(offset, f.row_count)
-        offset += f.row_count
 
 
 class TableWrite:
@@ -152,15 +137,20 @@ class TableWrite:
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
-        # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
-        # lookup of this commit and the next ones reads them without decoding.
-        self._run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
-                           if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
-                           else None)
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
+        # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
+        # lookup of this commit and the next ones reads them without decoding.
+        run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
+                     if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
+                     else None)
+        #: What every bucket writer of this TableWrite shares.
+        self._context = WriteContext(table, commit_user, role, self._restore, self.merge_function,
+                                     self.changelog_producer, self.flush_lookup, self.key_names,
+                                     self.target_file_size, self.write_only, self.deletion_vectors,
+                                     self._dv_compacts, run_cache)
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -312,7 +302,8 @@ class TableWrite:
         key = (part.binary, bucket)
         writer = self._writers.get(key)
         if writer is None:
-            writer = BucketWriter(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
+            writer = BucketWriter(self._context, part, bucket, total_buckets,
+                                  self._restore().max_sequence.get(key, -1) + 1)
             self._writers[key] = writer
         self._buffered_bytes += writer.write(rows, kinds)
 
@@ -320,107 +311,39 @@ class TableWrite:
     def _flush_until(self, limit: int) -> None:
         """Flush the largest buffers until the buffered bytes fall to `limit` (bounded memory)."""
         chosen, left = [], self._buffered_bytes
-        for buf in sorted(self._writers.values(), key=lambda b: b.nbytes, reverse=True):
+        for buf in sorted(self._writers.values(), key=lambda b: b.buffered_bytes, reverse=True):
             if left <= limit:
                 break
             chosen.append(buf)
-            left -= buf.nbytes
+            left -= buf.buffered_bytes
         self._flush_all(chosen)
 
     def _flush_all(self, buffers: list[BucketWriter]) -> None:
         """Flush buffers, several at once: sorting and Parquet encoding release the GIL."""
-        parallel_map(self._flush, [b for b in buffers if b.tables])
+        parallel_map(self._flush, [b for b in buffers if b.has_buffered_rows])
 
-    def _flush(self, buf: BucketWriter) -> None:
-        if not buf.tables:
+    def _flush(self, writer: BucketWriter) -> None:
+        """Flush one bucket's buffer (several run at once): its bytes leave the buffered count first."""
+        if not writer.has_buffered_rows:
             return
         with self._lock:
-            rows = pa.concat_tables(buf.tables) if len(buf.tables) > 1 else buf.tables[0]
-            self._buffered_bytes -= buf.nbytes
-            buf.tables, buf.nbytes = [], 0
-        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-        given = rows
-        if self.merge_function is not None:
-            # Buffered rows stand in sequence order (numbers were handed out as they arrived).
-            rows = self.merge_function.merge(rows, rows_in_sequence_order=True, raw_input=True)
-        changelog = None
-        if self.changelog_producer == "input":
-            # The records as given, kinds and all, before they merge (Paimon's input changelog).
-            # A deduplicate merge that kept every record changed none: they are its run already.
-            kept_all = self.options.require(MERGE_ENGINE) == "deduplicate" and rows.num_rows == given.num_rows
-            changelog = rows if kept_all else input_changelog(given, self.key_names)
-        paths = self.table.path_factory
-        namer = (paths.postpone_data_file_namer(self.commit_user) if buf.bucket == POSTPONE_BUCKET
-                 else paths.data_file_namer(bucket_dir))
-        writer = DataFileWriter(self.table.file_io, self.schema, bucket_dir, namer, self.target_file_size)
-        first_seq = None if self.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
-        looks_up = self.flush_lookup is not None and self.primary_key and buf.bucket >= 0
-        older: list[DataFileMeta] = []
-        if looks_up:
-            older = self._levels(buf).all_files()
-            # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
-            names = {f.file_name for f in older}
-            if buf.lookup_base is None:
-                buf.lookup_base = sorted(names)
-            older += [f for f in buf.new_files if f.file_name not in names]
-        run = self._run_columns(rows) if (looks_up or self._run_cache is not None) and buf.bucket >= 0 else None
-        if looks_up and run is not None and self.flush_lookup is not None and self.flush_lookup.takes_run:
-            written, found = write_and_look_up(self.table, self.flush_lookup, writer, rows, buf.partition,
-                                               buf.bucket, older, run)
-        else:
-            written = writer.write_run(rows, level=0, min_sequence=first_seq)
-            found = None
-            if looks_up:
-                flush_lookup = self.flush_lookup
-                assert flush_lookup is not None
-                found = looked_up(self.table, written, lambda: flush_lookup.lookup(
-                    buf.partition, buf.bucket, written, older), bucket_dir)
-        if changelog is not None:
-            buf.new_changelog.extend(input_changelog_files(self.table, self.target_file_size, changelog, rows,
-                                                           written, bucket_dir))
-        if self._run_cache is not None and run is not None:
-            for f, rows_of_file in _per_file(written, run):
-                self._run_cache.put_written(f"{bucket_dir}/{f.file_name}", rows_of_file)
-        if found is not None:
-            buf.lookup_index_files.extend(found.index_files)
-            buf.compact_changelog.extend(found.changelog_files)
-        buf.new_files.extend(written)
-        if self._dv_compacts:
-            for f, keys_of_file in _per_file(written, rows.select(self.key_names)):
-                buf.new_keys[f.file_name] = keys_of_file
-        if self.primary_key and not self.write_only and not self.deletion_vectors and buf.bucket >= 0:
-            levels = self._levels(buf)
+            rows, nbytes = writer.take_buffer()
+            self._buffered_bytes -= nbytes
+        written = writer.flush(rows)
+        if self.primary_key and not self.write_only and not self.deletion_vectors and writer.bucket >= 0:
+            levels = writer.levels()
             levels.add_files(written)
             if levels.number_of_sorted_runs() >= self.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
-                self._compact(buf, full=False)
-
-    def _run_columns(self, rows: pa.Table) -> pa.Table | None:
-        """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
-        data files' types): what the lookup cache holds and the flush lookup reads; None when
-        they do not convert (the lookup then reads the files)."""
-        file_schema = self.schema.data_file_arrow_schema()
-        names = self.schema.field_names + [SEQUENCE_NUMBER, VALUE_KIND]
-        if any(n not in rows.column_names for n in names):
-            return None
-        try:
-            return rows.select(names).cast(pa.schema([file_schema.field(n) for n in names]))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            return None
+                self._compact(writer, full=False)
 
     # ---- compaction inside the writer ---------------------------------------------------
-    def _levels(self, buf: BucketWriter) -> Levels:
-        if buf.levels is None:
-            buf.levels = Levels(self._restore().bucket_files.get((buf.partition.binary, buf.bucket), []),
-                                self.options.num_levels)
-        return buf.levels
-
     def _compact(self, buf: BucketWriter, full: bool) -> None:
         """Compact one bucket now; results merge into the session's compact before/after."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
-        levels = self._levels(buf)
+        levels = buf.levels()
         unit = pick_unit(levels, self.options, full)
         if unit is None:
             return
@@ -534,7 +457,7 @@ class TableWrite:
             # next flush's lookup must see the bucket (and vectors) as this commit leaves them.
             self._restored = None
             for buf in self._writers.values():
-                buf.levels = None
+                buf.reset_levels()
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:

@@ -14,8 +14,8 @@ from lakehouse_engine import Catalog
 from lakehouse_engine.errors import StorageError
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.lookup_cache import clear_caches
-from lakehouse_engine.write import changelog_producers, table_write
-from lakehouse_engine.write.table_write import TableWrite
+from lakehouse_engine.write import bucket_writer, changelog_producers
+from lakehouse_engine.write.bucket_writer import BucketWriter
 from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, keyed_table, put
 
@@ -45,7 +45,7 @@ def test_a_failing_changelog_write_fails_the_commit_and_leaves_no_file(
         catalog: Catalog, monkeypatch: pytest.MonkeyPatch, overlapped: bool) -> None:
     t = _seed(catalog, "t")
     if not overlapped:
-        monkeypatch.setattr(TableWrite, "_run_columns", lambda self, rows: None)
+        monkeypatch.setattr(BucketWriter, "_run_columns", lambda self, rows: None)
     before_files, before_rows, snapshots = _files(t), _rows(t), len(list(t.snapshots()))
 
     def fail(*args: Any, **kwargs: Any) -> Any:
@@ -73,7 +73,7 @@ def test_a_failing_data_write_deletes_the_changelog_files(catalog: Catalog,
             raise StorageError("data file: disk full")
 
     # (The flush's data writer fails; the changelog's writer, made in mergetree.changelog, does not.)
-    monkeypatch.setattr(table_write, "DataFileWriter", FailingWriter)
+    monkeypatch.setattr(bucket_writer, "DataFileWriter", FailingWriter)
     with pytest.raises(StorageError, match="disk full"):
         _upsert(t)
     assert _rows(t) == before_rows
@@ -112,7 +112,7 @@ def test_the_overlapped_flush_writes_what_a_flush_reading_its_files_back_writes(
     overlapped, overlapped_shape = commit_all("overlapped")
     # The same writes with the run unavailable in memory: the data files are written first and
     # the lookup reads them back (the sequential flush).
-    monkeypatch.setattr(TableWrite, "_run_columns", lambda self, rows: None)
+    monkeypatch.setattr(BucketWriter, "_run_columns", lambda self, rows: None)
     sequential, sequential_shape = commit_all("sequential")
     assert overlapped_shape == sequential_shape
     assert any(changelog for _, _, changelog, _ in overlapped_shape)
