@@ -1,8 +1,16 @@
-"""BucketWriter: one (partition, bucket) of a TableWrite: its buffered rows and their flush into
-level-0 sorted runs (merged, with their changelog, looked up and cached as the table asks)."""
+"""BucketWriter: one (partition, bucket) of a TableWrite, as Paimon's MergeTreeWriter is one bucket
+of its KeyValueFileStoreWrite: the bucket's buffered rows, their flush into level-0 sorted runs
+(merged, with their changelog, looked up and cached as the table asks), the bucket's levels and the
+compaction inside the writer, and the bucket's part of the commit message.
+
+TableWrite routes rows to their bucket writers, counts the memory of all their buffers (it
+chooses which buckets flush), flushes and compacts several buckets at once, and adds what the
+table's bucket index contributes to each message.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -10,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.changelog import input_changelog
 from lakehouse_engine.mergetree.compact.levels import Levels
@@ -17,8 +26,11 @@ from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.options import MERGE_ENGINE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
+from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.bucket_router import RestoredState
+from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, DeletionVectorCompactor
 from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
 from lakehouse_engine.write.write_roles import FlushLookup, OutputRole
 
@@ -29,6 +41,7 @@ if TYPE_CHECKING:
     from lakehouse_engine.schema import TableSchema
     from lakehouse_engine.store.file_store import FileStore
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteContext:
@@ -45,7 +58,12 @@ class WriteContext:
     flush_lookup: FlushLookup | None
     key_names: list[str]
     target_file_size: int
+    #: No compaction inside the writer (a DV table's compaction at commit aside).
     write_only: bool
+    #: Paimon's `num-sorted-run.stop-trigger`: a bucket with this many sorted runs compacts at flush.
+    stop_trigger: int
+    #: Every this many commits, the compaction at commit is a full one (None: never).
+    full_compaction_delta_commits: int | None
     deletion_vectors: bool
     #: A DV table's writer compacts each bucket's level 0 at commit (write/deletion_vectors.py).
     dv_compacts: bool
@@ -135,10 +153,10 @@ class BucketWriter:
         return rows, nbytes
 
     # ---- the flush ---------------------------------------------------------------------------
-    def flush(self, rows: pa.Table) -> list[DataFileMeta]:
+    def flush(self, rows: pa.Table) -> None:
         """Write `rows` (taken from the buffer) as a level-0 sorted run: merged, with its input
         changelog, looked up in the bucket's older files and kept in the lookup cache as the table
-        asks; the run's data files."""
+        asks; then compact the bucket if its sorted runs reached the stop trigger."""
         ctx = self.context
         table, schema = ctx.table, ctx.schema
         bucket_dir = table.path_factory.bucket_dir(self.partition.spec, self.bucket)
@@ -191,7 +209,12 @@ class BucketWriter:
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
                 self.new_keys[f.file_name] = keys_of_file
-        return written
+        if ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0:
+            levels = self.levels()
+            levels.add_files(written)
+            if levels.number_of_sorted_runs() >= ctx.stop_trigger:
+                # Paimon's stop trigger: compact before taking more input into this bucket.
+                self.compact(full=False)
 
     def _run_columns(self, rows: pa.Table) -> pa.Table | None:
         """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
@@ -207,7 +230,7 @@ class BucketWriter:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return None
 
-    # ---- levels --------------------------------------------------------------------------------
+    # ---- levels and the compaction inside the writer --------------------------------------------------------------------------------
     def levels(self) -> Levels:
         """The bucket's files by level: what the latest snapshot held (read on first use), then
         what this writer's flushes and compactions added."""
@@ -220,3 +243,116 @@ class BucketWriter:
     def reset_levels(self) -> None:
         """Forget the levels: the next use reads them again from what the table then holds."""
         self._levels = None
+
+    def compact(self, full: bool) -> None:
+        """Compact the bucket now; the results merge into what it compacted since the last message."""
+        from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+        from lakehouse_engine.mergetree.compact.universal import pick_unit
+
+        ctx = self.context
+        levels = self.levels()
+        unit = pick_unit(levels, ctx.options, full)
+        if unit is None:
+            return
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket)
+        try:
+            before, after = compactor.compact(levels, unit)
+            self.compact_changelog.extend(compactor.changelog_files)
+        except DataFileMissingError as e:
+            # The bucket's files changed under this writer (a dedicated compaction replaced them and
+            # expiry removed them). Compaction here is an optimisation: write the data without it.
+            # A file that is there but will not decode still fails the write.
+            log.warning("table %s, bucket %s: skipping the writer's compaction: %s", ctx.table.name,
+                        self.bucket, e)
+            return
+        after_names = {f.file_name for f in self.compact_after}
+        before_names = {f.file_name for f in self.compact_before}
+        bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        for f in before:
+            if f.file_name in after_names:
+                # An intermediate file of this session, never committed: drop it for good
+                # (unless it is an upgraded committed file sharing its physical file).
+                self.compact_after = [a for a in self.compact_after if a.file_name != f.file_name]
+                if f.file_name not in before_names:
+                    ctx.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+            else:
+                self.compact_before.append(f)
+        self.compact_after.extend(after)
+
+    def compact_at_commit(self) -> None:
+        """The compaction before a commit: full every `full-compaction.delta-commits` commits."""
+        ctx = self.context
+        full = False
+        if ctx.full_compaction_delta_commits:
+            next_id = (ctx.restored().latest_snapshot_id or 0) + 1
+            full = next_id % ctx.full_compaction_delta_commits == 0
+        self.compact(full)
+
+    def compact_deletion_vectors(self, state: RestoredState,
+                                 bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:
+        """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked.
+
+        `state` and `bases`: the table's files and vectors as the commit finds them.
+        """
+        key = (self.partition.binary, self.bucket)
+        if self.context.role.replaces:
+            # The older files go with the replaced partition: the new ones compact among themselves.
+            files, base = list(self.new_files), DeletionVectorBase()
+        else:
+            base = bases.get(key, DeletionVectorBase())
+            files = state.bucket_files.get(key, []) + list(self.new_files)
+        done = DeletionVectorCompactor(self.context.table, self.partition, self.bucket, base,
+                                       self.new_keys).compact(files)
+        if done is None:
+            return
+        self.compact_before, self.compact_after = done.before, done.after
+        self.deletion_vector_files = done.index_files
+        self.deletion_vector_base = (list(base.index_files), list(base.upper_files))
+
+    # ---- the bucket's part of the commit -------------------------------------------------------
+    @property
+    def has_increment(self) -> bool:
+        """Whether the bucket wrote files since the last commit message."""
+        return bool(self.new_files or self.compact_before or self.compact_after or self.lookup_index_files
+                    or self.new_changelog or self.compact_changelog)
+
+    def drain_increment(self) -> CommitMessage:
+        """The bucket's commit message (its new and compacted files, changelog, the lookup's and the
+        deletion vectors' index files), which the writer then forgets: Paimon's drainIncrement.
+        TableWrite adds what the table's bucket index contributes."""
+        ctx = self.context
+        new_files, after = list(self.new_files), list(self.compact_after)
+        if ctx.role.compaction_output:
+            new_files, after = [], new_files + after
+            # Its changelog lands with the compaction (Paimon's compact increment).
+            self.compact_changelog, self.new_changelog = self.new_changelog + self.compact_changelog, []
+        # The partition also reads as its values (`tuple(message.partition)`), as pypaimon's.
+        partition = PartitionRow(self.partition.binary, self.partition.values,
+                                 [ctx.schema.field(k) for k in ctx.schema.partition_keys])
+        bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        new_files = [f.located(bucket_dir) for f in new_files]
+        message = CommitMessage(partition, self.bucket, self.total_buckets,
+                                new_files, list(self.compact_before), after,
+                                commit_user=ctx.commit_user)
+        message.new_index_files = self.lookup_index_files
+        message.new_changelog, message.compact_changelog = self.new_changelog, self.compact_changelog
+        message.deletion_vector_files = self.deletion_vector_files
+        message.deletion_vector_base = self.deletion_vector_base
+        message.lookup_base = self.lookup_base
+        self.new_files, self.compact_before, self.compact_after = [], [], []
+        self.new_changelog, self.compact_changelog = [], []
+        self.lookup_index_files, self.deletion_vector_files = [], []
+        self.deletion_vector_base, self.lookup_base = None, None
+        self.new_keys = {}
+        return message
+
+    def uncommitted(self) -> CommitMessage | None:
+        """The data and changelog files the bucket wrote and has not handed out in a message (to
+        delete when the write is aborted); None when there are none."""
+        if not (self.new_files or self.compact_after or self.new_changelog or self.compact_changelog):
+            return None
+        return CommitMessage(self.partition.binary, self.bucket, self.total_buckets,
+                             list(self.new_files), [], list(self.compact_after),
+                             new_changelog=list(self.new_changelog),
+                             compact_changelog=list(self.compact_changelog),
+                             commit_user=self.context.commit_user)

@@ -1,8 +1,13 @@
-"""TableWrite: route rows to (partition, bucket), buffer them with sequence numbers, flush sorted runs."""
+"""TableWrite: route rows to (partition, bucket) and their bucket writers, bound the memory of all
+their buffers, flush and compact several buckets at once, and assemble the commit messages.
+
+Each bucket's own work (its buffer, flush, levels, compaction and its part of the commit message)
+is its BucketWriter's (write/bucket_writer.py), as Paimon's MergeTreeWriter is one bucket of its
+KeyValueFileStoreWrite.
+"""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,18 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import (
-    DataFileMissingError,
-    InvalidDataError,
-    LakehouseError,
-    SchemaError,
-    UnsupportedError,
-)
+from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.format.features import refused_options
-from lakehouse_engine.mergetree.changelog import (
-    changelog_producer,
-    check_producer_options,
-)
+from lakehouse_engine.mergetree.changelog import changelog_producer, check_producer_options
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
@@ -32,18 +28,13 @@ from lakehouse_engine.options import (
     WRITE_ONLY,
 )
 from lakehouse_engine.partition import Partition, PartitionCodec
-from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
-from lakehouse_engine.write.deletion_vectors import (
-    DeletionVectorBase,
-    DeletionVectorCompactor,
-    deletion_vectors_enabled,
-)
+from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, deletion_vectors_enabled
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -63,8 +54,6 @@ if TYPE_CHECKING:
     from lakehouse_engine.bucket.cross_partition import CrossPartitionRouter
     from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
     from lakehouse_engine.store.file_store import FileStore
-
-log = logging.getLogger(__name__)
 
 # Rows of the smallest slice an oversized batch is cut into: a small batch stays one sorted run
 # whatever the buffer size (as a flush after each batch makes it).
@@ -147,10 +136,13 @@ class TableWrite:
                      if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
                      else None)
         #: What every bucket writer of this TableWrite shares.
-        self._context = WriteContext(table, commit_user, role, self._restore, self.merge_function,
-                                     self.changelog_producer, self.flush_lookup, self.key_names,
-                                     self.target_file_size, self.write_only, self.deletion_vectors,
-                                     self._dv_compacts, run_cache)
+        self._context = WriteContext(
+            table=table, commit_user=commit_user, role=role, restored=self._restore,
+            merge_function=self.merge_function, changelog_producer=self.changelog_producer,
+            flush_lookup=self.flush_lookup, key_names=self.key_names,
+            target_file_size=self.target_file_size, write_only=self.write_only,
+            stop_trigger=self.stop_trigger, full_compaction_delta_commits=self.full_compaction_delta_commits,
+            deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache)
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -311,16 +303,16 @@ class TableWrite:
     def _flush_until(self, limit: int) -> None:
         """Flush the largest buffers until the buffered bytes fall to `limit` (bounded memory)."""
         chosen, left = [], self._buffered_bytes
-        for buf in sorted(self._writers.values(), key=lambda b: b.buffered_bytes, reverse=True):
+        for writer in sorted(self._writers.values(), key=lambda w: w.buffered_bytes, reverse=True):
             if left <= limit:
                 break
-            chosen.append(buf)
-            left -= buf.buffered_bytes
+            chosen.append(writer)
+            left -= writer.buffered_bytes
         self._flush_all(chosen)
 
-    def _flush_all(self, buffers: list[BucketWriter]) -> None:
-        """Flush buffers, several at once: sorting and Parquet encoding release the GIL."""
-        parallel_map(self._flush, [b for b in buffers if b.has_buffered_rows])
+    def _flush_all(self, writers: list[BucketWriter]) -> None:
+        """Flush the buffers of `writers`, several at once: sorting and Parquet encoding release the GIL."""
+        parallel_map(self._flush, [w for w in writers if w.has_buffered_rows])
 
     def _flush(self, writer: BucketWriter) -> None:
         """Flush one bucket's buffer (several run at once): its bytes leave the buffered count first."""
@@ -329,135 +321,49 @@ class TableWrite:
         with self._lock:
             rows, nbytes = writer.take_buffer()
             self._buffered_bytes -= nbytes
-        written = writer.flush(rows)
-        if self.primary_key and not self.write_only and not self.deletion_vectors and writer.bucket >= 0:
-            levels = writer.levels()
-            levels.add_files(written)
-            if levels.number_of_sorted_runs() >= self.stop_trigger:
-                # Paimon's stop trigger: compact before taking more input into this bucket.
-                self._compact(writer, full=False)
+        writer.flush(rows)
 
-    # ---- compaction inside the writer ---------------------------------------------------
-    def _compact(self, buf: BucketWriter, full: bool) -> None:
-        """Compact one bucket now; results merge into the session's compact before/after."""
-        from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
-        from lakehouse_engine.mergetree.compact.universal import pick_unit
-
-        levels = buf.levels()
-        unit = pick_unit(levels, self.options, full)
-        if unit is None:
-            return
-        compactor = BucketCompactor(self.table, buf.partition, buf.bucket)
-        try:
-            before, after = compactor.compact(levels, unit)
-            buf.compact_changelog.extend(compactor.changelog_files)
-        except DataFileMissingError as e:
-            # The bucket's files changed under this writer (a dedicated compaction replaced them and
-            # expiry removed them). Compaction here is an optimisation: write the data without it.
-            # A file that is there but will not decode still fails the write.
-            log.warning("table %s, bucket %s: skipping the writer's compaction: %s", self.table.name,
-                        buf.bucket, e)
-            return
-        after_names = {f.file_name for f in buf.compact_after}
-        before_names = {f.file_name for f in buf.compact_before}
-        bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-        for f in before:
-            if f.file_name in after_names:
-                # An intermediate file of this session, never committed: drop it for good
-                # (unless it is an upgraded committed file sharing its physical file).
-                buf.compact_after = [a for a in buf.compact_after if a.file_name != f.file_name]
-                if f.file_name not in before_names:
-                    self.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
-            else:
-                buf.compact_before.append(f)
-        buf.compact_after.extend(after)
-
-    def _compact_at_commit(self, buf: BucketWriter) -> None:
-        full = False
-        if self.full_compaction_delta_commits:
-            next_id = (self._restore().latest_snapshot_id or 0) + 1
-            full = next_id % self.full_compaction_delta_commits == 0
-        self._compact(buf, full)
-
-    def _compact_deletion_vectors(self, buf: BucketWriter) -> None:
-        """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked."""
-        key = (buf.partition.binary, buf.bucket)
-        if self.role.replaces:
-            # The older files go with the replaced partition: the new ones compact among themselves.
-            files, base = list(buf.new_files), DeletionVectorBase()
-        else:
-            state, bases = self._dv_state
-            base = bases.get(key, DeletionVectorBase())
-            files = state.bucket_files.get(key, []) + list(buf.new_files)
-        done = DeletionVectorCompactor(self.table, buf.partition, buf.bucket, base,
-                                       buf.new_keys).compact(files)
-        if done is None:
-            return
-        buf.compact_before, buf.compact_after = done.before, done.after
-        buf.deletion_vector_files = done.index_files
-        buf.deletion_vector_base = (list(base.index_files), list(base.upper_files))
-
+    # ---- the commit ------------------------------------------------------------------------
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush everything buffered and return one CommitMessage per bucket with new files."""
         messages = []
         self._flush_all(list(self._writers.values()))
         if self._dv_compacts:
-            touched = [b for b in self._writers.values() if b.new_files and b.bucket >= 0]
+            touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:
                 # The bucket as it is now (a streaming writer's earlier commits compacted it).
                 state = RestoredState.read(self.table)
                 self._dv_state = (state, DeletionVectorBase.of_snapshot(self.table, state.latest))
-            parallel_map(self._compact_deletion_vectors, touched)
+            state, bases = self._dv_state
+            parallel_map(lambda w: w.compact_deletion_vectors(state, bases), touched)
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
-            touched = [b for b in self._writers.values() if b.new_files and b.bucket >= 0]
-            parallel_map(self._compact_at_commit, touched)
+            touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
+            parallel_map(BucketWriter.compact_at_commit, touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.
             index_bases = {p: self.assigner.base_index_files(p) for p, _ in self._writers}
         index_changes = self.assigner.prepare_index_files() if self.assigner is not None else {}
-        for key, buf in self._writers.items():
+        for key, writer in self._writers.items():
             change = index_changes.get(key)
-            if (buf.new_files or buf.compact_before or buf.compact_after or change or buf.lookup_index_files
-                    or buf.new_changelog or buf.compact_changelog):
-                new_files, after = list(buf.new_files), list(buf.compact_after)
-                if self.role.compaction_output:
-                    new_files, after = [], new_files + after
-                    # Its changelog lands with the compaction (Paimon's compact increment).
-                    buf.compact_changelog, buf.new_changelog = buf.new_changelog + buf.compact_changelog, []
-                # The partition also reads as its values (`tuple(message.partition)`), as pypaimon's.
-                partition = PartitionRow(buf.partition.binary, buf.partition.values,
-                                         [self.schema.field(k) for k in self.schema.partition_keys])
-                bucket_dir = self.table.path_factory.bucket_dir(buf.partition.spec, buf.bucket)
-                new_files = [f.located(bucket_dir) for f in new_files]
-                message = CommitMessage(partition, buf.bucket, buf.total_buckets,
-                                        new_files, list(buf.compact_before), after,
-                                        commit_user=self.commit_user)
-                if self.assigner is not None:
-                    message.index_base = None if self.assigner.fresh else index_bases[key[0]]
-                    message.inserted_keys = self.assigner.inserted.pop(key, 0)
-                    message.updated_keys = self.assigner.updated.pop(key, 0)
-                    if change is not None:
-                        message.new_index_files = [change.entry]
-                        message.deleted_index_files = [change.replaced] if change.replaced else []
-                message.new_index_files += buf.lookup_index_files
-                message.new_changelog, message.compact_changelog = buf.new_changelog, buf.compact_changelog
-                buf.new_changelog, buf.compact_changelog = [], []
-                message.deletion_vector_files = buf.deletion_vector_files
-                message.deletion_vector_base = buf.deletion_vector_base
-                message.lookup_base, buf.lookup_base = buf.lookup_base, None
-                messages.append(message)
-                buf.new_files, buf.compact_before, buf.compact_after = [], [], []
-                buf.lookup_index_files, buf.deletion_vector_files = [], []
-                buf.deletion_vector_base = None
-                buf.new_keys = {}
+            if not (writer.has_increment or change):
+                continue
+            message = writer.drain_increment()
+            if self.assigner is not None:
+                message.index_base = None if self.assigner.fresh else index_bases[key[0]]
+                message.inserted_keys = self.assigner.inserted.pop(key, 0)
+                message.updated_keys = self.assigner.updated.pop(key, 0)
+                if change is not None:
+                    message.new_index_files = [change.entry] + message.new_index_files
+                    message.deleted_index_files = [change.replaced] if change.replaced else []
+            messages.append(message)
         if self._dv_compacts and self.flush_lookup is not None:
             # The compaction at commit moved this commit's level 0 up and marked older rows: the
             # next flush's lookup must see the bucket (and vectors) as this commit leaves them.
             self._restored = None
-            for buf in self._writers.values():
-                buf.reset_levels()
+            for writer in self._writers.values():
+                writer.reset_levels()
         return messages
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
@@ -465,13 +371,7 @@ class TableWrite:
         `abort()`), the files this writer wrote and has not handed out in messages yet, and close."""
 
         if messages is None:
-            pending = [CommitMessage(buf.partition.binary, buf.bucket, buf.total_buckets,
-                                     list(buf.new_files), [], list(buf.compact_after),
-                                     new_changelog=list(buf.new_changelog),
-                                     compact_changelog=list(buf.compact_changelog),
-                                     commit_user=self.commit_user)
-                       for buf in self._writers.values()
-                       if buf.new_files or buf.compact_after or buf.new_changelog or buf.compact_changelog]
+            pending = [m for m in (w.uncommitted() for w in self._writers.values()) if m is not None]
             delete_message_files(self.table, pending)
             self.close()
             return
