@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class WriteContext:
     """What the bucket writers of one TableWrite share: the table and commit user, what the files
