@@ -348,12 +348,16 @@ class BucketWriter:
         return message
 
     def uncommitted(self) -> CommitMessage | None:
-        """The data and changelog files the bucket wrote and has not handed out in a message (to
-        delete when the write is aborted); None when there are none."""
-        if not (self.new_files or self.compact_after or self.new_changelog or self.compact_changelog):
+        """The data, changelog and index files the bucket wrote and has not handed out in a message
+        (to delete when the write is aborted); None when there are none. The compaction's inputs go
+        with them: a committed file the compaction only moved up a level is the same physical file
+        as its original, and must stay."""
+        if not (self.new_files or self.compact_after or self.new_changelog or self.compact_changelog
+                or self.lookup_index_files):
             return None
         return CommitMessage(self.partition.binary, self.bucket, self.total_buckets,
-                             list(self.new_files), [], list(self.compact_after),
+                             list(self.new_files), list(self.compact_before), list(self.compact_after),
+                             new_index_files=list(self.lookup_index_files),
                              new_changelog=list(self.new_changelog),
                              compact_changelog=list(self.compact_changelog),
                              commit_user=self.context.commit_user)
