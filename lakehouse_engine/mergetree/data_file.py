@@ -27,6 +27,7 @@ from lakehouse_engine.mergetree.data_file_formats import (
     write_orc,
 )
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
+from lakehouse_engine.mergetree.parquet_dictionary import dictionary_columns
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
     FILE_COMPRESSION_ZSTD_LEVEL,
@@ -36,27 +37,6 @@ from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIN
 
 FILE_SOURCE_APPEND = 0
 FILE_SOURCE_COMPACT = 1
-
-
-_DICTIONARY_SAMPLE = 4096
-
-
-def dictionary_columns(table: pa.Table) -> list[str]:
-    """Columns worth dictionary encoding: those whose sampled values repeat.
-
-    Parquet writers try a dictionary for every column and fall back once it grows too large;
-    for near-unique columns (ids, free text) that attempt costs a third of the write time.
-    """
-    sample = table.slice(0, _DICTIONARY_SAMPLE)
-    n = max(sample.num_rows, 1)
-    chosen = []
-    for name, column in zip(table.column_names, sample.columns, strict=True):
-        if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
-            continue  # nested columns: plain encoding
-        distinct = pc.count_distinct(column, mode="all").as_py()
-        if distinct <= max(2, n // 4):
-            chosen.append(name)
-    return chosen
 
 
 def paimon_parquet_types(file_schema: pa.Schema) -> dict[str, bool]:
@@ -85,6 +65,7 @@ class DataFileWriter:
         self.new_file_name = new_file_name
         self.target_file_size = target_file_size
         opts: CoreOptions = schema.core_options
+        self.options_raw = opts.raw
         compression = opts.require(FILE_COMPRESSION)
         self.compression = None if compression in ("none", "uncompressed") else compression
         self.compression_level = opts.require(FILE_COMPRESSION_ZSTD_LEVEL) if compression == "zstd" else None
@@ -169,7 +150,7 @@ class DataFileWriter:
                                 # CRC-32 per page, verified on read: a flipped bit fails
                                 # the read instead of reading as another value.
                                 write_page_checksum=True,
-                                use_dictionary=dictionary_columns(table),
+                                use_dictionary=dictionary_columns(table, self.options_raw),
                                 **self.parquet_types)
 
     def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
