@@ -103,6 +103,8 @@ class DataFileWriter:
         if file_format != PARQUET and table.nbytes > self.target_file_size:
             chunk = max(1024, int(self.target_file_size / row_bytes))  # ORC/Avro: one chunk per file
         metas: list[DataFileMeta] = []
+        # One dictionary choice for the run (judged on all its rows), not one per rolled file.
+        dictionary = dictionary_columns(table, self.options_raw) if file_format == PARQUET else False
         start = 0
         while start < n:
             name = self.new_file_name(file_format)
@@ -110,7 +112,7 @@ class DataFileWriter:
             file_start = start
             try:
                 if file_format == PARQUET:
-                    start = self._write_file(path, table, start, chunk)
+                    start = self._write_file(path, table, start, chunk, dictionary)
                 else:
                     start = self._write_other_format(path, file_format, table, start, chunk)
                 size = self.file_io.file_size(path)
@@ -126,11 +128,12 @@ class DataFileWriter:
                                         min_sequence, file_source))
         return metas
 
-    def _write_file(self, path: str, table: pa.Table, start: int, chunk: int) -> int:
+    def _write_file(self, path: str, table: pa.Table, start: int, chunk: int,
+                    dictionary: bool | list[str]) -> int:
         """Write rows from `start` into one file until it reaches the target size; the next start."""
         n = table.num_rows
         with self.file_io.open_output(path) as sink:
-            writer = self.parquet_writer(sink, table)
+            writer = self.parquet_writer(sink, table, dictionary)
             try:
                 while start < n:
                     part = table.slice(start, chunk)
@@ -142,15 +145,20 @@ class DataFileWriter:
                 writer.close()
         return start
 
-    def parquet_writer(self, sink: Any, table: pa.Table) -> pq.ParquetWriter:
-        """A parquet writer of data files shaped like `table` (in file layout) into `sink`."""
+    def parquet_writer(self, sink: Any, table: pa.Table,
+                       dictionary: bool | list[str] | None = None) -> pq.ParquetWriter:
+        """A parquet writer of data files shaped like `table` (in file layout) into `sink`;
+        `dictionary`: the columns to dictionary-encode, else judged on `table`
+        (`parquet_dictionary.dictionary_columns`)."""
+        if dictionary is None:
+            dictionary = dictionary_columns(table, self.options_raw)
         return pq.ParquetWriter(sink, table.schema, compression=self.compression,
                                 compression_level=self.compression_level,
                                 write_statistics=False,
                                 # CRC-32 per page, verified on read: a flipped bit fails
                                 # the read instead of reading as another value.
                                 write_page_checksum=True,
-                                use_dictionary=dictionary_columns(table, self.options_raw),
+                                use_dictionary=dictionary,
                                 **self.parquet_types)
 
     def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,
