@@ -4,8 +4,8 @@ A dictionary pays where values repeat: for a column of a few distinct values it 
 and cheaper to write than plain encoding. For a near-unique column (ids, timestamps, free text,
 sequence numbers) it costs two to three times the plain encode and makes the file larger: Java's
 parquet-mr gives up on such a dictionary after its first page, pyarrow keeps one up to its 1 MiB
-dictionary page. So, unless the table says otherwise, each column is judged by a strided sample
-of its values:
+dictionary page. So, unless the table says otherwise, each column is judged by one strided sample
+of the file's rows (4 * sqrt(rows) of them, 512 to 4,096; a small file whole):
 
 * `_SEQUENCE_NUMBER` is written plain (its values are near-unique in every file) and
   `_VALUE_KIND` with a dictionary (at most four values); a `_KEY_<k>` column as its field `k`
