@@ -30,7 +30,7 @@ from bench.engine_bench import write_commit
 from bench.machine import best_of_alternating, format_markdown_table
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.bucket import dynamic
-from lakehouse_engine.mergetree.data_file import dictionary_columns
+from lakehouse_engine.mergetree.parquet_dictionary import dictionary_columns
 
 
 def _file_layout(data: pa.Table) -> pa.Table:

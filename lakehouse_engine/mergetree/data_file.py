@@ -27,6 +27,7 @@ from lakehouse_engine.mergetree.data_file_formats import (
     write_orc,
 )
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
+from lakehouse_engine.mergetree.parquet_dictionary import dictionary_columns
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
     FILE_COMPRESSION_ZSTD_LEVEL,
@@ -36,27 +37,6 @@ from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIN
 
 FILE_SOURCE_APPEND = 0
 FILE_SOURCE_COMPACT = 1
-
-
-_DICTIONARY_SAMPLE = 4096
-
-
-def dictionary_columns(table: pa.Table) -> list[str]:
-    """Columns worth dictionary encoding: those whose sampled values repeat.
-
-    Parquet writers try a dictionary for every column and fall back once it grows too large;
-    for near-unique columns (ids, free text) that attempt costs a third of the write time.
-    """
-    sample = table.slice(0, _DICTIONARY_SAMPLE)
-    n = max(sample.num_rows, 1)
-    chosen = []
-    for name, column in zip(table.column_names, sample.columns, strict=True):
-        if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
-            continue  # nested columns: plain encoding
-        distinct = pc.count_distinct(column, mode="all").as_py()
-        if distinct <= max(2, n // 4):
-            chosen.append(name)
-    return chosen
 
 
 def paimon_parquet_types(file_schema: pa.Schema) -> dict[str, bool]:
@@ -85,6 +65,7 @@ class DataFileWriter:
         self.new_file_name = new_file_name
         self.target_file_size = target_file_size
         opts: CoreOptions = schema.core_options
+        self.options_raw = opts.raw
         compression = opts.require(FILE_COMPRESSION)
         self.compression = None if compression in ("none", "uncompressed") else compression
         self.compression_level = opts.require(FILE_COMPRESSION_ZSTD_LEVEL) if compression == "zstd" else None
@@ -122,6 +103,8 @@ class DataFileWriter:
         if file_format != PARQUET and table.nbytes > self.target_file_size:
             chunk = max(1024, int(self.target_file_size / row_bytes))  # ORC/Avro: one chunk per file
         metas: list[DataFileMeta] = []
+        # One dictionary choice for the run (judged on all its rows), not one per rolled file.
+        dictionary = dictionary_columns(table, self.options_raw) if file_format == PARQUET else False
         start = 0
         while start < n:
             name = self.new_file_name(file_format)
@@ -129,7 +112,7 @@ class DataFileWriter:
             file_start = start
             try:
                 if file_format == PARQUET:
-                    start = self._write_file(path, table, start, chunk)
+                    start = self._write_file(path, table, start, chunk, dictionary)
                 else:
                     start = self._write_other_format(path, file_format, table, start, chunk)
                 size = self.file_io.file_size(path)
@@ -145,11 +128,12 @@ class DataFileWriter:
                                         min_sequence, file_source))
         return metas
 
-    def _write_file(self, path: str, table: pa.Table, start: int, chunk: int) -> int:
+    def _write_file(self, path: str, table: pa.Table, start: int, chunk: int,
+                    dictionary: bool | list[str]) -> int:
         """Write rows from `start` into one file until it reaches the target size; the next start."""
         n = table.num_rows
         with self.file_io.open_output(path) as sink:
-            writer = self.parquet_writer(sink, table)
+            writer = self.parquet_writer(sink, table, dictionary)
             try:
                 while start < n:
                     part = table.slice(start, chunk)
@@ -161,15 +145,20 @@ class DataFileWriter:
                 writer.close()
         return start
 
-    def parquet_writer(self, sink: Any, table: pa.Table) -> pq.ParquetWriter:
-        """A parquet writer of data files shaped like `table` (in file layout) into `sink`."""
+    def parquet_writer(self, sink: Any, table: pa.Table,
+                       dictionary: bool | list[str] | None = None) -> pq.ParquetWriter:
+        """A parquet writer of data files shaped like `table` (in file layout) into `sink`;
+        `dictionary`: the columns to dictionary-encode, else judged on `table`
+        (`parquet_dictionary.dictionary_columns`)."""
+        if dictionary is None:
+            dictionary = dictionary_columns(table, self.options_raw)
         return pq.ParquetWriter(sink, table.schema, compression=self.compression,
                                 compression_level=self.compression_level,
                                 write_statistics=False,
                                 # CRC-32 per page, verified on read: a flipped bit fails
                                 # the read instead of reading as another value.
                                 write_page_checksum=True,
-                                use_dictionary=dictionary_columns(table),
+                                use_dictionary=dictionary,
                                 **self.parquet_types)
 
     def _write_other_format(self, path: str, file_format: str, table: pa.Table, start: int,

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.orc as orc
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
+from lakehouse_engine.mergetree.parquet_dictionary import check_dictionary_options
 from lakehouse_engine.options import (
     FILE_COMPRESSION,
     FILE_FORMAT,
@@ -85,6 +86,7 @@ def postpone_files_in_avro(options: CoreOptions, types: dict[str, DataType]) -> 
 def check_format_fits(options: CoreOptions, types: dict[str, DataType]) -> None:
     """Refuse, at table creation, a format that cannot hold a column type or compression:
     InvalidOptionError names the column or option."""
+    check_dictionary_options(options.raw)
     formats = {str(options.require(FILE_FORMAT)), *format_per_level(options).values()}
     compression = str(options.require(FILE_COMPRESSION))
     if AVRO in formats:

@@ -24,6 +24,7 @@ from lakehouse_engine.io import storage_error
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.data_file_formats import PARQUET, file_format_of
 from lakehouse_engine.mergetree.merge import DELETE, UPDATE_BEFORE
+from lakehouse_engine.mergetree.parquet_dictionary import dictionary_columns
 from lakehouse_engine.schema import KEY_FIELD_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.threads import prefetch
 
@@ -43,6 +44,7 @@ class RollingRunWriter:
         self._sink: pa.NativeFile | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._chunk_rows = 0
+        self._dictionary: bool | list[str] | None = None  # judged on the run's first range, kept
         self._summaries: list[pa.Table] = []
         self._rows = 0
         self._deletes = 0
@@ -130,7 +132,9 @@ class RollingRunWriter:
     def _open_file(self, sample: pa.Table) -> None:
         self._name = self.writer.new_file_name(PARQUET)
         self._sink = self.writer.file_io.open_output(self._path())
-        self._parquet = self.writer.parquet_writer(self._sink, sample)
+        if self._dictionary is None:
+            self._dictionary = dictionary_columns(sample, self.writer.options_raw)
+        self._parquet = self.writer.parquet_writer(self._sink, sample, self._dictionary)
         # Row groups as `DataFileWriter.write_run` sizes them: about a quarter of a file's rows.
         row_bytes = max(sample.nbytes / max(sample.num_rows, 1), 1.0)
         self._chunk_rows = max(1024, int(self.writer.target_file_size / row_bytes / 4))

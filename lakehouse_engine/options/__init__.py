@@ -243,6 +243,7 @@ FILE_FORMAT = _files.enum("file.format", "parquet", "Format of data files (parqu
 FILE_FORMAT_PER_LEVEL = _files.string("file.format.per.level", None, "Format of data files per LSM level, e.g. '0:avro,5:orc'; levels not listed use 'file.format'.")
 FILE_COMPRESSION = _files.enum("file.compression", "zstd", "Compression of data files.", ("zstd", "snappy", "gzip", "lz4", "brotli", "none", "uncompressed"))
 FILE_COMPRESSION_ZSTD_LEVEL = _files.integer("file.compression.zstd-level", 1, "zstd level of data files (1 to 22).", _between(1, 22))
+PARQUET_ENABLE_DICTIONARY = _files.boolean("parquet.enable.dictionary", None, "Parquet files: dictionary-encode every column (true) or none (false); unset, a column is dictionary-encoded where a sample of its values says it pays. `parquet.enable.dictionary#<column>` decides one file column (by its name in the file, e.g. name or _KEY_id) and wins over both.")
 MANIFEST_COMPRESSION = _files.enum("manifest.compression", "zstd", "Compression of manifest files.", ("zstd", "snappy", "deflate", "null", "none"))
 TARGET_FILE_SIZE = _files.memory("target-file-size", None, "Target size of a data file: 128 mb for primary-key tables, 256 mb for append tables.", _positive)
 WRITE_BUFFER_SIZE = _files.memory("write-buffer-size", 256 << 20, "Memory a writer buffers (all buckets together) before it flushes sorted runs.", _positive)

@@ -156,7 +156,7 @@ _stored(_LAYOUT, "target-file-row-num", "overwrite-upgrade", "commit.force-compa
         "zorder.var-length-contribution", "manifest.full-compaction-threshold-size",
         "manifest.merge-optimize.enabled", "manifest-sort.enabled", "manifest-sort.max-rewrite-size",
         "manifest-sort.partition-field")
-_stored(_ENCODING, "parquet.enable.dictionary", "parquet.write-page-index.enabled")
+_stored(_ENCODING, "parquet.write-page-index.enabled")
 _stored(_STATS, "metadata.stats-mode", "metadata.stats-mode.per.level", "metadata.stats-dense-store",
         "metadata.stats-keep-first-n-columns", "manifest.delete-file-drop-stats")
 _stored(_DDL, "add-column-before-partition", "alter-column-null-to-not-null.disabled",

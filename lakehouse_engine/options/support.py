@@ -13,7 +13,7 @@ from lakehouse_engine.options.inventory import INVENTORY, InventoryEntry, Status
 # Key families Paimon spells with a field or index name inside (`fields.<f>.aggregate-function`,
 # `file-index.bloom-filter.columns`): the merge engines and index options check them, not the
 # near-miss check below.
-_KEY_FAMILIES = ("fields.", "file-index.", "commit.callback.", "tag.callback.")
+_KEY_FAMILIES = ("fields.", "file-index.", "commit.callback.", "tag.callback.", "parquet.enable.dictionary#")
 # How alike an unknown key and a known one must be (difflib's ratio) to call it a typo of it:
 # `changelog-prodcer` and `bucket-keys` are 0.97 and 0.95; unrelated user keys stay far below.
 _NEAR_MISS_RATIO = 0.85
@@ -38,6 +38,8 @@ def near_miss(key: str) -> str | None:
         # only count as a typo when nearly identical to a known key (`file-index.ead.enabled`).
         if key.startswith("fields.") and key.count(".") >= 2:
             return None
+        if key.startswith("parquet.enable.dictionary#"):
+            return None  # parquet's column config: `#<column>` names a file column
         cutoff = _FAMILY_NEAR_MISS_RATIO
     known = {k.lower(): k for k in (*OPTIONS, *INVENTORY)}
     if key.lower() in known:
@@ -48,7 +50,8 @@ def near_miss(key: str) -> str | None:
 
 def unused_keys(raw: Mapping[str, str]) -> list[str]:
     """The keys of `raw` this engine does not use: stored-only options and keys Paimon does not know."""
-    return [k for k in raw if option_status(k) in (None, Status.STORED) and not k.startswith("fields.")]
+    return [k for k in raw if option_status(k) in (None, Status.STORED)
+            and not k.startswith(("fields.", "parquet.enable.dictionary#"))]
 
 
 def refusal(raw: Mapping[str, str], key: str) -> str | None:

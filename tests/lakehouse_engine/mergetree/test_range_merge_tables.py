@@ -82,7 +82,7 @@ def test_thin_files_without_key_columns_merge_range_by_range(catalog: Catalog, m
     table = create_table(catalog, "thin", SCHEMA, primary_keys=["id"], options={"bucket": 1, "write-only": "true"})
     # Written files lose their `_KEY_` columns; the manifest entries are computed as before.
     monkeypatch.setattr(DataFileWriter, "parquet_writer",
-                        lambda self, sink, t: pq.ParquetWriter(sink, _thin(t).schema, compression="zstd"))
+                        lambda self, sink, t, *_: pq.ParquetWriter(sink, _thin(t).schema, compression="zstd"))
     monkeypatch.setattr(pq.ParquetWriter, "write_table",
                         lambda self, t, *a, **k: original(self, _thin(t), *a, **k))
     _overlapping(table)
