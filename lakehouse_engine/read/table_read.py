@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 #: pypaimon's row-kind column, first in a read with `include_row_kind` set.
 ROW_KIND_COLUMN = "_row_kind"
+_LPT = True
 
 
 class TableRead:
@@ -99,11 +100,16 @@ class TableRead:
         threads = self._threads(len(units), parallelism)
         if self.limit is None and threads > 1:
             # The units' threads keep the cores busy: each merge reads its files in its own.
+            # Largest first (then back in split order): a large file read last would leave the
+            # other threads idle while it decodes.
+            order = sorted(range(len(units)), key=lambda i: -_unit_bytes(units[i])) if _LPT else list(range(len(units)))
             self._merge_threads = 1
             try:
-                tables = [t for t in parallel_map(self._read_unit, units, threads) if t.num_rows]
+                read = parallel_map(self._read_unit, [units[i] for i in order], threads)
             finally:
                 self._merge_threads = None
+            by_unit = dict(zip(order, read, strict=True))
+            tables = [t for t in (by_unit[i] for i in range(len(units))) if t.num_rows]
         else:
             tables = list(self._read_splits(splits))
         if not tables:
@@ -295,6 +301,13 @@ def _read_units(splits: Sequence[DataSplit]) -> list[tuple[DataSplit, int | None
         else:
             units.append((split, None))
     return units
+
+
+def _unit_bytes(unit: tuple[DataSplit, int | None]) -> int:
+    """The stored bytes a unit of `_read_units` reads."""
+    split, section = unit
+    files = split.files if section is None else split.sections[section]
+    return sum(f.file_size for f in files)
 
 
 class Row:

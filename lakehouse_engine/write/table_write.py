@@ -48,6 +48,7 @@ from lakehouse_engine.write.commit_message import CommitMessage, delete_message_
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
     DeletionVectorCompactor,
+    LookupPrefetch,
     deletion_vectors_enabled,
 )
 from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 # Rows of the smallest slice an oversized batch is cut into: a small batch stays one sorted run
 # whatever the buffer size (as a flush after each batch makes it).
 _MIN_SLICE_ROWS = 1 << 16
+
+
+_PREFETCH = True
 
 
 @dataclass
@@ -180,6 +184,8 @@ class TableWrite:
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
+        # The lookup at commit reads the older files' keys: read them while rows still come in.
+        self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces and _PREFETCH else None
         # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
         # lookup of this commit and the next ones reads them without decoding.
         self._run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
@@ -342,6 +348,8 @@ class TableWrite:
         if buf is None:
             buf = _BucketBuffer(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
             self._buffers[key] = buf
+            if self._prefetch is not None and bucket >= 0:
+                self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []))
         n = rows.num_rows
         seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
         buf.next_sequence += n
@@ -494,6 +502,8 @@ class TableWrite:
     def _compact_deletion_vectors(self, buf: _BucketBuffer) -> None:
         """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked."""
         key = (buf.partition.binary, buf.bucket)
+        if self._prefetch is not None:
+            self._prefetch.wait(buf.partition, buf.bucket)
         if self.role.replaces:
             # The older files go with the replaced partition: the new ones compact among themselves.
             files, base = list(buf.new_files), DeletionVectorBase()
@@ -606,6 +616,8 @@ class TableWrite:
         return self
 
     def close(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.close()
         self._buffers.clear()
         self._buffered_bytes = 0
         self._closed = True
