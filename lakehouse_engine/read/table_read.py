@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 #: pypaimon's row-kind column, first in a read with `include_row_kind` set.
 ROW_KIND_COLUMN = "_row_kind"
-_LPT = True
 
 
 class TableRead:
@@ -102,7 +101,7 @@ class TableRead:
             # The units' threads keep the cores busy: each merge reads its files in its own.
             # Largest first (then back in split order): a large file read last would leave the
             # other threads idle while it decodes.
-            order = sorted(range(len(units)), key=lambda i: -_unit_bytes(units[i])) if _LPT else list(range(len(units)))
+            order = sorted(range(len(units)), key=lambda i: -_unit_bytes(units[i]))
             self._merge_threads = 1
             try:
                 read = parallel_map(self._read_unit, [units[i] for i in order], threads)

@@ -79,9 +79,6 @@ log = logging.getLogger(__name__)
 _MIN_SLICE_ROWS = 1 << 16
 
 
-_PREFETCH = True
-
-
 @dataclass
 class _BucketBuffer:
     """Rows of one (partition, bucket) waiting to become a level-0 sorted run."""
@@ -185,7 +182,7 @@ class TableWrite:
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
         # The lookup at commit reads the older files' keys: read them while rows still come in.
-        self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces and _PREFETCH else None
+        self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
         # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
         # lookup of this commit and the next ones reads them without decoding.
         self._run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
