@@ -114,13 +114,16 @@ def deletion_vector_figures(rows: int, upsert: int, repeat: int, spark: bool) ->
 
 def _decode_floor(table: FileStoreTable) -> Any:
     """A read of the DV table's live files as plain parquet, value columns only, a file per
-    thread (no vector applied): what no reader of these files can go below."""
+    thread, largest first (as the engine's read schedules them), no vector applied: what no
+    reader of these files can go below."""
     import pyarrow.parquet as pq
 
     from lakehouse_engine.threads import parallel_map
 
     rb = table.new_read_builder()
-    paths = [p for s in rb.new_scan().plan().splits() for p in s.file_paths]
+    files = [(f.file_size, f"{s.bucket_path}/{f.file_name}") for s in rb.new_scan().plan().splits()
+             for f in s.files]
+    paths = [p for _, p in sorted(files, key=lambda sp: -sp[0])]
     columns = table.schema.field_names
 
     def decode(path: str) -> Any:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX, DeletionFile
@@ -325,32 +326,55 @@ class LookupPrefetch:
     thread while the writer still takes and flushes rows, so that the lookup at commit finds them
     decoded (a fresh process's first commit then costs about what a warm writer's does).
 
-    Only a cache warm-up: files read are immutable (an entry is never stale), a file that changed
-    or vanished meanwhile is simply read by the lookup itself, and any error here is dropped (the
-    lookup's own read raises it). Without a lookup cache (`lookup.cache-max-memory-size` 0) it
-    does nothing."""
+    Only the files the lookup will read: those above level 0 whose key range meets the keys
+    written into the bucket (compared on the first key field; every file for FLOAT/DOUBLE keys,
+    as the lookup). Only a cache warm-up: files are immutable (an entry is never stale), a file
+    that changed or vanished meanwhile is read by the lookup itself, and any error here is dropped
+    (the lookup's own read raises it). Without a lookup cache (`lookup.cache-max-memory-size` 0)
+    it does nothing."""
 
     def __init__(self, table: FileStore):
         self.table = table
-        opts = table.schema.core_options
-        self._cache = cache_for(table.path_factory.table_path, opts)
-        key_names = table.schema.trimmed_primary_keys
-        file_schema = table.schema.data_file_arrow_schema()
-        self._key_names = list(key_names)
-        self._key_schema = pa.schema([file_schema.field(k) for k in key_names])
+        schema = table.schema
+        self._cache = cache_for(table.path_factory.table_path, schema.core_options)
+        self._key_names = list(schema.trimmed_primary_keys)
+        self._key_types = schema.types_of(self._key_names)
+        file_schema = schema.data_file_arrow_schema()
+        self._key_schema = pa.schema([file_schema.field(k) for k in self._key_names])
+        self._prune = not any(pa.types.is_floating(f.type) for f in self._key_schema)
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: dict[tuple[bytes, int], Future[None]] = {}
+        self._pending: dict[tuple[bytes, int], list[Future[None]]] = {}
+        self._asked: dict[tuple[bytes, int], set[str]] = {}
 
-    def start(self, partition: Partition, bucket: int, files: Sequence[DataFileMeta]) -> None:
-        """Begin reading the key columns of the bucket's `files` above level 0 (what its lookup reads)."""
-        upper = [f for f in files if f.level > 0]
-        key = (partition.binary, bucket)
-        if self._cache is None or not upper or key in self._pending:
+    def start(self, partition: Partition, bucket: int, files: Sequence[DataFileMeta], rows: pa.Table) -> None:
+        """Begin reading the key columns of the bucket's `files` its lookup will read for `rows`."""
+        if self._cache is None or rows.num_rows == 0:
             return
+        key = (partition.binary, bucket)
+        asked = self._asked.setdefault(key, set())
+        wanted = [f for f in files if f.level > 0 and f.file_name not in asked]
+        if wanted and self._prune:
+            wanted = self._meeting(wanted, rows.column(self._key_names[0]))
+        if not wanted:
+            return
+        asked.update(f.file_name for f in wanted)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dv-lookup-prefetch")
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
-        self._pending[key] = self._pool.submit(self._read, bucket_dir, upper)
+        self._pending.setdefault(key, []).append(self._pool.submit(self._read, bucket_dir, wanted))
+
+    def _meeting(self, files: list[DataFileMeta], first: pa.ChunkedArray) -> list[DataFileMeta]:
+        """The files whose first key field's range meets that of `first` (all when not comparable)."""
+        bounds = pc.min_max(first)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        try:
+            return [f for f in files
+                    if not (self._first(f.max_key) < low or self._first(f.min_key) > high)]
+        except TypeError:  # values Python does not order against each other: read them all
+            return files
+
+    def _first(self, binary: bytes) -> Any:
+        return deserialize_row(binary, self._key_types)[0]
 
     def _read(self, bucket_dir: str, files: list[DataFileMeta]) -> None:
         reader = CachedFileReader(self.table.file_reader(for_rewrite=True), self._cache)
@@ -360,8 +384,9 @@ class LookupPrefetch:
 
     def wait(self, partition: Partition, bucket: int) -> None:
         """Wait for the bucket's reads (if any), so the lookup does not decode the same files again."""
-        pending = self._pending.pop((partition.binary, bucket), None)
-        if pending is not None:
+        key = (partition.binary, bucket)
+        self._asked.pop(key, None)
+        for pending in self._pending.pop(key, []):
             with contextlib.suppress(Exception):
                 pending.result()
 
@@ -371,3 +396,4 @@ class LookupPrefetch:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._pending.clear()
+        self._asked.clear()

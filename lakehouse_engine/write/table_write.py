@@ -345,8 +345,8 @@ class TableWrite:
         if buf is None:
             buf = _BucketBuffer(part, bucket, total_buckets, self._restore().max_sequence.get(key, -1) + 1)
             self._buffers[key] = buf
-            if self._prefetch is not None and bucket >= 0:
-                self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []))
+        if self._prefetch is not None and bucket >= 0:
+            self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []), rows)
         n = rows.num_rows
         seq = np.arange(buf.next_sequence, buf.next_sequence + n, dtype=np.int64)
         buf.next_sequence += n

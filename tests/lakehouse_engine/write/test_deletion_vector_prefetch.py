@@ -101,3 +101,22 @@ def test_without_a_lookup_cache_nothing_is_read_ahead(catalog: Catalog, monkeypa
     _upsert(t)
     assert seen and not [s for s in seen if s[0].startswith("dv-lookup-prefetch")]
     assert rows(read(t), "id") == _expected()
+
+
+def test_only_the_files_whose_key_range_meets_the_written_keys_are_read_ahead(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={"deletion-vectors.enabled": "true", "bucket": "1"})
+    for low in (0, 500):  # two files above level 0 with disjoint key ranges
+        ids = list(range(low, low + 500))
+        write(t, pa.table({"id": ids, "v": [f"a{i}" for i in ids]}, schema=SCHEMA))
+    live = t.store.manifest_io().live_entries(t.latest_snapshot())
+    assert len(live) == 2 and all(e.file.level > 0 for e in live)
+    # The first write's file moved up to the highest level, the second's to the one below it.
+    low_file = max(live, key=lambda e: e.file.level).file.file_name
+    clear_caches()
+    seen = _reads(monkeypatch)
+    ids = list(range(0, 100, 3))
+    write(t, pa.table({"id": ids, "v": [f"b{i}" for i in ids]}, schema=SCHEMA))
+    assert {name for thread, name, _ in seen if thread.startswith("dv-lookup-prefetch")} == {low_file}
+    expected = [{"id": i, "v": ("b" if i < 100 and i % 3 == 0 else "a") + str(i)} for i in range(1000)]
+    assert rows(read(t), "id") == expected
