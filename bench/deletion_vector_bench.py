@@ -12,7 +12,8 @@ upserts with vectors against without, and Spark's read of a DV table against its
 3. Read: a full read of each table (best of ``repeat``, alternating). Target: the DV read at least
    2x faster. Alongside, the floor of any read of the DV table: pyarrow decoding its live files'
    value columns (page checksums verified, as every engine read does), no vector applied, on a
-   thread per core; the DV read's ratio to it is what the engine adds to decoding.
+   thread per core, largest file first (as the engine schedules its read); the DV read's ratio
+   to it is what the engine adds to decoding.
 4. Spark (unless ``spark=False``): ``lakehouse_engine.spark.read`` of the DV table against
    ``spark.read.parquet`` of the same files and columns without the vectors (Spark's own read of
    them; the figure is what applying the vectors adds), every row and column materialised into
