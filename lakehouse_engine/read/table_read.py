@@ -93,7 +93,8 @@ class TableRead:
         `read.parallelism` option, else one per core; 1 reads serially. The unit of work is a
         split that must be merged, or one file of a split whose files are read as they are (a
         deletion-vector table's, Paimon's raw-convertible splits): parquet decoding releases the
-        GIL, so a few large files are read on all threads, not one thread per split.
+        GIL, so a few large files are read on all threads, not one thread per split; the
+        largest units start first, so that no large file is left to decode alone at the end.
         """
         units = _read_units(splits)
         threads = self._threads(len(units), parallelism)

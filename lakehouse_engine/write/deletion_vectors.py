@@ -370,8 +370,8 @@ class LookupPrefetch:
         try:
             return [f for f in files
                     if not (self._first(f.max_key) < low or self._first(f.min_key) > high)]
-        except TypeError:  # values Python does not order against each other: read them all
-            return files
+        except Exception:  # a warm-up never fails a write: values Python does not order
+            return files       # against each other, or a key that will not decode (the lookup reports it)
 
     def _first(self, binary: bytes) -> Any:
         return deserialize_row(binary, self._key_types)[0]
