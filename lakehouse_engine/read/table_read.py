@@ -93,17 +93,23 @@ class TableRead:
         `read.parallelism` option, else one per core; 1 reads serially. The unit of work is a
         split that must be merged, or one file of a split whose files are read as they are (a
         deletion-vector table's, Paimon's raw-convertible splits): parquet decoding releases the
-        GIL, so a few large files are read on all threads, not one thread per split.
+        GIL, so a few large files are read on all threads, not one thread per split; the
+        largest units start first, so that no large file is left to decode alone at the end.
         """
         units = _read_units(splits)
         threads = self._threads(len(units), parallelism)
         if self.limit is None and threads > 1:
             # The units' threads keep the cores busy: each merge reads its files in its own.
+            # Largest first (then back in split order): a large file read last would leave the
+            # other threads idle while it decodes.
+            order = sorted(range(len(units)), key=lambda i: -_unit_bytes(units[i]))
             self._merge_threads = 1
             try:
-                tables = [t for t in parallel_map(self._read_unit, units, threads) if t.num_rows]
+                read = parallel_map(self._read_unit, [units[i] for i in order], threads)
             finally:
                 self._merge_threads = None
+            by_unit = dict(zip(order, read, strict=True))
+            tables = [t for t in (by_unit[i] for i in range(len(units))) if t.num_rows]
         else:
             tables = list(self._read_splits(splits))
         if not tables:
@@ -295,6 +301,13 @@ def _read_units(splits: Sequence[DataSplit]) -> list[tuple[DataSplit, int | None
         else:
             units.append((split, None))
     return units
+
+
+def _unit_bytes(unit: tuple[DataSplit, int | None]) -> int:
+    """The stored bytes a unit of `_read_units` reads."""
+    split, section = unit
+    files = split.files if section is None else split.sections[section]
+    return sum(f.file_size for f in files)
 
 
 class Row:

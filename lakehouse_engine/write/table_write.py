@@ -34,7 +34,11 @@ from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
-from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, deletion_vectors_enabled
+from lakehouse_engine.write.deletion_vectors import (
+    DeletionVectorBase,
+    LookupPrefetch,
+    deletion_vectors_enabled,
+)
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -126,6 +130,8 @@ class TableWrite:
         self._dv_compacts = (self.deletion_vectors and not opts.require(WRITE_ONLY)
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
+        # The lookup at commit reads the older files' keys: read them while rows still come in.
+        self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._closed = False
         self._lock = threading.Lock()
@@ -297,6 +303,8 @@ class TableWrite:
             writer = BucketWriter(self._context, part, bucket, total_buckets,
                                   self._restore().max_sequence.get(key, -1) + 1)
             self._writers[key] = writer
+        if self._prefetch is not None and bucket >= 0:
+            self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []), rows)
         self._buffered_bytes += writer.write(rows, kinds)
 
     # ---- flushing --------------------------------------------------------------------
@@ -335,7 +343,14 @@ class TableWrite:
                 state = RestoredState.read(self.table)
                 self._dv_state = (state, DeletionVectorBase.of_snapshot(self.table, state.latest))
             state, bases = self._dv_state
-            parallel_map(lambda w: w.compact_deletion_vectors(state, bases), touched)
+            prefetch = self._prefetch
+
+            def compact(w: BucketWriter) -> None:
+                if prefetch is not None:  # the older files' keys read ahead for this bucket
+                    prefetch.wait(w.partition, w.bucket)
+                w.compact_deletion_vectors(state, bases)
+
+            parallel_map(compact, touched)
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
@@ -394,6 +409,8 @@ class TableWrite:
         return self
 
     def close(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.close()
         self._writers.clear()
         self._buffered_bytes = 0
         self._closed = True

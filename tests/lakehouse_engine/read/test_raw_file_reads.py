@@ -174,3 +174,34 @@ def test_deletion_vectors_are_applied_in_one_place(catalog: Catalog, monkeypatch
     assert expected.num_rows == 600
     assert callers and set(callers) == {"_live_batches"}
     assert not hasattr(TableRead, "_read_live_rows")
+
+
+def test_a_parallel_read_starts_with_its_largest_files_and_keeps_split_order(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "2"})
+    write(t, _batch(list(range(2000)), "a"))       # one large file per bucket
+    write(t, _batch(list(range(0, 2000, 50)), "b"))  # a small one beside it, marking rows of the large
+    splits = _splits(t)
+    sizes = {f.file_name: f.file_size for s in splits for f in s.files}
+    assert len(sizes) == 4 and all(len(s.sections) == 2 for s in splits)
+    lock = threading.Lock()
+    started: list[str] = []
+    read_unit = TableRead._read_unit
+
+    def spy(self: TableRead, unit: tuple[DataSplit, int | None]) -> pa.Table:
+        split, section = unit
+        assert section is not None
+        with lock:
+            started.append(split.sections[section][0].file_name)
+        return read_unit(self, unit)
+
+    monkeypatch.setattr(TableRead, "_read_unit", spy)
+    read_ = t.new_read_builder().new_read()
+    parallel = read_.to_arrow(splits, parallelism=2)
+    # The two largest files are the first two taken off the queue (the threads take them in turn).
+    largest = sorted(sizes, key=lambda n: -sizes[n])
+    assert set(started[:2]) == set(largest[:2])
+    assert sorted(started) == sorted(sizes)
+    monkeypatch.setattr(TableRead, "_read_unit", read_unit)
+    assert parallel.equals(read_.to_arrow(splits, parallelism=1))  # rows in split order
+    assert parallel.num_rows == 2000
