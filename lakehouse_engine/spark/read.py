@@ -24,9 +24,11 @@ from pyspark.sql.types import ByteType, StructField, StructType
 from lakehouse_engine import types as t
 from lakehouse_engine.catalog import Identifier
 from lakehouse_engine.errors import InvalidArgumentError, InvalidOptionError, SchemaError
+from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.io_object_store import GCS_SCHEMES, S3_SCHEMES, ObjectStoreFileIO
 from lakehouse_engine.mergetree.merge import INSERT, UPDATE_AFTER
+from lakehouse_engine.read.table_read import may_hold_retractions
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark.datasource import (
     FORMAT,
@@ -132,7 +134,8 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         rb = rb.with_filter(partition_filter(read_table, partitions))
     splits = rb.new_scan().plan().splits()
     native_splits = [s for s in splits if native_split(s)]
-    paths = [_spark_path(opened.file_io, p) for s in native_splits for p in s.file_paths]
+    files = [(_spark_path(opened.file_io, f"{s.bucket_path}/{f.file_name}"), f) for s in native_splits for f in s.files]
+    paths = [p for p, _ in files]
     if not paths:
         return source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier)
     _check_filesystems(spark, paths, read_table.name)
@@ -142,7 +145,7 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
         # Spark names a row's file by its name alone: two files of one name in two buckets could
         # not tell their vectors apart. Paimon's names are unique per table; the engine reads any.
         return source(**pinned).load(ref.identifier)
-    raw = _parquet(spark, paths, schema, read_table.schema.has_primary_key, vectors)
+    raw = _parquet(spark, files, schema, read_table.schema.has_primary_key, vectors)
     if all(native_split(s) for s in splits):
         return raw
     return raw.unionByName(source(**pinned, **{OPTION_MERGE_ONLY: "true"}).load(ref.identifier))
@@ -153,15 +156,34 @@ def read(spark: SparkSession, table: FileStoreTable | str | Identifier, warehous
 _READER_OPTIONS = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}
 
 
-def _parquet(spark: SparkSession, paths: list[str], schema: StructType, primary_key: bool,
-             vectors: Sequence[FileVector] = ()) -> DataFrame:
-    """The rows of raw-convertible files: their value columns, by Spark's vectorized reader,
-    less the rows `vectors` mark."""
+def _parquet(spark: SparkSession, files: Sequence[tuple[str, DataFileMeta]], schema: StructType,
+             primary_key: bool, vectors: Sequence[FileVector] = ()) -> DataFrame:
+    """The rows of raw-convertible files (Spark's path of each, its meta): their value columns, by
+    Spark's vectorized reader, less the rows `vectors` mark and, of a primary-key table, less the
+    retractions of the files that may hold some.
+
+    `_VALUE_KIND` is read, and filtered on, only for files that may hold retractions, as the
+    engine's raw read decides (`may_hold_retractions`: a compaction-written file recording 0
+    deletes is trusted; an APPEND-source file is not, since pypaimon 2.1.0 records 0 for files
+    holding `-D` rows). When some files need it and some do not, each group is a scan of its own,
+    the two unioned."""
+    needs_kind = [primary_key and may_hold_retractions(meta) for _, meta in files]
+    if all(needs_kind) or not any(needs_kind):
+        return _scan(spark, [p for p, _ in files], schema, any(needs_kind), vectors)
+    groups = []
+    for kind in (True, False):
+        paths = [p for (p, _), needs in zip(files, needs_kind, strict=True) if needs == kind]
+        names = {p.rsplit("/", 1)[-1] for p in paths}
+        groups.append(_scan(spark, paths, schema, kind, [v for v in vectors if v.file_name in names]))
+    return groups[0].union(groups[1])
+
+
+def _scan(spark: SparkSession, paths: list[str], schema: StructType, value_kind: bool,
+          vectors: Sequence[FileVector]) -> DataFrame:
+    """`schema`'s columns of the parquet files `paths` less the rows `vectors` mark and, with
+    `value_kind`, less the rows whose `_VALUE_KIND` is a retraction (`-U`, `-D`)."""
     read_schema, kinds = schema, tuple[int, ...]()
-    if primary_key:
-        # `_VALUE_KIND` is read too, as the engine reads it: some writers (pypaimon 2.1.0) record
-        # `_DELETE_ROW_COUNT` 0 for files that hold retractions. An int8 column of one value costs
-        # Spark's reader little, and the filter keeps such rows out, as the engine's read does.
+    if value_kind:
         read_schema = StructType([*schema.fields, StructField(VALUE_KIND, ByteType(), False)])
         kinds = (INSERT, UPDATE_AFTER)
     # A row's position is its position in its file, taken by the file scan before any filter.
