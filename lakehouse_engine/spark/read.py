@@ -215,7 +215,7 @@ def _check_filesystems(spark: SparkSession, paths: Sequence[str], table: str) ->
         return
     from py4j.protocol import Py4JJavaError
 
-    conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = spark._jsc.hadoopConfiguration()
     for scheme in sorted({p.split("://", 1)[0] for p in paths} - {"file"}):
         try:
             jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
