@@ -19,6 +19,7 @@ from lakehouse_engine.errors import CorruptFileError
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT
 from lakehouse_engine.read.read_builder import ReadBuilder
 from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.read.table_read import may_hold_retractions
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark import read
 from lakehouse_engine.spark.deletion_vectors import JAR, jvm_filter_loaded
@@ -213,7 +214,7 @@ def _trusted_and_untrusted(catalog: Catalog) -> tuple[FileStoreTable, DataSplit]
                                   data_deletion_files=[*split.data_deletion_files, None])
 
 
-def test_the_row_kind_is_read_only_for_files_that_may_hold_retractions(
+def test_the_row_kind_is_read_only_when_a_file_may_hold_retractions(
         spark: Any, tmp_path: Path, removal: str, monkeypatch: pytest.MonkeyPatch) -> None:
     catalog = Catalog(str(tmp_path))
     catalog.create_database("db")
@@ -226,23 +227,22 @@ def test_the_row_kind_is_read_only_for_files_that_may_hold_retractions(
             return self
 
         def splits(self) -> list[DataSplit]:
-            return [split]
+            return [split]  # the split as it is when `read` plans (reassigned below)
 
     monkeypatch.setattr(ReadBuilder, "new_scan", lambda self: Planned())
+    # Some files may hold retractions: `_VALUE_KIND` read for all and the `-D` rows dropped.
     df = read(spark, t)
-    plan = _plan(df)
-    # Two scans: the compaction's file without `_VALUE_KIND`, the others with it and its filter.
-    assert "Union" in plan and plan.count(VALUE_KIND) >= 1, plan
+    assert VALUE_KIND in _plan(df) and "Union" not in _plan(df)
     assert sorted(tuple(r) for r in df.collect()) == expected
-    # Every file trusted: no `_VALUE_KIND` read at all, one scan.
-    monkeypatch.setattr(spark_read, "may_hold_retractions", lambda meta: False)
+    # Only files a compaction wrote, recording no retraction: `_VALUE_KIND` not read at all.
+    compacted = [f for f in split.files if f.file_source == FILE_SOURCE_COMPACT]
+    split = dataclasses.replace(split, sections=[compacted], data_deletion_files=[split.deletion_file(f.file_name)
+                                                                                   for f in compacted])
+    assert not any(may_hold_retractions(f) for f in split.files)
     trusted = read(spark, t)
-    assert VALUE_KIND not in _plan(trusted) and "Union" not in _plan(trusted)
-    # Every file not trusted: one scan, `_VALUE_KIND` for all.
-    monkeypatch.setattr(spark_read, "may_hold_retractions", lambda meta: True)
-    untrusted = read(spark, t)
-    assert VALUE_KIND in _plan(untrusted) and "Union" not in _plan(untrusted)
-    assert sorted(tuple(r) for r in untrusted.collect()) == expected
+    assert VALUE_KIND not in _plan(trusted)
+    assert sorted(tuple(r) for r in trusted.collect()) == sorted(
+        tuple(r.values()) for r in t.new_read_builder().new_read().to_arrow([split]).to_pylist())
 
 
 @pytest.mark.parametrize("same_sizes", [False, True])
