@@ -6,8 +6,10 @@ file (`_metadata.row_index`). Two ways remove the marked rows, both exact:
 - The JVM filter (`DeletionVectorFilter.java`, compiled by `make` into `java/lakehouse-spark.jar`,
   which `create_session` puts on the session's classpath): the vectors' bitmaps, checked here on
   the driver, travel once to each executor in a broadcast, and a Java UDF in the scan's filter
-  keeps a row unless its file's bitmap holds its position. No join, no per-row Python; the whole
-  scan is built in one call into the JVM.
+  keeps a row unless its file's bitmap holds its position (and, when asked, its row kind is
+  kept). The UDF finds the row's file by `_metadata.file_size` when the scan's listing gives
+  each marked file a size of its own, by `_metadata.file_name` otherwise. No join, no per-row
+  Python; the whole scan is built in one call into the JVM.
 - Without the jar (an engine installed without `make`, or a session started elsewhere): a
   broadcast left-anti join on (file name, position) against the marked positions, decoded here.
 """

@@ -8,6 +8,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import org.apache.hadoop.fs.FileStatus;
+
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Column;
@@ -16,12 +18,18 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF2;
-import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.roaringbitmap.RoaringBitmap;
+
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Whether a row of a parquet data file is live: false when the file's deletion vector marks the
@@ -32,6 +40,8 @@ import org.roaringbitmap.RoaringBitmap;
  */
 public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
     private static final long serialVersionUID = 1L;
+    /** The name the filter has in Spark's plans. */
+    static final String NAME = "lakehouse_live_row";
 
     private final Broadcast<Vectors> vectors;
     // The file of the previous row and its bitmap: a task reads one file's rows in a run. One
@@ -49,9 +59,7 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
             file = new Previous(fileName, vectors.value().bitmap(fileName));
             previous = file;
         }
-        long row = rowIndex;
-        // Paimon's bitmaps hold unsigned 32-bit positions: a row past them is never marked.
-        return file.deleted == null || (row >>> 32) != 0 || !file.deleted.contains((int) row);
+        return !marked(file.deleted, rowIndex);
     }
 
     /** A data file's name and the bitmap of its deleted rows (null: none). */
@@ -66,21 +74,144 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
     }
 
     /**
-     * A boolean column, true for the rows no deletion vector marks.
+     * A boolean column, true for the rows no deletion vector marks (and, with {@code kind}, whose
+     * row kind is one of {@code keptKinds}: one UDF call per row checks both, which costs Spark
+     * less than the UDF and a separate {@code isin} on the kind).
      *
-     * @param names the data file names, one per line, in the order of their bitmaps
-     * @param sizes each bitmap's size in bytes, a big-endian int32 each
-     * @param bitmaps the bitmaps (portable RoaringBitmap layout) one after the other
-     * @param fileName the row's data file name (Spark's {@code _metadata.file_name})
-     * @param rowIndex the row's position in its file (Spark's {@code _metadata.row_index})
+     * @param vectors the vectors of the read's files
+     * @param bySize each marked file's name by its size in bytes, when the scan's listing shows
+     *     every marked file's size held by no other file of the scan (null otherwise): then rows
+     *     are matched to their file by {@code _metadata.file_size}, a long, instead of
+     *     {@code _metadata.file_name}, whose conversion to a Java string per row is most of the
+     *     filter's cost
+     * @param kind the row kind column, or null for no check of it
+     * @param keptKinds the row kinds kept
      */
-    static Column liveRows(SparkSession spark, String names, byte[] sizes, byte[] bitmaps,
-                           Column fileName, Column rowIndex) {
-        Vectors vectors = new Vectors(names, sizes, bitmaps);
+    static Column liveRows(SparkSession spark, Vectors vectors, Map<Long, String> bySize, Column kind,
+                           byte[] keptKinds) {
         Broadcast<Vectors> shipped = JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(vectors);
-        UserDefinedFunction udf = functions.udf(new DeletionVectorFilter(shipped), DataTypes.BooleanType)
-            .withName("lakehouse_live_row");
-        return udf.apply(fileName, rowIndex);
+        Column rowIndex = functions.col("_metadata.row_index");
+        if (bySize != null) {
+            return live(new BySize(shipped, bySize), functions.col("_metadata.file_size"), rowIndex, kind, keptKinds);
+        }
+        return live(new DeletionVectorFilter(shipped), functions.col("_metadata.file_name"), rowIndex, kind,
+                    keptKinds);
+    }
+
+    private static <K> Column live(UDF2<K, Long, Boolean> filter, Column file, Column rowIndex, Column kind,
+                                   byte[] keptKinds) {
+        if (kind == null) {
+            return functions.udf(filter, DataTypes.BooleanType).withName(NAME).apply(file, rowIndex);
+        }
+        return functions.udf(new WithKind<>(filter, keptKinds), DataTypes.BooleanType).withName(NAME)
+            .apply(file, rowIndex, kind);
+    }
+
+    /** The filter with the row kind checked first: a row of another kind (or none) is dropped. */
+    static final class WithKind<K> implements UDF3<K, Long, Byte, Boolean> {
+        private static final long serialVersionUID = 1L;
+
+        private final UDF2<K, Long, Boolean> filter;
+        private final byte[] kept;
+
+        WithKind(UDF2<K, Long, Boolean> filter, byte[] kept) {
+            this.filter = filter;
+            this.kept = kept.clone();
+        }
+
+        @Override
+        public Boolean call(K file, Long rowIndex, Byte kind) throws Exception {
+            if (kind == null) {
+                return false;
+            }
+            byte value = kind;
+            for (byte k : kept) {
+                if (k == value) {
+                    return filter.call(file, rowIndex);
+                }
+            }
+            return false;
+        }
+    }
+
+    /** Whether a file's bitmap (null: no vector) marks a row position. */
+    static boolean marked(RoaringBitmap deleted, long row) {
+        // Paimon's bitmaps hold unsigned 32-bit positions: a row past them is never marked.
+        return deleted != null && (row >>> 32) == 0 && deleted.contains((int) row);
+    }
+
+    /**
+     * The filter keyed by the row's file size ({@code _metadata.file_size}) instead of its name:
+     * exact when the scan's own listing gives each marked file a size no other file of the scan
+     * has ({@link #uniqueSizes}).
+     */
+    static final class BySize implements UDF2<Long, Long, Boolean> {
+        private static final long serialVersionUID = 1L;
+
+        private final Broadcast<Vectors> vectors;
+        private final HashMap<Long, String> names;
+        private transient Sized previous;
+
+        BySize(Broadcast<Vectors> vectors, Map<Long, String> names) {
+            this.vectors = vectors;
+            this.names = new HashMap<>(names);
+        }
+
+        @Override
+        public Boolean call(Long fileSize, Long rowIndex) {
+            Sized file = previous;
+            long size = fileSize;
+            if (file == null || file.size != size) {
+                String name = names.get(size);
+                file = new Sized(size, name == null ? null : vectors.value().bitmap(name));
+                previous = file;
+            }
+            return !marked(file.deleted, rowIndex);
+        }
+
+        /** A file's size and its bitmap, one immutable pair (see {@link Previous}). */
+        private static final class Sized {
+            final long size;
+            final RoaringBitmap deleted;
+
+            Sized(long size, RoaringBitmap deleted) {
+                this.size = size;
+                this.deleted = deleted;
+            }
+        }
+    }
+
+    /**
+     * Each marked file's name by its size, from the listing the scan reads ({@code files}' file
+     * index, whose statuses give {@code _metadata.file_size}); null unless every marked file is
+     * listed once and no other listed file has its size.
+     */
+    static Map<Long, String> uniqueSizes(Dataset<Row> files, Vectors vectors) {
+        LogicalPlan plan = files.queryExecution().analyzed();
+        if (!(plan instanceof LogicalRelation relation) || !(relation.relation() instanceof HadoopFsRelation fs)
+                || !(fs.location() instanceof PartitioningAwareFileIndex index)) {
+            return null;
+        }
+        Map<Long, Integer> filesOfSize = new HashMap<>();
+        Map<Long, String> bySize = new HashMap<>();
+        int listed = 0;
+        for (FileStatus status : CollectionConverters.asJava(index.allFiles())) {
+            filesOfSize.merge(status.getLen(), 1, Integer::sum);
+            String name = status.getPath().getName();
+            if (vectors.has(name)) {
+                bySize.put(status.getLen(), name);
+                listed++;
+            }
+        }
+        if (listed != vectors.size() || bySize.size() != listed) {
+            return null;
+        }
+        for (Long size : bySize.keySet()) {
+            if (filesOfSize.get(size) != 1) {
+                return null;
+            }
+        }
+        return bySize;
     }
 
     /**
@@ -106,15 +237,9 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
             reader = reader.option(settings[i], settings[i + 1]);
         }
         Dataset<Row> files = reader.parquet(paths.split("\n", -1));
-        Column keep = liveRows(spark, names, sizes, bitmaps, functions.col("_metadata.file_name"),
-                               functions.col("_metadata.row_index"));
-        if (!valueKind.isEmpty()) {
-            Object[] kinds = new Object[keptKinds.length];
-            for (int i = 0; i < kinds.length; i++) {
-                kinds[i] = keptKinds[i];
-            }
-            keep = keep.and(files.col(quoted(valueKind)).isin(kinds));
-        }
+        Vectors vectors = new Vectors(names, sizes, bitmaps);
+        Column kind = valueKind.isEmpty() ? null : files.col(quoted(valueKind));
+        Column keep = liveRows(spark, vectors, uniqueSizes(files, vectors), kind, keptKinds);
         String[] returned = columns.split("\n", -1);
         Column[] selected = new Column[returned.length];
         for (int i = 0; i < selected.length; i++) {
@@ -152,6 +277,16 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
                 throw new IllegalArgumentException("sizes add up to " + offset + " bytes, not " + bitmaps.length);
             }
             this.bitmaps = bitmaps;
+        }
+
+        /** Whether a data file has a vector. */
+        boolean has(String fileName) {
+            return ranges.containsKey(fileName);
+        }
+
+        /** How many data files have vectors. */
+        int size() {
+            return ranges.size();
         }
 
         /** The bitmap of a data file's deleted positions, or null when the file has no vector. */

@@ -5,6 +5,7 @@ the engine's rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from pathlib import Path
@@ -15,6 +16,11 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import CorruptFileError
+from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT
+from lakehouse_engine.read.read_builder import ReadBuilder
+from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.read.table_read import may_hold_retractions
+from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.spark import read
 from lakehouse_engine.spark.deletion_vectors import JAR, jvm_filter_loaded
 from lakehouse_engine.table import FileStoreTable
@@ -170,4 +176,98 @@ def test_a_table_without_vectors_reads_as_a_plain_parquet_scan(spark: Any, tmp_p
     df = read(spark, table)
     plan = _plan(df)
     assert "lakehouse_live_row" not in plan and "Join" not in plan and "BatchScan" not in plan, plan
+    assert sorted(tuple(r) for r in df.collect()) == _expected(table)
+
+
+_KINDS = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string()),
+                    pa.field("kind", pa.string())])
+
+
+def _kinds_batch(ids: list[int], tag: str, kind: str = "+I") -> pa.Table:
+    return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids], "kind": [kind] * len(ids)}, schema=_KINDS)
+
+
+def _trusted_and_untrusted(catalog: Catalog) -> tuple[FileStoreTable, DataSplit]:
+    """One bucket: a compaction's file with a vector (recording 0 retractions: trusted), a file
+    moved up as written (APPEND: not trusted), and a file holding `-D` rows that records 0
+    retractions, as pypaimon 2.1.0 writes them (the split as such a writer's table plans it)."""
+    t = create_table(catalog, "k", _KINDS, ["id"], options={
+        "deletion-vectors.enabled": "true", "rowkind.field": "kind", "bucket": "1"})
+    write(t, _kinds_batch(list(range(300)), "a"))
+    write(t, _kinds_batch(list(range(0, 300, 2)), "b"))
+    t.compact(full=True)
+    write(t, _kinds_batch(list(range(0, 300, 5)), "c"))  # a vector on the compacted file
+    # Level 0 (write-only: not compacted, so invisible to a DV read until placed in the split).
+    write(t.copy({"write-only": "true"}), pa.concat_tables(
+        [_kinds_batch(list(range(400, 420)), "d"), _kinds_batch(list(range(420, 430)), "e", "-D")]))
+    (split,) = t.new_read_builder().new_scan().plan().splits()
+    by_source = {f.file_source: f for f in split.files}
+    compacted, moved = by_source[FILE_SOURCE_COMPACT], by_source[FILE_SOURCE_APPEND]
+    assert compacted.delete_row_count == moved.delete_row_count == 0
+    assert split.deletion_file(compacted.file_name) is not None
+    entries = t.store.manifest_io().live_entries(t.latest_snapshot())
+    (level0,) = [e.file for e in entries if e.file.level == 0]
+    assert level0.file_source == FILE_SOURCE_APPEND and level0.delete_row_count == 10
+    held = dataclasses.replace(level0, level=3, delete_row_count=0)
+    assert split.data_deletion_files is not None
+    return t, dataclasses.replace(split, sections=[*split.sections, [held]],
+                                  data_deletion_files=[*split.data_deletion_files, None])
+
+
+def test_the_row_kind_is_read_only_when_a_file_may_hold_retractions(
+        spark: Any, tmp_path: Path, removal: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    t, split = _trusted_and_untrusted(catalog)
+    expected = sorted(tuple(r.values()) for r in t.new_read_builder().new_read().to_arrow([split]).to_pylist())
+    assert len(expected) == 320 and not any(r[0] >= 420 for r in expected)  # the -D rows dropped
+
+    class Planned:
+        def plan(self) -> Any:
+            return self
+
+        def splits(self) -> list[DataSplit]:
+            return [split]  # the split as it is when `read` plans (reassigned below)
+
+    monkeypatch.setattr(ReadBuilder, "new_scan", lambda self: Planned())
+    # Some files may hold retractions: `_VALUE_KIND` read for all and the `-D` rows dropped.
+    df = read(spark, t)
+    assert VALUE_KIND in _plan(df) and "Union" not in _plan(df)
+    assert sorted(tuple(r) for r in df.collect()) == expected
+    # Only files a compaction wrote, recording no retraction: `_VALUE_KIND` not read at all.
+    compacted = [f for f in split.files if f.file_source == FILE_SOURCE_COMPACT]
+    split = dataclasses.replace(split, sections=[compacted], data_deletion_files=[split.deletion_file(f.file_name)
+                                                                                   for f in compacted])
+    assert not any(may_hold_retractions(f) for f in split.files)
+    trusted = read(spark, t)
+    assert VALUE_KIND not in _plan(trusted)
+    assert sorted(tuple(r) for r in trusted.collect()) == sorted(
+        tuple(r.values()) for r in t.new_read_builder().new_read().to_arrow([split]).to_pylist())
+
+
+@pytest.mark.parametrize("same_sizes", [False, True])
+def test_the_jvm_filter_finds_a_rows_file_by_its_size_only_when_no_other_file_has_that_size(
+        spark: Any, tmp_path: Path, same_sizes: bool) -> None:
+    _require_jar()
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    table = create_table(catalog, "s", _SCHEMA, ["id", "dt"], partition_keys=["dt"],
+                         options={"bucket": "1", "deletion-vectors.enabled": "true", "rowkind.field": "kind"})
+
+    def both(ids: list[int], tag: str) -> pa.Table:
+        # The same rows in two partitions: files of equal size (the partition values have one length).
+        rows = _batch(ids, tag)
+        other = rows.set_column(1, "dt", pa.array(["d9" if same_sizes else "d10"] * len(ids)))
+        return pa.concat_tables([rows.set_column(1, "dt", pa.array(["d1"] * len(ids))), other])
+
+    write(table, both(list(range(200)), "a"))
+    write(table, both(list(range(0, 200, 3)), "b"))
+    splits = table.new_read_builder().new_scan().plan().splits()
+    marked = {s.partition_values: f.file_size for s in splits for f in s.files
+              if s.deletion_file(f.file_name) is not None}
+    assert len(marked) == 2 and (len(set(marked.values())) == 1) == same_sizes
+    df = read(spark, table)
+    plan = _plan(df)
+    assert "lakehouse_live_row" in plan
+    assert ("file_name" in plan) == same_sizes and ("file_size" in plan) != same_sizes, plan
     assert sorted(tuple(r) for r in df.collect()) == _expected(table)
