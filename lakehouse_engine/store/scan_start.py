@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER, Snapshot
+from lakehouse_engine.format.snapshot import Snapshot, is_full_compacted_identifier
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
     SCAN_MODE,
@@ -48,8 +48,7 @@ def latest_compacted(store: FileStore) -> Snapshot | None:
         s = sm.get_snapshot_by_id(sid)
         if s is None or s.commit_kind != "COMPACT":
             continue
-        if (not full_only or s.commit_identifier == BATCH_COMMIT_IDENTIFIER
-                or s.commit_identifier % (delta_commits or 1) == 0):
+        if not full_only or is_full_compacted_identifier(s.commit_identifier, delta_commits or 1):
             return s
     return None
 

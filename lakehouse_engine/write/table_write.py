@@ -21,6 +21,7 @@ from lakehouse_engine.errors import (
 )
 from lakehouse_engine.format.features import refused_options
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER, is_full_compacted_identifier
 from lakehouse_engine.mergetree.changelog import (
     changelog_producer,
     check_producer_options,
@@ -186,6 +187,7 @@ class TableWrite:
                            if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
                            else None)
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
+        self._commit_identifier = BATCH_COMMIT_IDENTIFIER  # of the prepare_commit under way
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
@@ -485,11 +487,8 @@ class TableWrite:
         buf.compact_after.extend(after)
 
     def _compact_at_commit(self, buf: _BucketBuffer) -> None:
-        full = False
-        if self.full_compaction_delta_commits:
-            next_id = (self._restore().latest_snapshot_id or 0) + 1
-            full = next_id % self.full_compaction_delta_commits == 0
-        self._compact(buf, full)
+        n = self.full_compaction_delta_commits
+        self._compact(buf, n is not None and is_full_compacted_identifier(self._commit_identifier, n))
 
     def _compact_deletion_vectors(self, buf: _BucketBuffer) -> None:
         """Compact a DV table's bucket at commit: its level 0 up through the lookup, vectors marked."""
@@ -509,8 +508,11 @@ class TableWrite:
         buf.deletion_vector_files = done.index_files
         buf.deletion_vector_base = (list(base.index_files), list(base.upper_files))
 
-    def prepare_commit(self) -> list[CommitMessage]:
-        """Flush everything buffered and return one CommitMessage per bucket with new files."""
+    def prepare_commit(self, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[CommitMessage]:
+        """Flush everything buffered and return one CommitMessage per bucket with new files; a
+        stream write passes the identifier it commits them under (pypaimon's StreamTableWrite),
+        which decides `full-compaction.delta-commits`."""
+        self._commit_identifier = commit_identifier
         messages = []
         self._flush_all(list(self._buffers.values()))
         if self._dv_compacts:

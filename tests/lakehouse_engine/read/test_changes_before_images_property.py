@@ -53,7 +53,7 @@ def _strict_replay(table: Any) -> dict[int, int]:
 def test_each_before_image_is_the_row_the_changes_before_it_left(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replayed, "_replay", _strict_replay)
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(script=actions)
     def check(script: list[tuple[str, Any, Any]]) -> None:
         replayed._run(STRICT[mode], script)
