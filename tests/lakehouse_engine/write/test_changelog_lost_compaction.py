@@ -1,8 +1,9 @@
-"""A writer's compaction at commit that loses to a concurrent compaction of the same files: the
-data still lands and what the compaction computed goes, its `full-compaction` changelog too (the
-compaction's own, computed against the top level it saw, not the one that landed). The changes
-replay to the table and no file is left behind. (A `lookup` changelog is the data's: a stale one
-makes the whole commit conflict, tests/lakehouse_engine/read/test_changes_property.py.)"""
+"""Changelogs computed against a stale base, with a writer of the same keys in between. A writer's
+compaction at commit that loses to a concurrent compaction of the same files: the data still lands
+and what the compaction computed goes, its `full-compaction` changelog too (the compaction's own,
+computed against the top level it saw). A `lookup` changelog is the data's: a stale one makes the
+whole commit conflict, deletion-vector tables included. Either way the changes replay to the
+table and no file is left behind."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import time
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
-from lakehouse_engine import Catalog
+from lakehouse_engine import Catalog, CommitConflictError
 from tests.lakehouse_engine.conftest import create_table, read
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, replay
 
@@ -40,3 +42,30 @@ def test_a_full_compaction_changelog_goes_with_the_compaction_that_lost(catalog:
     assert [c[1:] for c in changes] == [("+I", 0, "b"), ("-U", 0, "b"), ("+U", 0, "c")]
     assert replay(changes) == {0: "c"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
     assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
+
+
+def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Catalog) -> None:
+    """A DV table's compaction at commit reads the bucket as it is then, but its lookup changelog
+    was computed at the flush, against the bucket as the writer opened it: when another writer
+    committed the key since, the changelog (here: nothing, a delete of an absent key) is stale and
+    the commit conflicts, nothing landing, instead of committing a table the changes disagree with."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup", "deletion-vectors.enabled": "true",
+        "num-sorted-run.compaction-trigger": "2"})  # the compaction at commit takes the other writer's file
+    late = _open(t, "a")
+    other = _open(t, "b")
+    other[1].commit(other[0].prepare_commit())  # +I 0 = b
+    late[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    messages = late[0].prepare_commit()  # its lookup saw no key 0: no changelog for the delete
+    before = t.latest_snapshot().id
+    with pytest.raises(CommitConflictError, match="changelog"):
+        late[1].commit(messages)
+    late[1].abort(messages)
+    assert t.latest_snapshot().id == before
+    changes = change_tuples(t)
+    assert replay(changes) == {0: "b"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    again = _open(t, "x")  # written again, against what landed: -D of b
+    again[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    again[1].commit(again[0].prepare_commit())
+    assert [c[1:] for c in change_tuples(t, before)] == [("-D", 0, "b")]
+    assert read(t).num_rows == 0
