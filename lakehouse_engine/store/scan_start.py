@@ -9,6 +9,8 @@ from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.snapshot import Snapshot, is_full_compacted_identifier
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
+    INCREMENTAL_BETWEEN,
+    INCREMENTAL_BETWEEN_TIMESTAMP,
     SCAN_MODE,
     SCAN_SNAPSHOT_ID,
     SCAN_TAG_NAME,
@@ -31,6 +33,8 @@ def startup_mode(store: FileStore) -> str:
         return "from-timestamp"
     if opts.get(SCAN_SNAPSHOT_ID) is not None or opts.get(SCAN_TAG_NAME) is not None:
         return "from-snapshot"
+    if opts.get(INCREMENTAL_BETWEEN) is not None or opts.get(INCREMENTAL_BETWEEN_TIMESTAMP) is not None:
+        return "incremental"
     return "latest-full"
 
 
