@@ -69,3 +69,25 @@ def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Ca
     again[1].commit(again[0].prepare_commit())
     assert [c[1:] for c in change_tuples(t, before)] == [("-D", 0, "b")]
     assert read(t).num_rows == 0
+
+
+def test_a_resequenced_write_lands_without_the_full_compaction_changelog_of_its_dropped_compaction(
+        catalog: Catalog) -> None:
+    """Two writers of the same keys, each compacting fully at commit (`full-compaction.delta-commits`
+    = 1): the later one is re-sequenced after the first and its compaction dropped, and with it
+    that compaction's changelog; its data lands (before: the whole write conflicted), and the next
+    full compaction's changelog brings the changes up to the table."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "full-compaction",
+        "full-compaction.delta-commits": "1"})
+    first, second = _open(t, "a"), _open(t, "b")
+    m1, m2 = first[0].prepare_commit(), second[0].prepare_commit()
+    first[1].commit(m1)
+    ids = second[1].commit(m2)
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND"]
+    assert {r["id"]: r["v"] for r in read(t).to_pylist()} == {0: "b"}
+    t.compact(full=True)
+    changes = change_tuples(t)
+    assert [c[1:] for c in changes] == [("+I", 0, "a"), ("-U", 0, "a"), ("+U", 0, "b")]
+    assert replay(changes) == {0: "b"}
+    assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
