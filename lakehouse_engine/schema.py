@@ -309,6 +309,7 @@ class TableSchema:
             rk = opts.get(ROWKIND_FIELD)
             if rk is not None and not self.field(rk).type.is_string:
                 raise InvalidOptionError(f"option 'rowkind.field' must name a STRING field, '{rk}' is {self.field(rk).type}")
+            check_first_row_options(opts)
             check_deletion_vector_options(opts, bucket, self.cross_partition_update)
         else:
             if bucket == POSTPONE_BUCKET_OPTION:
@@ -357,6 +358,25 @@ class TableSchema:
             partition_keys=tuple(d["partition_keys"]), primary_keys=tuple(d["primary_keys"]),
             options=dict(d["options"]), comment=d["comment"], time_millis=d["time_millis"],
         )
+
+
+def check_first_row_options(opts: CoreOptions) -> None:
+    """The first-row merge engine where Paimon's SchemaValidation refuses it: with a changelog
+    producer other than none or lookup (an input changelog would list the later rows first-row
+    ignores; a full compaction's would too), and with `sequence.field` (the first row is the
+    first written); InvalidOptionError."""
+    if opts.require(MERGE_ENGINE) != "first-row":
+        return
+    producer = opts.require(CHANGELOG_PRODUCER)
+    if producer not in ("none", "lookup"):
+        raise InvalidOptionError(
+            f"option 'changelog-producer' = {producer} does not combine with 'merge-engine' = "
+            f"first-row (as in Paimon: only none and lookup; the lookup changelog lists each "
+            f"new key's first row as +I)")
+    if opts.sequence_fields:
+        raise InvalidOptionError(
+            "option 'sequence.field' does not combine with 'merge-engine' = first-row (as in "
+            "Paimon: the first row of a key is the first one written)")
 
 
 def check_deletion_vector_options(opts: CoreOptions, bucket: int, cross_partition: bool) -> None:

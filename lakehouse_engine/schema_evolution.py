@@ -55,6 +55,11 @@ IMMUTABLE_OPTIONS = frozenset({
     "index-file-in-data-file-dir",
 })
 
+#: Paimon's guard on `deletion-vectors.enabled` (SchemaManager.checkAlterTableOption): the mode of a
+#: table with snapshots changes only when this option is 'true'.
+DELETION_VECTORS_ENABLED = "deletion-vectors.enabled"
+DELETION_VECTORS_MODIFIABLE = "deletion-vectors.modifiable"
+
 _FIELDS_PREFIX = "fields."
 _SEQUENCE_GROUP_SUFFIX = ".sequence-group"
 _DEFAULT_AGGREGATE = "fields.default-aggregate-function"
@@ -167,6 +172,8 @@ class _Evolving:
                                 and _split(current) == _split(value)):
             return  # as Paimon: restating what the table already has is no change, and not stored
         self._check_option_change(key, what)
+        if key == DELETION_VECTORS_ENABLED:
+            self._check_deletion_vectors_mode(current, value, what)
         self.options[key] = value
 
     def remove_option(self, key: str) -> None:
@@ -176,6 +183,8 @@ class _Evolving:
         if key not in self.options and key not in IMMUTABLE_OPTIONS:
             return
         self._check_option_change(key, what)
+        if key == DELETION_VECTORS_ENABLED:
+            self._check_deletion_vectors_mode(self.options.get(key), None, what)
         self.options.pop(key, None)
 
     def _check_option_change(self, key: str, what: str) -> None:
@@ -193,6 +202,19 @@ class _Evolving:
                 f"{what}: Change '{key}' is not supported yet. '{key}' cannot change once the table "
                 f"has snapshots (it decides how existing data files are laid out or merged); create "
                 f"a new table instead")
+
+    def _check_deletion_vectors_mode(self, old: str | None, new: str | None, what: str) -> None:
+        """Turning vectors on hides the rows still in level 0 (a DV table's readers skip it);
+        turning them off leaves readers of other engines merging rows the vectors deleted. As
+        Paimon, a table with snapshots changes mode only with `deletion-vectors.modifiable`."""
+        if (_true(old) == _true(new) or _true(self.options.get(DELETION_VECTORS_MODIFIABLE))
+                or not self.has_snapshots()):
+            return
+        raise InvalidOptionError(
+            f"{what}: Cannot change deletion vectors mode of a table with snapshots (as Paimon): "
+            f"turning it on hides the rows still in level 0 until a compaction, turning it off "
+            f"makes other engines merge rows the vectors deleted. Run a full compaction first and "
+            f"set '{DELETION_VECTORS_MODIFIABLE}' = 'true' if you are sure")
 
     def add_column(self, change: AddColumn) -> None:
         what = f"add column '{change.field_name}'"
@@ -305,6 +327,11 @@ def _verb(what: str) -> str:
     if what.startswith("drop"):
         return "dropped"
     return "re-typed"
+
+
+def _true(value: str | None) -> bool:
+    """A boolean option's value as Java's Boolean.parseBoolean reads it (absent: false)."""
+    return value is not None and value.strip().lower() == "true"
 
 
 def _split(value: str) -> list[str]:

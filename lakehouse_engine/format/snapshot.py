@@ -12,6 +12,15 @@ from lakehouse_engine.format.json_spec import JsonKey, JsonObject, dumps
 CURRENT_VERSION = 3
 #: The commit identifier of a batch (non-streaming) commit: Java's Long.MAX_VALUE.
 BATCH_COMMIT_IDENTIFIER = 0x7FFF_FFFF_FFFF_FFFF
+
+
+def is_full_compacted_identifier(identifier: int, delta_commits: int) -> bool:
+    """Paimon's FullCompactedStartingScanner.isFullCompactedIdentifier: with
+    `full-compaction.delta-commits` = N, a writer compacts fully at each commit whose identifier
+    is a multiple of N, and at every batch commit (identifier Long.MAX_VALUE)."""
+    return identifier == BATCH_COMMIT_IDENTIFIER or identifier % delta_commits == 0
+
+
 #: Fields a Paimon tag file may add to the snapshot JSON (tags with a retention time).
 TAG_ONLY_FIELDS = ("tagCreateTime", "tagTimeRetained")
 

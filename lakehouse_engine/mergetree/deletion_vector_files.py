@@ -2,7 +2,7 @@
 
 As Paimon's DeletionVectorIndexFileWriter does: all vectors of a bucket are written together
 (the new files replace the bucket's old ones in the index manifest), in data file order, into
-one index file while the file is below the target size, then into the next. A bucket left with
+one index file until the file is past the target size, then into the next. A bucket left with
 no vector gets one empty index file (the version byte and no ranges), as Paimon 0.9 writes it.
 The manifest entry's row count is the number of vectors in the file.
 """
@@ -35,7 +35,7 @@ def write_deletion_vector_files(file_io: FileIO, index_dir: str, new_file_name: 
     for name, positions in sorted(vectors.items()):
         if not len(positions):
             continue
-        if groups[-1] and size >= target_size:
+        if groups[-1] and size > target_size:  # Paimon closes a file once it is past the target
             groups.append([])
             size = 1
         frame = frame_vector(np.asarray(positions, dtype=np.uint32))

@@ -160,13 +160,12 @@ _stored(_ENCODING, "parquet.write-page-index.enabled")
 _stored(_STATS, "metadata.stats-mode", "metadata.stats-mode.per.level", "metadata.stats-dense-store",
         "metadata.stats-keep-first-n-columns", "manifest.delete-file-drop-stats")
 _stored(_DDL, "add-column-before-partition", "alter-column-null-to-not-null.disabled",
-        "disable-explicit-type-casting")
+        "disable-explicit-type-casting", "deletion-vectors.modifiable")
 _stored(_SYSTEM, "table-read.sequence-number.enabled")
 _stored(_CHANGELOG, "changelog-producer.row-deduplicate-ignore-fields", "changelog-file.format",
         "changelog-file.compression", "changelog-file.prefix", "changelog-file.stats-mode",
         "delete.force-produce-changelog")
-_stored(_DV, "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read",
-        "deletion-vectors.modifiable")
+_stored(_DV, "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read")
 _stored(_BLOB, "blob-as-descriptor", "blob-compaction.enabled", "blob-descriptor.source-table",
         "blob-view.resolve.enabled", "blob-write-null-on-fetch-failure",
         "blob-write-null-on-missing-file", "blob.copy-buffer-size", "blob.split-by-file-size",

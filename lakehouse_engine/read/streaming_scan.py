@@ -193,8 +193,9 @@ class StreamingTableScan:
             earliest = sm.earliest_readable_id()
             self.next_snapshot_id = before.id + 1 if before is not None else (earliest or 1)
             return self.plan()
-        raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' is for batch reads, not "
-                                 f"for a streaming read")
+        raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' (also what 'incremental-between' "
+                                 f"and 'incremental-between-timestamp' ask for) is for batch reads, not for "
+                                 f"a streaming read")
 
     def _not_before_earliest(self, start: int, what: str) -> int:
         earliest = self.table.snapshot_manager().earliest_readable_id()

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER, Snapshot
+from lakehouse_engine.format.snapshot import Snapshot, is_full_compacted_identifier
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
+    INCREMENTAL_BETWEEN,
+    INCREMENTAL_BETWEEN_TIMESTAMP,
     SCAN_MODE,
     SCAN_SNAPSHOT_ID,
     SCAN_TAG_NAME,
@@ -31,6 +33,8 @@ def startup_mode(store: FileStore) -> str:
         return "from-timestamp"
     if opts.get(SCAN_SNAPSHOT_ID) is not None or opts.get(SCAN_TAG_NAME) is not None:
         return "from-snapshot"
+    if opts.get(INCREMENTAL_BETWEEN) is not None or opts.get(INCREMENTAL_BETWEEN_TIMESTAMP) is not None:
+        return "incremental"
     return "latest-full"
 
 
@@ -48,8 +52,7 @@ def latest_compacted(store: FileStore) -> Snapshot | None:
         s = sm.get_snapshot_by_id(sid)
         if s is None or s.commit_kind != "COMPACT":
             continue
-        if (not full_only or s.commit_identifier == BATCH_COMMIT_IDENTIFIER
-                or s.commit_identifier % (delta_commits or 1) == 0):
+        if not full_only or is_full_compacted_identifier(s.commit_identifier, delta_commits or 1):
             return s
     return None
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
+from lakehouse_engine.format.snapshot import is_full_compacted_identifier
 from lakehouse_engine.mergetree.changelog import input_changelog
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -280,14 +281,11 @@ class BucketWriter:
                 self.compact_before.append(f)
         self.compact_after.extend(after)
 
-    def compact_at_commit(self) -> None:
-        """The compaction before a commit: full every `full-compaction.delta-commits` commits."""
-        ctx = self.context
-        full = False
-        if ctx.full_compaction_delta_commits:
-            next_id = (ctx.restored().latest_snapshot_id or 0) + 1
-            full = next_id % ctx.full_compaction_delta_commits == 0
-        self.compact(full)
+    def compact_at_commit(self, commit_identifier: int) -> None:
+        """The compaction before the commit of `commit_identifier`: full at the identifiers
+        `full-compaction.delta-commits` names (Paimon's isFullCompactedIdentifier)."""
+        n = self.context.full_compaction_delta_commits
+        self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n))
 
     def compact_deletion_vectors(self, state: RestoredState,
                                  bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:

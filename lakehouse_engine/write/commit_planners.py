@@ -112,7 +112,9 @@ class AppendPlanner(CommitPlanner):
             return False
         live = self.table.manifest_io().live_entries(latest)
         for m in looked_up:
-            seen = set(m.lookup_base or ()) | {f.file_name for f in m.new_files + m.compact_before + m.compact_after}
+            # Not the compaction's inputs: a DV table's compaction at commit reads the bucket as it
+            # is at prepare_commit, which may hold files the lookup (at the flush) never saw.
+            seen = set(m.lookup_base or ()) | {f.file_name for f in m.new_files + m.compact_after}
             unseen = [e.file for e in live if e.partition == m.partition and e.bucket == m.bucket
                       and e.file.file_name not in seen]
             if unseen and self.resequencer.share_keys(m, unseen):

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidArgumentError, InvalidOptionError, SchemaError
+from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER
 from lakehouse_engine.options import (
     POSTPONE_BATCH_WRITE_FIXED_BUCKET,
     POSTPONE_BATCH_WRITE_FIXED_BUCKET_MAX_PARALLELISM,
@@ -215,14 +216,14 @@ class PostponeFixedBucketWrite(TableWrite):
                 need = -(-row_count // per_rows) if per_rows is not None else -(-size // per_size)
                 counts[partition] = min(max(1, need), most)
 
-    def prepare_commit(self) -> list[CommitMessage]:
+    def prepare_commit(self, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[CommitMessage]:
         """Plan the new partitions' buckets, write their rows, and return every bucket's message."""
         if self._waiting:
             self._plan_new_partitions()
             waiting, self._waiting = self._waiting, []
             for rows, kinds in waiting:
                 super().write_rows(rows, kinds)
-        messages = super().prepare_commit()
+        messages = super().prepare_commit(commit_identifier)
         if self._to_postpone_bucket is not None:
             messages += self._to_postpone_bucket.prepare_commit()
         return messages

@@ -36,6 +36,7 @@ from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, Man
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter
 from lakehouse_engine.mergetree.data_file_reader import read_data_file
+from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 
@@ -230,6 +231,10 @@ class Resequencer:
                         "bucket's new files were re-sequenced; a later compaction picks it up",
                         self.table.name, m.bucket)
             m.compact_before, m.compact_after = [], []
+            if self.table.options.require(CHANGELOG_PRODUCER) == "full-compaction":
+                # That changelog was the dropped compaction's own (deleted with its files above),
+                # not the data's: the data lands without it.
+                m.compact_changelog = []
 
 
 def check_compaction_sees_older_files(table: FileStore, changes: Sequence[ManifestEntry],

@@ -28,6 +28,7 @@ from lakehouse_engine.format.manifest_entries import (
 )
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.options import (
+    CHANGELOG_PRODUCER,
     COMMIT_MAX_RETRIES,
     COMMIT_MAX_RETRY_WAIT,
     COMMIT_MIN_RETRY_WAIT,
@@ -200,9 +201,13 @@ class TableCommit:
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
-                changelog = [m.compact_changelog for m in messages]
-                for m in messages:  # the changelog of the landed data is not garbage
-                    m.compact_changelog = []
+                # A lookup changelog is the landed data's, not garbage; a full-compaction
+                # changelog is this compaction's own (computed against the top level it saw).
+                keep = self.table.options.require(CHANGELOG_PRODUCER) != "full-compaction"
+                changelog = [m.compact_changelog if keep else [] for m in messages]
+                if keep:
+                    for m in messages:
+                        m.compact_changelog = []
                 delete_message_files(self.table, messages, compaction_only=True)
                 for m, files in zip(messages, changelog, strict=True):
                     m.compact_changelog = files

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.format.features import refused_options
+from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER
 from lakehouse_engine.mergetree.changelog import changelog_producer, check_producer_options
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
@@ -332,8 +333,10 @@ class TableWrite:
         writer.flush(rows)
 
     # ---- the commit ------------------------------------------------------------------------
-    def prepare_commit(self) -> list[CommitMessage]:
-        """Flush everything buffered and return one CommitMessage per bucket with new files."""
+    def prepare_commit(self, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[CommitMessage]:
+        """Flush everything buffered and return one CommitMessage per bucket with new files; a
+        stream write passes the identifier it commits them under (pypaimon's StreamTableWrite),
+        which decides `full-compaction.delta-commits`."""
         messages = []
         self._flush_all(list(self._writers.values()))
         if self._dv_compacts:
@@ -354,7 +357,7 @@ class TableWrite:
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
-            parallel_map(BucketWriter.compact_at_commit, touched)
+            parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.

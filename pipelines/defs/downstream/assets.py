@@ -105,7 +105,7 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         builder = target.new_stream_write_builder().with_commit_user(CONSUMER_ID)
         write, commit = builder.new_write(), builder.new_commit()
         write.write_arrow(deltas)
-        commit.commit(write.prepare_commit(), after)
+        commit.commit(write.prepare_commit(after), after)
     consumers.reset_consumer(CONSUMER_ID, after)
     by_kind = revenue.counts_by_kind(changes)
     target = revenue.get_or_create(lakehouse.catalog(), revenue_table_name(lakehouse))

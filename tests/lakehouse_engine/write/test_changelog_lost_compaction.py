@@ -1,0 +1,93 @@
+"""Changelogs computed against a stale base, with a writer of the same keys in between. A writer's
+compaction at commit that loses to a concurrent compaction of the same files: the data still lands
+and what the compaction computed goes, its `full-compaction` changelog too (the compaction's own,
+computed against the top level it saw). A `lookup` changelog is the data's: a stale one makes the
+whole commit conflict, deletion-vector tables included. Either way the changes replay to the
+table and no file is left behind."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog, CommitConflictError
+from tests.lakehouse_engine.conftest import create_table, read
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, replay
+
+
+def _open(table: Any, v: str) -> tuple[Any, Any]:
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(pa.table({"id": [0], "v": [v], "k": ["+I"]}, schema=SCHEMA))
+    return w, wb.new_commit()
+
+
+def test_a_full_compaction_changelog_goes_with_the_compaction_that_lost(catalog: Catalog) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "full-compaction",
+        "num-sorted-run.compaction-trigger": "2"})
+    first, second = _open(t, "a"), _open(t, "b")
+    first[1].commit(first[0].prepare_commit())
+    second[1].commit(second[0].prepare_commit())  # restored before the first: no compaction
+    late = _open(t, "c")  # its writer sees the two level-0 files
+    t.compact()  # a dedicated compaction merges them into the top level first: +I b
+    ids = late[1].commit(late[0].prepare_commit())  # its compaction of the same files loses
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND"]
+    t.compact(full=True)
+    changes = change_tuples(t)
+    # Two full compactions' differences: +I b, then -U b / +U c; no +I of a key already there.
+    assert [c[1:] for c in changes] == [("+I", 0, "b"), ("-U", 0, "b"), ("+U", 0, "c")]
+    assert replay(changes) == {0: "c"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
+
+
+def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Catalog) -> None:
+    """A DV table's compaction at commit reads the bucket as it is then, but its lookup changelog
+    was computed at the flush, against the bucket as the writer opened it: when another writer
+    committed the key since, the changelog (here: nothing, a delete of an absent key) is stale and
+    the commit conflicts, nothing landing, instead of committing a table the changes disagree with."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup", "deletion-vectors.enabled": "true",
+        "num-sorted-run.compaction-trigger": "2"})  # the compaction at commit takes the other writer's file
+    late = _open(t, "a")
+    other = _open(t, "b")
+    other[1].commit(other[0].prepare_commit())  # +I 0 = b
+    late[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    messages = late[0].prepare_commit()  # its lookup saw no key 0: no changelog for the delete
+    before = t.latest_snapshot().id
+    with pytest.raises(CommitConflictError, match="changelog"):
+        late[1].commit(messages)
+    late[1].abort(messages)
+    assert t.latest_snapshot().id == before
+    changes = change_tuples(t)
+    assert replay(changes) == {0: "b"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    again = _open(t, "x")  # written again, against what landed: -D of b
+    again[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    again[1].commit(again[0].prepare_commit())
+    assert [c[1:] for c in change_tuples(t, before)] == [("-D", 0, "b")]
+    assert read(t).num_rows == 0
+
+
+def test_a_resequenced_write_lands_without_the_full_compaction_changelog_of_its_dropped_compaction(
+        catalog: Catalog) -> None:
+    """Two writers of the same keys, each compacting fully at commit (`full-compaction.delta-commits`
+    = 1): the later one is re-sequenced after the first and its compaction dropped, and with it
+    that compaction's changelog; its data lands (before: the whole write conflicted), and the next
+    full compaction's changelog brings the changes up to the table."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "full-compaction",
+        "full-compaction.delta-commits": "1"})
+    first, second = _open(t, "a"), _open(t, "b")
+    m1, m2 = first[0].prepare_commit(), second[0].prepare_commit()
+    first[1].commit(m1)
+    ids = second[1].commit(m2)
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND"]
+    assert {r["id"]: r["v"] for r in read(t).to_pylist()} == {0: "b"}
+    t.compact(full=True)
+    changes = change_tuples(t)
+    assert [c[1:] for c in changes] == [("+I", 0, "a"), ("-U", 0, "a"), ("+U", 0, "b")]
+    assert replay(changes) == {0: "b"}
+    assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
