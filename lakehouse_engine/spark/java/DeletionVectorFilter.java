@@ -46,7 +46,7 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
     private final Broadcast<Vectors> vectors;
     // The file of the previous row and its bitmap: a task reads one file's rows in a run. One
     // immutable pair, so a thread never sees one file's name with another's bitmap.
-    private transient Previous previous;
+    private transient Last<String> previous;
 
     DeletionVectorFilter(Broadcast<Vectors> vectors) {
         this.vectors = vectors;
@@ -54,21 +54,21 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
 
     @Override
     public Boolean call(String fileName, Long rowIndex) {
-        Previous file = previous;
-        if (file == null || !file.name.equals(fileName)) {
-            file = new Previous(fileName, vectors.value().bitmap(fileName));
+        Last<String> file = previous;
+        if (file == null || !file.key.equals(fileName)) {
+            file = new Last<>(fileName, vectors.value().bitmap(fileName));
             previous = file;
         }
         return !marked(file.deleted, rowIndex);
     }
 
-    /** A data file's name and the bitmap of its deleted rows (null: none). */
-    private static final class Previous {
-        final String name;
+    /** The file of the previous row (by name or by size) and the bitmap of its deleted rows (null: none). */
+    private static final class Last<K> {
+        final K key;
         final RoaringBitmap deleted;
 
-        Previous(String name, RoaringBitmap deleted) {
-            this.name = name;
+        Last(K key, RoaringBitmap deleted) {
+            this.key = key;
             this.deleted = deleted;
         }
     }
@@ -150,7 +150,7 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
 
         private final Broadcast<Vectors> vectors;
         private final HashMap<Long, String> names;
-        private transient Sized previous;
+        private transient Last<Long> previous;
 
         BySize(Broadcast<Vectors> vectors, Map<Long, String> names) {
             this.vectors = vectors;
@@ -159,25 +159,13 @@ public final class DeletionVectorFilter implements UDF2<String, Long, Boolean> {
 
         @Override
         public Boolean call(Long fileSize, Long rowIndex) {
-            Sized file = previous;
-            long size = fileSize;
-            if (file == null || file.size != size) {
-                String name = names.get(size);
-                file = new Sized(size, name == null ? null : vectors.value().bitmap(name));
+            Last<Long> file = previous;
+            if (file == null || !file.key.equals(fileSize)) {
+                String name = names.get(fileSize);
+                file = new Last<>(fileSize, name == null ? null : vectors.value().bitmap(name));
                 previous = file;
             }
             return !marked(file.deleted, rowIndex);
-        }
-
-        /** A file's size and its bitmap, one immutable pair (see {@link Previous}). */
-        private static final class Sized {
-            final long size;
-            final RoaringBitmap deleted;
-
-            Sized(long size, RoaringBitmap deleted) {
-                this.size = size;
-                this.deleted = deleted;
-            }
         }
     }
 
