@@ -242,9 +242,9 @@ def test_our_changelog_files_carry_what_javas_carry_for_the_same_writes(
     """The changelog of our two-bucket table is Java's for the same commits in every field its
     incremental planning and merge read use (bucket, totalBuckets, key range and stats, row,
     delete and sequence counts): the stale row above is Java's, not ours. Two differences, neither
-    changing what that read returns: a lookup changelog file of ours is at level 0 (our lookup producer does not
-    compact; Java's file takes its compaction's output level), and an APPEND snapshot of ours
-    leaves changelogRecordCount out where Java writes 0."""
+    changing what that read returns: a lookup changelog file of ours is at level 0 (our lookup
+    producer does not compact; Java's file takes its compaction's output level), and an APPEND
+    snapshot of ours leaves changelogRecordCount out where Java writes 0."""
     tag = producer.replace("-", "_")
     catalog = streams["warehouse"][0]
     ours = _changelog_files(streams[f"two_{tag}"][0])
