@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
+from lakehouse_engine.read.changes import CHANGELOG, ChangeScan
 from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan
 from lakehouse_engine.table import FileStoreTable
 from tests.java.conftest import Judge, ok
@@ -37,15 +38,24 @@ CASES = {f"{e}_{p.replace('-', '_')}": (e, p) for e in ENGINES for p in ("lookup
          if not (e == "first_row" and p == "full-compaction")}  # refused, as by Paimon
 
 
-def _write(table: FileStoreTable, producer: str) -> None:
-    for rows in COMMITS:
+# Java 0.9's read of the two-bucket range returns this row more than ours: key 3's stale `+I`.
+STALE_INSERT = ["+I", 3, "c1", 3]
+
+
+# One key inserted, then updated: on any bucket count Java 0.9 returns both rows (see below).
+ONE_KEY: list[list[tuple[int, str | None, int | None]]] = [[(3, "c1", 3)], [(3, "c3", None)]]
+
+
+def _write(table: FileStoreTable, producer: str,
+           commits: list[list[tuple[int, str | None, int | None]]] = COMMITS) -> None:
+    for rows in commits:
         write(table, pa.table({"id": [r[0] for r in rows], "a": [r[1] for r in rows],
                                "n": [r[2] for r in rows]}, schema=SCHEMA))
         if producer == "full-compaction":
             table.compact(full=True)
 
 
-def _ours(table: FileStoreTable) -> list[tuple[int, list[list[Any]]]]:
+def _ours(table: FileStoreTable) -> list[tuple[int | None, list[list[Any]]]]:
     t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": "1"})
     builder = t.new_stream_read_builder().with_include_row_kind()
     scan, rd = builder.new_streaming_scan(), builder.new_read()
@@ -81,22 +91,52 @@ def streams(tmp_path_factory: pytest.TempPathFactory, judge: Judge) -> dict[str,
     requests = [{"op": "stream", "warehouse": str(warehouse), "table": f"db.{name}",
                  "options": {"scan.mode": "from-snapshot", "scan.snapshot-id": "1"}} for name in CASES]
     # Batch incremental-between over the whole history, auto (a producer's table: its changelog),
-    # of one-bucket deduplicate tables (see the test below for why one bucket).
+    # of deduplicate tables: ours on one bucket and on two (the CASES table), and the same
+    # two-bucket table as Java writes it itself (same options, same commits), read by Java.
+    reads: dict[str, str] = {}
     for producer in INCREMENTAL:
-        t = create_table(catalog, f"one_{producer.replace('-', '_')}", SCHEMA, primary_keys=["id"],
+        tag = producer.replace("-", "_")
+        t = create_table(catalog, f"one_{tag}", SCHEMA, primary_keys=["id"],
                          options={"bucket": "1", "changelog-producer": producer})
         _write(t, producer)
-        tables[producer] = t
-        requests.append({"op": "read", "warehouse": str(warehouse), "table": f"db.{t.name.split('.')[-1]}",
-                         "options": _range(t)})
+        tables[f"one_{tag}"] = t
+        reads[f"one_{tag}"] = f"db.one_{tag}"
+        reads[f"two_{tag}"] = f"db.deduplicate_{tag}"
+        tables[f"two_{tag}"] = tables[f"deduplicate_{tag}"]
+        reads[f"java_{tag}"] = f"db.java_{tag}"
+        requests += _java_writes(str(warehouse), f"db.java_{tag}", producer, 2, COMMITS)
+        t = create_table(catalog, f"one_key_{tag}", SCHEMA, primary_keys=["id"],
+                         options={"bucket": "1", "changelog-producer": producer})
+        _write(t, producer, ONE_KEY)
+        tables[f"one_key_{tag}"] = t
+        reads[f"one_key_{tag}"] = f"db.one_key_{tag}"
+        reads[f"java_one_key_{tag}"] = f"db.java_one_key_{tag}"
+        requests += _java_writes(str(warehouse), f"db.java_one_key_{tag}", producer, 1, ONE_KEY)
+    for name in reads.values():
+        commits = len(ONE_KEY if "one_key" in name else COMMITS)
+        requests.append({"op": "read", "warehouse": str(warehouse), "table": name,
+                         "options": {"incremental-between": f"1,{2 * commits}"}})
     answers = judge(requests)
     out: dict[str, Any] = {name: (tables[name], answers[i]) for i, name in enumerate(CASES)}
-    out.update({p: (tables[p], answers[len(CASES) + i]) for i, p in enumerate(INCREMENTAL)})
+    out.update({key: (tables.get(key), answers[len(answers) - len(reads) + i]) for i, key in enumerate(reads)})
+    out["warehouse"] = (catalog, None)
     return out
 
 
-def _range(table: FileStoreTable) -> dict[str, str]:
-    return {"incremental-between": f"1,{table.snapshot_manager().latest_snapshot_id()}"}
+def _java_writes(warehouse: str, table: str, producer: str, buckets: int,
+                 commits: list[list[tuple[int, str | None, int | None]]]) -> list[dict[str, Any]]:
+    """Java creating and writing `table` itself as `_write` writes ours: the same options and
+    commits (each a lookup APPEND + COMPACT pair, or an APPEND and a full compaction)."""
+    requests: list[dict[str, Any]] = [
+        {"op": "create", "warehouse": warehouse, "table": table, "primary_keys": ["id"],
+         "fields": [["id", "BIGINT", False], ["a", "STRING", True], ["n", "BIGINT", True]],
+         "options": {"bucket": str(buckets), "changelog-producer": producer}}]
+    for rows in commits:
+        requests.append({"op": "write", "warehouse": warehouse, "table": table,
+                         "rows": [["+I", *r] for r in rows]})
+        if producer == "full-compaction":
+            requests.append({"op": "compact", "warehouse": warehouse, "table": table, "full": True})
+    return requests
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -126,17 +166,92 @@ def test_the_changelog_replays_to_the_table_with_each_before_image_the_row_it_re
         assert {r[0] for _, rows in _ours(table) for r in rows} == {"+I"}
 
 
+def _incremental(table: FileStoreTable, commits: int = len(COMMITS)) -> list[list[Any]]:
+    """Our batch read of the whole history: snapshots 1 (exclusive) to the last commit's COMPACT."""
+    assert table.snapshot_manager().latest_snapshot_id() == 2 * commits
+    ranged = table.copy({"incremental-between": f"1,{2 * commits}"})
+    rows = IncrementalRead(table, include_row_kind=True).to_arrow(IncrementalScan(ranged).plan().splits())
+    return sorted([list(r.values()) for r in rows.to_pylist()], key=repr)
+
+
 @pytest.mark.parametrize("producer", INCREMENTAL)
-def test_java_incremental_between_reads_our_changelog_range_as_we_do(streams: dict[str, Any], producer: str) -> None:
+def test_java_incremental_between_reads_our_one_bucket_changelog_range_as_we_do(
+        streams: dict[str, Any], producer: str) -> None:
     """Batch `incremental-between` (auto: the changelog) merges the range's changes per key, as
     Java's does, on a deduplicate table. Not the other engines: Java 0.9 refuses the
     partial-update changelog (its -U rows), reads nothing of a first-row table's (its scan skips
     level 0, where changelog files sit) and folds aggregation's -U rows into the sums; ours gives
-    the rows the range ends with. One bucket: on two buckets Java 0.9 returned one key of the
-    second bucket twice (its +I and its later +U, unmerged), where ours merges them."""
-    table, answer = streams[producer]
-    scan = IncrementalScan(table.copy(_range(table)))
-    rows = IncrementalRead(table, include_row_kind=True).to_arrow(scan.plan().splits())
-    mine = sorted([list(r.values()) for r in rows.to_pylist()], key=repr)
+    the rows the range ends with."""
+    table, answer = streams[f"one_{producer.replace('-', '_')}"]
+    mine = _incremental(table)
     assert len(mine) == 5, "every key changed in the range"
     assert sorted(ok(answer)["rows"], key=repr) == mine
+
+
+@pytest.mark.parametrize("producer", INCREMENTAL)
+def test_java_incremental_between_on_two_buckets_keeps_a_stale_insert_of_our_table_as_of_its_own(
+        streams: dict[str, Any], producer: str) -> None:
+    """On two buckets Java 0.9 returns key 3 (alone in bucket 1) twice: its `+I c1` of snapshot 2
+    and its `+U c3` of snapshot 6, on our table and on the same table Java writes itself. Its
+    batch read merges a bucket's changelog files with a min-heap ordered by key and sequence
+    number, assuming one record per key per file; the later file's `-U c1` carries the sequence
+    number of the `+I c1` it retracts, the tie falls to the `+I` (kept, the `-U` dropped) and the
+    `+U` then forms a group of its own. Ours merges per key: the row the range ends with."""
+    tag = producer.replace("-", "_")
+    table, answer = streams[f"two_{tag}"]
+    java_of_ours = sorted(ok(answer)["rows"], key=repr)
+    java_of_java = sorted(ok(streams[f"java_{tag}"][1])["rows"], key=repr)
+    assert java_of_ours == java_of_java, "Java reads our range as it reads its own table's"
+    mine = _incremental(table)
+    assert len(mine) == 5, "every key changed in the range"
+    assert java_of_ours == sorted(mine + [STALE_INSERT], key=repr)
+
+
+@pytest.mark.parametrize("producer", INCREMENTAL)
+def test_java_incremental_between_keeps_the_stale_insert_of_a_key_updated_once_on_one_bucket(
+        streams: dict[str, Any], producer: str) -> None:
+    """Not a matter of buckets: one key inserted in one commit and updated in the next, on one
+    bucket, reads from Java 0.9 as its `+I` and its `+U` (its own table and ours alike; the only
+    record tied with the `-U` is the `+I`, and it wins the tie), and as the `+U` from ours."""
+    tag = producer.replace("-", "_")
+    table, answer = streams[f"one_key_{tag}"]
+    java_of_ours = sorted(ok(answer)["rows"], key=repr)
+    assert java_of_ours == sorted(ok(streams[f"java_one_key_{tag}"][1])["rows"], key=repr)
+    mine = _incremental(table, len(ONE_KEY))
+    assert mine == [["+U", 3, "c3", None]]
+    assert java_of_ours == sorted(mine + [STALE_INSERT], key=repr)
+
+
+def _changelog_files(table: FileStoreTable) -> list[tuple[int, str, int, list[tuple[Any, ...]]]]:
+    """Per snapshot: its kind, changelogRecordCount and the fields of its changelog files Java's
+    split planning and merge read use, by bucket (levels apart: see the test)."""
+    out: list[tuple[int, str, int, list[tuple[Any, ...]]]] = []
+    for snapshot in table.snapshot_manager().list_snapshots():
+        entries = ChangeScan(table).entries(snapshot, CHANGELOG)
+        files = sorted((e.bucket, e.total_buckets, e.file.row_count, e.file.min_key, e.file.max_key,
+                        e.file.key_stats, e.file.min_sequence_number, e.file.max_sequence_number,
+                        e.file.delete_row_count, e.file.schema_id, e.file.file_source, e.file.level)
+                       for e in entries)
+        out.append((snapshot.id, snapshot.commit_kind, snapshot.changelog_record_count or 0, files))
+    return out
+
+
+@pytest.mark.parametrize("producer", INCREMENTAL)
+def test_our_changelog_files_carry_what_javas_carry_for_the_same_writes(
+        streams: dict[str, Any], producer: str) -> None:
+    """The changelog of our two-bucket table is Java's for the same commits in every field its
+    incremental planning and merge read use (bucket, totalBuckets, key range and stats, row,
+    delete and sequence counts): the stale row above is Java's, not ours. Two differences, neither
+    changing what that read returns: a lookup changelog file of ours is at level 0 (our lookup
+    producer does not compact; Java's file takes its compaction's output level), and an APPEND
+    snapshot of ours leaves changelogRecordCount out where Java writes 0."""
+    tag = producer.replace("-", "_")
+    catalog = streams["warehouse"][0]
+    ours = _changelog_files(streams[f"two_{tag}"][0])
+    java = _changelog_files(catalog.get_table(f"db.java_{tag}"))
+    if producer == "lookup":
+        assert {f[-1] for _, _, _, files in ours for f in files} == {0}
+        java = [(s, k, n, [f[:-1] + (0,) for f in files]) for s, k, n, files in java]
+    assert ours == java
+    assert [f[0] for f in ours[-1][3]] == [0, 1] and ours[-1][3][1][3] == ours[-1][3][1][4], (
+        "key 3 is alone in bucket 1")
