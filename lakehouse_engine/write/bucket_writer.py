@@ -71,6 +71,9 @@ class WriteContext:
     dv_compacts: bool
     #: The lookup cache the flush puts its runs in (a table whose commits look keys up).
     run_cache: CachedFileReader | None
+    #: `changelog-producer` = lookup (not first-row, not DV): the compaction at commit takes level 0
+    #: up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip level 0.
+    force_up_level0: bool = False
 
     @property
     def schema(self) -> TableSchema:
@@ -246,14 +249,15 @@ class BucketWriter:
         """Forget the levels: the next use reads them again from what the table then holds."""
         self._levels = None
 
-    def compact(self, full: bool) -> None:
-        """Compact the bucket now; the results merge into what it compacted since the last message."""
+    def compact(self, full: bool, force_up_level0: bool = False) -> None:
+        """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked);
+        the results merge into what it compacted since the last message."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
         ctx = self.context
         levels = self.levels()
-        unit = pick_unit(levels, ctx.options, full)
+        unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
         compactor = BucketCompactor(ctx.table, self.partition, self.bucket)
@@ -285,7 +289,8 @@ class BucketWriter:
         """The compaction before the commit of `commit_identifier`: full at the identifiers
         `full-compaction.delta-commits` names (Paimon's isFullCompactedIdentifier)."""
         n = self.context.full_compaction_delta_commits
-        self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n))
+        self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n),
+                     self.context.force_up_level0)
 
     def compact_deletion_vectors(self, state: RestoredState,
                                  bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:

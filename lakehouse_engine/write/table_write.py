@@ -24,6 +24,7 @@ from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
 from lakehouse_engine.options import (
     FULL_COMPACTION_DELTA_COMMITS,
+    MERGE_ENGINE,
     ROWKIND_FIELD,
     WRITE_BUFFER_SIZE,
     WRITE_ONLY,
@@ -149,7 +150,11 @@ class TableWrite:
             flush_lookup=self.flush_lookup, key_names=self.key_names,
             target_file_size=self.target_file_size, write_only=self.write_only,
             stop_trigger=self.stop_trigger, full_compaction_delta_commits=self.full_compaction_delta_commits,
-            deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache)
+            deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache,
+            # Not first-row: Paimon's readers take its files above level 0 raw (a key in one
+            # file), so its level 0 may only go up without the keys already above it.
+            force_up_level0=(self.primary_key and not self.deletion_vectors and self.changelog_producer == "lookup"
+                             and opts.require(MERGE_ENGINE) != "first-row"))
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],

@@ -7,6 +7,7 @@ thresholds, (1) size amplification -> full compaction, (2) size ratio from the n
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -134,8 +135,12 @@ def universal_compaction(options: CoreOptions) -> UniversalCompaction:
     )
 
 
-def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit | None:
-    """What to compact in a bucket: everything into the top level (full), or what the picker picks."""
+def pick_unit(levels: Levels, options: CoreOptions, full: bool, force_up_level0: bool = False) -> CompactUnit | None:
+    """What to compact in a bucket: everything into the top level (full), or what the picker picks;
+    with `force_up_level0`, when it picks nothing, all of level 0 (and the runs the size ratio
+    adds) into the level below the next run: Paimon's ForceUpLevel0Compaction, which the writers
+    of `changelog-producer` = lookup tables run at every commit, so that readers may skip level 0
+    (Paimon's first streaming plan of such a table does)."""
     runs = levels.level_sorted_runs()
     if not runs:
         return None
@@ -145,4 +150,10 @@ def pick_unit(levels: Levels, options: CoreOptions, full: bool) -> CompactUnit |
         if only_top and all(f.delete_row_count == 0 for f in runs[0].run.files):
             return None  # already one clean sorted run at the top level
         return CompactUnit.from_level_runs(top, runs)
-    return universal_compaction(options).pick(levels.num_levels, runs)
+    picker = universal_compaction(options)
+    unit = picker.pick(levels.num_levels, runs)
+    if unit is None and force_up_level0:
+        level0 = sum(1 for _ in itertools.takewhile(lambda r: r.level == 0, runs))
+        if level0:
+            unit = picker.pick_for_size_ratio(levels.num_levels - 1, runs, level0, force_pick=True)
+    return unit

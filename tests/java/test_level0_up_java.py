@@ -1,0 +1,47 @@
+"""Paimon 0.9 (Java) skips level 0 where a table needs lookups: its first streaming plan of a
+`changelog-producer` = lookup table reads levels above 0 only (DataTableStreamScan). Its writers
+take level 0 up at every commit (ForceUpLevel0Compaction); ours do too, so Java's first plan holds
+every row we committed, with no compaction called in between. (First-row tables are not here:
+Java reads their files above level 0 raw, which needs level 0 to go up without the keys already
+above it; docs/changelog.md.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog
+from tests.java.conftest import Judge, ok
+from tests.lakehouse_engine.conftest import create_table, read, write
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+LOOKS_UP = {
+    "deduplicate": {"changelog-producer": "lookup"},
+    "partial_update": {"changelog-producer": "lookup", "merge-engine": "partial-update"},
+    "aggregation": {"changelog-producer": "lookup", "merge-engine": "aggregation",
+                    "fields.v.aggregate-function": "last_non_null_value"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOKS_UP))
+def test_javas_first_streaming_plan_of_our_lookup_table_holds_every_committed_row(tmp_path: Any, judge: Judge,
+                                                                              name: str) -> None:
+    catalog = Catalog(str(tmp_path / "warehouse"))
+    catalog.create_database("db")
+    t = create_table(catalog, "x", SCHEMA, primary_keys=["id"], options={"bucket": "2", **LOOKS_UP[name]})
+    for ids, v in ((range(0, 10), "a"), (range(5, 15), "b"), (range(12, 21), "c")):
+        write(t, pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{v}{i}" for i in ids]}, schema=SCHEMA))
+    ours = sorted([r["id"], r["v"]] for r in read(t).to_pylist())
+    assert len(ours) == 21
+    levels = {f.level for s in t.new_read_builder().new_scan().plan().splits() for f in s.files}
+    assert 0 not in levels, "level 0 is left after the commits"
+    w = str(tmp_path / "warehouse")
+    batch, stream = judge([{"op": "read", "warehouse": w, "table": "db.x"},
+                           {"op": "stream", "warehouse": w, "table": "db.x",
+                            "options": {"scan.mode": "latest-full"}}])
+    assert sorted(r[-2:] for r in ok(batch)["rows"]) == ours
+    first = ok(stream)["plans"][0]["rows"]
+    assert sorted(r[-2:] for r in first) == ours
