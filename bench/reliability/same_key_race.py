@@ -28,6 +28,8 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_engine import Catalog, CommitConflictError, Schema
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
+from lakehouse_engine.write.write_builder import StreamTableCommit, StreamWriteBuilder
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("rk", pa.string())])
@@ -83,32 +85,31 @@ def _writer(warehouse: str, writer: int, rounds: int, keys: int, pause_ms: tuple
     table = Catalog(warehouse).get_table(TABLE)
     rng = random.Random(writer)
     conflicts = 0
-    stream = table.new_stream_write_builder() if streaming else None
-    stream_commit = stream.new_commit() if stream is not None else None
+    stream: tuple[StreamWriteBuilder, StreamTableCommit] | None = None
     with open(ack_path, "w") as ack:
         for r in range(rounds):
             ops = [(rng.randrange(keys), writer * 1_000_000 + r * 100 + i, "-D" if rng.random() < 0.3 else "+U")
                    for i in range(rng.randint(2, 8))]
             while True:
-                if stream is not None and stream_commit is not None:
-                    w, c = stream.new_write(), stream_commit
-                    w.write_arrow(_batch(ops))
-                    messages = w.prepare_commit(r + 1)
-                else:
-                    wb = table.new_batch_write_builder()
-                    w, c = wb.new_write(), wb.new_commit()
-                    w.write_arrow(_batch(ops))
-                    messages = w.prepare_commit()
+                if streaming and stream is None:
+                    builder = table.new_stream_write_builder()
+                    stream = (builder, builder.new_commit())
+                wb = stream[0] if stream is not None else table.new_batch_write_builder()
+                c: TableCommit = stream[1] if stream is not None else wb.new_commit()
+                identifier = r + 1 if stream is not None else BATCH_COMMIT_IDENTIFIER
+                w = wb.new_write()
+                w.write_arrow(_batch(ops))
+                messages = w.prepare_commit(identifier)
                 written = [f.file_name for m in messages for f in m.new_files]
                 time.sleep(rng.uniform(*pause_ms) / 1000)  # others commit meanwhile: ours is late
                 try:
-                    ids = c.commit(messages, r + 1) if stream is not None else c.commit(messages)
+                    ids = c.commit(messages, identifier)
                 except CommitConflictError:
                     c.abort(messages)
                     conflicts += 1
-                    if stream is not None:  # commit r again as a new stream (a retry of the same
-                        stream = table.new_stream_write_builder()  # user must repeat its messages)
-                        stream_commit = stream.new_commit()
+                    # A stream commits round r again under a new commit user (a retry under the
+                    # same user must repeat its messages).
+                    stream = None
                     continue
                 break
             # The committer rewrites late files under new names (in the messages, in place).
@@ -169,7 +170,7 @@ def _changelog(table: Any) -> tuple[dict[int, int], list[str], int]:
             errors.append(f"{where} follows no -U of its key")
         elif kind != "+U" and pending is not None:
             errors.append(f"{where}: the -U before it has no +U")
-        if kind in ("-U", "-D") and state.get(k, None) != v:
+        if kind in ("-U", "-D") and (k not in state or state[k] != v):
             errors.append(f"{where}, but the key's row was {state.get(k)}")
         elif kind == "+I" and k in state:
             errors.append(f"{where}, but the key holds {state[k]}")
