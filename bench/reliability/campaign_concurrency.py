@@ -1,9 +1,12 @@
-"""Concurrency campaign: writer processes upserting and deleting the same keys, fixed and dynamic bucket.
+"""Concurrency campaign: writer processes upserting and deleting the same keys, fixed and dynamic
+bucket, and with the `lookup` (also with deletion vectors) and `full-compaction` changelog producers.
 
 Each race starts N writer processes on one table; every writer commits rounds of a few same-key
 upserts and deletes, pausing 100-300 ms between its write and its commit so others overtake it.
 Every snapshot is read and compared with the acknowledged batches applied in snapshot-id order,
-then the table is fully compacted and compared again (`same_key_race.run_race`).
+then the table is fully compacted and compared again (`same_key_race.run_race`). With a changelog
+producer, every snapshot's changes replayed in snapshot order must give the table, each -U/-D the
+row it replaces: a key that replays wrong, or a wrong before-image, counts as a wrong row.
 """
 
 from __future__ import annotations
@@ -19,18 +22,23 @@ def run(quick: bool) -> list[Outcome]:
     """One outcome per bucket mode: lost and wrong rows over every snapshot and after full compaction."""
     writers, rounds, keys = (3, 8, 8) if quick else (5, 40, 16)
     outcomes = []
-    for mode in ("fixed", "dynamic"):
+    labels = {"fixed": "fixed bucket", "dynamic": "dynamic bucket", "lookup": "lookup changelog",
+              "lookup-dv": "lookup changelog, deletion vectors",
+              "full-compaction": "full-compaction changelog, stream writers and a compactor process"}
+    for mode, label in labels.items():
         with tempfile.TemporaryDirectory(prefix=f"campaign-concurrency-{mode}-") as tmp:
             r = run_race(Path(tmp), mode, writers=writers, rounds=rounds, keys=keys)
         outcomes.append(Outcome(
             area="concurrency",
             tried=(f"{writers} writer processes x {rounds} commits of same-key upserts/deletes "
-                   f"({mode} bucket, {keys} keys); every snapshot and a full compaction checked "
+                   f"({label}, {keys} keys); every snapshot and a full compaction checked "
                    f"against snapshot order"),
             trials=r.commits,
             lost_rows=r.lost_rows + r.lost_after_full_compaction,
-            wrong_rows=r.wrong_rows + r.wrong_after_full_compaction,
+            wrong_rows=(r.wrong_rows + r.wrong_after_full_compaction + r.changelog_wrong_keys
+                        + len(r.before_image_errors)),
             result=(f"{r.resequenced_commits} late commits re-sequenced, "
-                    f"{r.conflicts_retried} CommitConflictError retried"),
+                    f"{r.conflicts_retried} CommitConflictError retried"
+                    + (f", {r.changelog_rows} changelog rows replayed" if r.changelog_rows else "")),
         ))
     return outcomes

@@ -4,8 +4,15 @@ Each writer process writes a batch, waits a little (so others commit in between:
 then late and must be re-sequenced), commits, and records (snapshot id, batch) once `commit()`
 returned. The table must read as those batches applied in snapshot-id order, before and after a
 full compaction (of a DV table: each snapshot without level-0 files, where every commit before it
-is looked up). Dynamic-bucket writers retry a CommitConflictError (two writers assigned the
-same new key) with a fresh write. Used by `campaign_concurrency` and by the tests.
+is looked up). Writers retry a CommitConflictError (two dynamic-bucket writers assigned the same
+new key; a lookup changelog computed against rows another writer replaced since) with a fresh
+write. Used by `campaign_concurrency` and by the tests.
+
+Modes with a changelog producer (`lookup`, `lookup-dv`, `full-compaction`) also check the
+changelog: every snapshot's changes (read with `read.changes`), concatenated in snapshot order
+and replayed on the empty table, give the table, and every `-U`/`-D` is exactly the row it
+replaces (Paimon's before-images). The `full-compaction` writers are stream writers whose every
+`full-compaction.delta-commits`-th commit compacts fully, racing a compactor process.
 """
 
 from __future__ import annotations
@@ -14,20 +21,30 @@ import json
 import multiprocessing as mp
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from lakehouse_engine import Catalog, CommitConflictError, Schema
+from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
+from lakehouse_engine.write.write_builder import StreamTableCommit, StreamWriteBuilder
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("rk", pa.string())])
 MODES = {"fixed": {"bucket": "2"}, "dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8"},
          # Deletion vectors: every commit compacts its level 0 through the lookup and marks rows.
          "dv": {"bucket": "2", "deletion-vectors.enabled": "true"},
-         "dv-dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8", "deletion-vectors.enabled": "true"}}
+         "dv-dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8", "deletion-vectors.enabled": "true"},
+         # Changelog producers: the lookup at flush (and with deletion vectors, at commit too), and
+         # full compactions every other stream commit of each writer and by a compactor process.
+         "lookup": {"bucket": "2", "changelog-producer": "lookup"},
+         "lookup-dv": {"bucket": "2", "changelog-producer": "lookup", "deletion-vectors.enabled": "true"},
+         "full-compaction": {"bucket": "2", "changelog-producer": "full-compaction",
+                             "full-compaction.delta-commits": "2"}}
+#: Modes whose writers are stream writers (commit identifiers 1, 2, ...) raced by a compactor process.
+STREAMING = {"full-compaction"}
 TABLE = "db.race"
 Op = tuple[int, int, str]
 
@@ -46,6 +63,14 @@ class RaceReport:
     #: Snapshots checked against the model (a DV table's snapshots holding level-0 files are not:
     #: their newest rows are not yet looked up, invisible as in Paimon).
     snapshots_checked: int = 0
+    #: Changelog modes: the changelog rows read, the keys whose replay in snapshot order differs
+    #: from the table, and the rows breaking a before-image (the first few, described).
+    changelog_rows: int = 0
+    changelog_wrong_keys: int = 0
+    before_image_errors: list[str] = field(default_factory=list)
+    #: Full compactions the compactor process committed, and those that lost a race.
+    compactions: int = 0
+    compactions_lost: int = 0
 
 
 def _batch(ops: list[Op]) -> pa.Table:
@@ -54,27 +79,37 @@ def _batch(ops: list[Op]) -> pa.Table:
 
 
 def _writer(warehouse: str, writer: int, rounds: int, keys: int, pause_ms: tuple[int, int],
-            ack_path: str) -> None:
-    """One writer process: `rounds` commits of a few same-key upserts and deletes."""
+            ack_path: str, streaming: bool) -> None:
+    """One writer process: `rounds` commits of a few same-key upserts and deletes (a stream
+    writer's commit r under identifier r, so `full-compaction.delta-commits` picks its full ones)."""
     table = Catalog(warehouse).get_table(TABLE)
     rng = random.Random(writer)
     conflicts = 0
+    stream: tuple[StreamWriteBuilder, StreamTableCommit] | None = None
     with open(ack_path, "w") as ack:
         for r in range(rounds):
             ops = [(rng.randrange(keys), writer * 1_000_000 + r * 100 + i, "-D" if rng.random() < 0.3 else "+U")
                    for i in range(rng.randint(2, 8))]
             while True:
-                wb = table.new_batch_write_builder()
-                w, c = wb.new_write(), wb.new_commit()
+                if streaming and stream is None:
+                    builder = table.new_stream_write_builder()
+                    stream = (builder, builder.new_commit())
+                wb = stream[0] if stream is not None else table.new_batch_write_builder()
+                c: TableCommit = stream[1] if stream is not None else wb.new_commit()
+                identifier = r + 1 if stream is not None else BATCH_COMMIT_IDENTIFIER
+                w = wb.new_write()
                 w.write_arrow(_batch(ops))
-                messages = w.prepare_commit()
+                messages = w.prepare_commit(identifier)
                 written = [f.file_name for m in messages for f in m.new_files]
                 time.sleep(rng.uniform(*pause_ms) / 1000)  # others commit meanwhile: ours is late
                 try:
-                    ids = c.commit(messages)
+                    ids = c.commit(messages, identifier)
                 except CommitConflictError:
                     c.abort(messages)
                     conflicts += 1
+                    # A stream commits round r again under a new commit user (a retry under the
+                    # same user must repeat its messages).
+                    stream = None
                     continue
                 break
             # The committer rewrites late files under new names (in the messages, in place).
@@ -82,6 +117,21 @@ def _writer(warehouse: str, writer: int, rounds: int, keys: int, pause_ms: tuple
             ack.write(json.dumps({"snapshot": ids[0], "ops": ops, "resequenced": resequenced}) + "\n")
             ack.flush()
     Path(ack_path + ".conflicts").write_text(str(conflicts))
+
+
+def _compactor(warehouse: str, stop_path: str, pause_ms: tuple[int, int], report_path: str) -> None:
+    """A compactor process: full compactions of the table, a pause apart, until `stop_path` exists;
+    a compaction that loses to a writer's commit is counted and the next one tries again."""
+    table = Catalog(warehouse).get_table(TABLE)
+    rng = random.Random(-1)
+    done = lost = 0
+    while not Path(stop_path).exists():
+        try:
+            done += bool(table.compact(full=True))
+        except CommitConflictError:
+            lost += 1
+        time.sleep(rng.uniform(*pause_ms) / 1000)
+    Path(report_path).write_text(json.dumps([done, lost]))
 
 
 def _apply(model: dict[int, int], ops: list[Op]) -> None:
@@ -106,6 +156,34 @@ def _differences(expected: dict[int, int], actual: dict[int, int]) -> tuple[int,
     return lost, wrong
 
 
+def _changelog(table: Any) -> tuple[dict[int, int], list[str], int]:
+    """Every snapshot's changes in snapshot order replayed on the empty table (the state they give),
+    the rows whose before-image is not the row the changes before them left, and the row count."""
+    state: dict[int, int] = {}
+    errors: list[str] = []
+    changes = table.changes(0)
+    pending: tuple[int, int] | None = None  # the -U just read: (key, value)
+    columns = (changes.column(c).to_pylist() for c in ("_snapshot_id", "_row_kind", "id", "v"))
+    for sid, kind, k, v in zip(*columns, strict=True):
+        where = f"snapshot {sid}: {kind} of key {k} = {v}"
+        if kind == "+U" and (pending is None or pending[0] != k):
+            errors.append(f"{where} follows no -U of its key")
+        elif kind != "+U" and pending is not None:
+            errors.append(f"{where}: the -U before it has no +U")
+        if kind in ("-U", "-D") and (k not in state or state[k] != v):
+            errors.append(f"{where}, but the key's row was {state.get(k)}")
+        elif kind == "+I" and k in state:
+            errors.append(f"{where}, but the key holds {state[k]}")
+        if kind in ("+I", "+U"):
+            state[k] = v
+        else:
+            state.pop(k, None)
+        pending = (k, v) if kind == "-U" else None
+    if pending is not None:
+        errors.append(f"the last -U (key {pending[0]}) has no +U")
+    return state, errors, changes.num_rows
+
+
 def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys: int = 8,
              pause_ms: tuple[int, int] = (100, 300), timeout_s: float = 600) -> RaceReport:
     """Race `writers` processes of `rounds` commits each on a fresh table in `workdir`."""
@@ -124,18 +202,25 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
     c.commit(w.prepare_commit())
     ctx = mp.get_context("spawn")
     acks = [str(workdir / f"ack-{mode}-{i}") for i in range(writers)]
-    procs = [ctx.Process(target=_writer, args=(warehouse, i, rounds, keys, pause_ms, acks[i]))
+    streaming = mode in STREAMING
+    procs = [ctx.Process(target=_writer, args=(warehouse, i, rounds, keys, pause_ms, acks[i], streaming))
              for i in range(writers)]
-    for p in procs:
+    stop, compacted = workdir / f"stop-{mode}", workdir / f"compactions-{mode}"
+    compactor = (ctx.Process(target=_compactor, args=(warehouse, str(stop), pause_ms, str(compacted)))
+                 if streaming else None)
+    for p in procs + ([compactor] if compactor is not None else []):
         p.start()
     try:
         for p in procs:
             p.join(timeout=timeout_s)
-        codes = [p.exitcode for p in procs]
-        if codes != [0] * writers:
-            raise RuntimeError(f"writer processes exited with {codes}")
+        stop.touch()
+        if compactor is not None:
+            compactor.join(timeout=timeout_s)
+        codes = [p.exitcode for p in procs + ([compactor] if compactor is not None else [])]
+        if any(code != 0 for code in codes):
+            raise RuntimeError(f"writer (and compactor) processes exited with {codes}")
     finally:
-        for p in procs:  # no writer outlives the race
+        for p in procs + ([compactor] if compactor is not None else []):  # no process outlives the race
             if p.is_alive():
                 p.kill()
     records = sorted((json.loads(line) for a in acks for line in Path(a).read_text().splitlines()),
@@ -160,4 +245,13 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
     table.compact(full=True)
     lost_c, wrong_c = _differences(model, _state(table))
     conflicts = sum(int(Path(a + ".conflicts").read_text()) for a in acks)
-    return RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c, checked)
+    report = RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c, checked)
+    if compactor is not None:
+        report.compactions, report.compactions_lost = json.loads(compacted.read_text())
+    if options.get("changelog-producer", "none") != "none":
+        # (After the full compaction: a full-compaction changelog is complete there.)
+        replayed, report.before_image_errors, report.changelog_rows = _changelog(table)
+        table_rows = _state(table)
+        report.changelog_wrong_keys = sum(1 for k in set(replayed) | set(table_rows)
+                                          if replayed.get(k) != table_rows.get(k))
+    return report

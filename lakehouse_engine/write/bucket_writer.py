@@ -125,6 +125,7 @@ class BucketWriter:
         self.compact_changelog: list[DataFileMeta] = []
         #: The files of the bucket the first flush lookup since the last message compared rows with.
         self.lookup_base: list[str] | None = None
+        self.lookup_snapshot: int | None = None
         #: A DV table's compaction at commit: new vector index files, and what they were computed against.
         self.deletion_vector_files: list[IndexManifestEntry] = []
         self.deletion_vector_base: tuple[list[str], list[str]] | None = None
@@ -188,6 +189,8 @@ class BucketWriter:
             names = {f.file_name for f in older}
             if self.lookup_base is None:
                 self.lookup_base = sorted(names)
+                latest = ctx.restored().latest  # (the snapshot the levels were read from)
+                self.lookup_snapshot = latest.id if latest is not None else 0
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
         if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
@@ -342,11 +345,11 @@ class BucketWriter:
         message.new_changelog, message.compact_changelog = self.new_changelog, self.compact_changelog
         message.deletion_vector_files = self.deletion_vector_files
         message.deletion_vector_base = self.deletion_vector_base
-        message.lookup_base = self.lookup_base
+        message.lookup_base, message.lookup_snapshot = self.lookup_base, self.lookup_snapshot
         self.new_files, self.compact_before, self.compact_after = [], [], []
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []
-        self.deletion_vector_base, self.lookup_base = None, None
+        self.deletion_vector_base, self.lookup_base, self.lookup_snapshot = None, None, None
         self.new_keys = {}
         return message
 

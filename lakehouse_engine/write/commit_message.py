@@ -43,8 +43,10 @@ class CommitMessage:
     deletion_vector_files: list[IndexManifestEntry] = field(default_factory=list)
     deletion_vector_base: tuple[list[str], list[str]] | None = None
     #: The `lookup` changelog producer: the bucket's files the lookup compared the new rows with
-    #: (None: no lookup). Files of the bucket that landed since and share keys make it stale.
+    #: (None: no lookup), and the snapshot they were read from (0: none). Files the bucket gained
+    #: since (live still or compacted away again) that share keys make it stale.
     lookup_base: list[str] | None = None
+    lookup_snapshot: int | None = None
     #: The commit user of the write that made the files: a committer under another user may be a
     #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
     commit_user: str | None = None

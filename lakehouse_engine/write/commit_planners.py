@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from lakehouse_engine.errors import CommitConflictError
+from lakehouse_engine.errors import CommitConflictError, SnapshotNotExistError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
 from lakehouse_engine.format.float_order import comparable_key
@@ -105,18 +105,34 @@ class AppendPlanner(CommitPlanner):
 
 
     def _lookup_stale(self, latest: Snapshot | None) -> bool:
-        """True when a bucket a lookup changelog was computed for now holds files the lookup did
-        not see (another writer's, or a compaction's) with keys of this commit's new files."""
+        """True when a bucket a lookup changelog was computed for holds, or held since the lookup,
+        files it did not see (another writer's, or a compaction's) with keys of this commit's new files."""
         looked_up = [m for m in self.messages if m.lookup_base is not None and m.new_files]
         if not looked_up or latest is None:
             return False
-        live = self.table.manifest_io().live_entries(latest)
+        mio = self.table.manifest_io()
+        live = mio.live_entries(latest)
+        # Every file added since the oldest lookup, the ones compacted away again too: a delete of
+        # a key that a compaction then dropped at the top level (or marked in a deletion vector)
+        # leaves no live file with the key, yet the key the lookup found is gone.
+        since = min((m.lookup_snapshot for m in looked_up if m.lookup_snapshot is not None), default=latest.id)
+        added: list[tuple[int, ManifestEntry]] = []
+        snapshots = self.table.snapshot_manager()
+        for sid in range(since + 1, latest.id + 1):
+            try:
+                s = snapshots.snapshot(sid)
+            except SnapshotNotExistError:
+                return True  # expired meanwhile: what it added is unknown, so assume the worst
+            added += [(sid, e) for e in mio.read_entries(mio.read_manifest_list(s.delta_manifest_list))
+                      if e.kind == FileKind.ADD]
         for m in looked_up:
             # Not the compaction's inputs: a DV table's compaction at commit reads the bucket as it
             # is at prepare_commit, which may hold files the lookup (at the flush) never saw.
             seen = set(m.lookup_base or ()) | {f.file_name for f in m.new_files + m.compact_after}
-            unseen = [e.file for e in live if e.partition == m.partition and e.bucket == m.bucket
-                      and e.file.file_name not in seen]
+            base = latest.id if m.lookup_snapshot is None else m.lookup_snapshot
+            bucket = [e.file for e in live + [e for sid, e in added if sid > base]
+                      if e.partition == m.partition and e.bucket == m.bucket]
+            unseen = list({f.file_name: f for f in bucket if f.file_name not in seen}.values())
             if unseen and self.resequencer.share_keys(m, unseen):
                 return True
         return False

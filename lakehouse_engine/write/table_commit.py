@@ -212,7 +212,12 @@ class TableCommit:
                 for m, files in zip(messages, changelog, strict=True):
                     m.compact_changelog = files
                 if written and any(changelog):
-                    # The data's changelog (lookup) still belongs after it: commit it alone.
+                    # The data's changelog (lookup) still belongs after it: commit it alone, without
+                    # the lost compaction (whose deletion vectors, computed against the same stale
+                    # base, would conflict again; the bucket is compacted again after).
+                    for m in messages:
+                        m.compact_before, m.compact_after = [], []
+                        m.deletion_vector_files, m.deletion_vector_base = [], None
                     return self._try_commit(self._planner(CommitKind.COMPACT, []), identifier)
                 if not written:
                     for m in messages:

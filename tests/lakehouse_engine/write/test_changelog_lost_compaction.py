@@ -91,3 +91,57 @@ def test_a_resequenced_write_lands_without_the_full_compaction_changelog_of_its_
     assert [c[1:] for c in changes] == [("+I", 0, "a"), ("-U", 0, "a"), ("+U", 0, "b")]
     assert replay(changes) == {0: "b"}
     assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
+
+
+@pytest.mark.parametrize("vectors", [False, True], ids=["merge-on-read", "deletion-vectors"])
+def test_a_lookup_changelog_against_a_key_deleted_and_compacted_away_since_conflicts(
+        catalog: Catalog, vectors: bool) -> None:
+    """Found by the writer-process race: the lookup saw key 0 = a and made -U a / +U c; meanwhile
+    another writer deleted the key and a compaction dropped the delete at the top level (with
+    deletion vectors: marked the row and dropped the delete), so no live file holds the key to
+    show the lookup is stale. Every file the bucket gained since the lookup counts, the ones
+    compacted away again too: the commit conflicts, and written again the change is +I c."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup",
+        **({"deletion-vectors.enabled": "true"} if vectors else {})})
+    first = _open(t, "a")
+    first[1].commit(first[0].prepare_commit())  # +I 0 = a
+    late = _open(t, "c")
+    messages = late[0].prepare_commit()  # its lookup sees 0 = a: -U a / +U c
+    other = _open(t, "b")
+    other[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    other[1].commit(other[0].prepare_commit())  # -D a (b then deleted in the same batch)
+    t.compact(full=True)  # the delete reaches the top level: no file holds key 0 now
+    before = t.latest_snapshot().id
+    with pytest.raises(CommitConflictError, match="changelog"):
+        late[1].commit(messages)
+    late[1].abort(messages)
+    assert t.latest_snapshot().id == before
+    again = _open(t, "c")
+    again[1].commit(again[0].prepare_commit())
+    assert [c[1:] for c in change_tuples(t, before)] == [("+I", 0, "c")]
+    assert replay(change_tuples(t)) == {0: "c"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+
+
+def test_a_dv_tables_lookup_changelog_lands_when_its_writers_compaction_loses(catalog: Catalog) -> None:
+    """Found by the writer-process race: the lookup changelog is right (the other writer wrote
+    another key of the bucket), but the writer's compaction at commit computed its vectors before
+    the other's commit changed them, so it loses. The changelog is the data's and lands alone, and
+    the bucket is compacted again against what landed; before, that changelog-only commit still
+    carried the stale vectors, conflicted again, and the commit ended in a PostCommitError."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup", "deletion-vectors.enabled": "true"})
+    first = _open(t, "a")
+    first[1].commit(first[0].prepare_commit())  # +I 0 = a
+    late = _open(t, "c")
+    messages = late[0].prepare_commit()  # -U a / +U c, and its vectors, against the bucket now
+    wb = t.new_batch_write_builder()
+    other = wb.new_write()
+    other.write_arrow(pa.table({"id": [1], "v": ["x"], "k": ["+I"]}, schema=SCHEMA))
+    wb.new_commit().commit(other.prepare_commit())  # +I 1 = x: the bucket's vectors change
+    before = t.latest_snapshot().id
+    ids = late[1].commit(messages)
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND", "COMPACT", "COMPACT"]
+    assert [c[1:] for c in change_tuples(t, before)] == [("-U", 0, "a"), ("+U", 0, "c")]
+    assert replay(change_tuples(t)) == {0: "c", 1: "x"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
