@@ -123,3 +123,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/java" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.java)
+
+
+def our_stream_plans(table: Any, columns: Sequence[str], start: int = 1) -> list[tuple[int, list[list[Any]]]]:
+    """Our streaming scan of `table` from snapshot `start` to the latest, as the judge's `stream`
+    answers it: (snapshot id, rows) for each plan with rows, a row `[_row_kind, *columns]`, rows
+    sorted by the first column keeping each key's own order (the order a replay needs)."""
+    t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": str(start)})
+    builder = t.new_stream_read_builder().with_include_row_kind()
+    scan, read = builder.new_streaming_scan(), builder.new_read()
+    latest = table.snapshot_manager().latest_snapshot_id()
+    assert latest is not None
+    out = []
+    while (scan.checkpoint() or 0) <= latest:
+        plan = scan.plan()
+        if plan.snapshot is None:
+            break
+        rows = [[r["_row_kind"], *(r[c] for c in columns)] for r in read.to_arrow(plan.splits()).to_pylist()]
+        if rows:
+            out.append((plan.snapshot_id, sorted(rows, key=lambda r: r[1])))
+    return out

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
-from tests.java.conftest import Judge
-from tests.java.test_changes_java import _java, _key_order
+from tests.java.conftest import Judge, our_stream_plans
+from tests.java.test_changes_java import _java
 from tests.lakehouse_engine.conftest import create_table, write
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False),
@@ -19,19 +19,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("p", pa
 
 
 def _ours(table: Any) -> list[tuple[int, list[list[Any]]]]:
-    t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": "1"})
-    builder = t.new_stream_read_builder().with_include_row_kind()
-    scan, read = builder.new_streaming_scan(), builder.new_read()
-    out = []
-    latest = table.snapshot_manager().latest_snapshot_id()
-    while (scan.checkpoint() or 0) <= latest:
-        plan = scan.plan()
-        if plan.snapshot is None:
-            break
-        rows = [[r["_row_kind"], r["id"], r["p"], r["v"]] for r in read.to_arrow(plan.splits()).to_pylist()]
-        if rows:
-            out.append((plan.snapshot_id, _key_order(rows)))
-    return out
+    return our_stream_plans(table, ["id", "p", "v"])
 
 
 @pytest.mark.parametrize("producer", ["input", "lookup"])

@@ -13,7 +13,7 @@ from lakehouse_engine import Catalog
 from lakehouse_engine.read.changes import CHANGELOG, ChangeScan
 from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan
 from lakehouse_engine.table import FileStoreTable
-from tests.java.conftest import Judge, ok
+from tests.java.conftest import Judge, ok, our_stream_plans
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 pytestmark = pytest.mark.java
@@ -55,21 +55,8 @@ def _write(table: FileStoreTable, producer: str,
             table.compact(full=True)
 
 
-def _ours(table: FileStoreTable) -> list[tuple[int | None, list[list[Any]]]]:
-    t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": "1"})
-    builder = t.new_stream_read_builder().with_include_row_kind()
-    scan, rd = builder.new_streaming_scan(), builder.new_read()
-    latest = table.snapshot_manager().latest_snapshot_id()
-    assert latest is not None
-    out = []
-    while (scan.checkpoint() or 0) <= latest:
-        plan = scan.plan()
-        if plan.snapshot is None:
-            break
-        got = [[r["_row_kind"], r["id"], r["a"], r["n"]] for r in rd.to_arrow(plan.splits()).to_pylist()]
-        if got:
-            out.append((plan.snapshot_id, sorted(got, key=lambda r: r[1])))
-    return out
+def _ours(table: FileStoreTable) -> list[tuple[int, list[list[Any]]]]:
+    return our_stream_plans(table, ["id", "a", "n"])
 
 
 def _java(answer: dict[str, Any]) -> list[tuple[int, list[list[Any]]]]:
