@@ -112,7 +112,7 @@ def test_java_long_lived_changelogs_are_ours_and_we_read_through_them(tables: di
     # it read from its snapshots, and what ours reads now from the changelog on.
     java_after = _java(tables["java_after"])
     assert java_after == _java(tables["java_before"])
-    assert _ours(table, 1, with_k=False) == [p for p in java_after if p[0] >= 3]
+    assert _ours(table, 1) == [p for p in java_after if p[0] >= 3]
 
 
 def test_our_changelog_expiry_leaves_what_javas_leaves(tables: dict[str, Any]) -> None:

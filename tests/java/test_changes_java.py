@@ -42,8 +42,9 @@ def _key_order(rows: list[list[Any]]) -> list[list[Any]]:
 
 
 def _ours(table: FileStoreTable, start: int) -> list[tuple[int, list[list[Any]]]]:
-    """Our streaming scan from snapshot `start` to the latest: (snapshot, rows) of plans with rows."""
-    return our_stream_plans(table, ["id", "v"], start)
+    """Our streaming scan from snapshot `start` to the latest: (snapshot, rows) of plans with rows,
+    a row its kind and the table's first two fields (the key and a value)."""
+    return our_stream_plans(table, table.schema.field_names[:2], start)
 
 
 def _java(answer: dict[str, Any], width: int = 3) -> list[tuple[int, list[list[Any]]]]:
