@@ -106,10 +106,7 @@ def files_added(table: FileStore, snapshot_ids: list[int]) -> pa.Table:
     names: dict[bytes, str] = {}
     rows: dict[str, list[object]] = {f.name: [] for f in FILES_ADDED_SCHEMA}
     for sid in snapshot_ids:
-        delta = io.read_entries(io.read_manifest_list(table.snapshot(sid).delta_manifest_list))
-        for e in delta:
-            if e.kind != FileKind.ADD:
-                continue
+        for e in io.added_entries(table.snapshot(sid)):
             if e.partition not in names:
                 names[e.partition] = codec.from_binary(e.partition).path_string()
             rows["snapshot_id"].append(sid)

@@ -227,6 +227,11 @@ class ManifestIO:
             out.extend(self.read_manifest(m.file_name, m.file_size, self._listed_in.get(m.file_name)))
         return out
 
+    def added_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The ADD entries of `snapshot`'s delta: the files this one commit added."""
+        delta = self.read_entries(self.read_manifest_list(snapshot.delta_manifest_list))
+        return [e for e in delta if e.kind == FileKind.ADD]
+
     def live_entries(self, snapshot: Snapshot | None) -> list[ManifestEntry]:
         """The ADD entries of every data file live in `snapshot` (empty for None)."""
         if snapshot is None:

@@ -123,8 +123,7 @@ class AppendPlanner(CommitPlanner):
                 s = snapshots.snapshot(sid)
             except SnapshotNotExistError:
                 return True  # expired meanwhile: what it added is unknown, so assume the worst
-            added += [(sid, e) for e in mio.read_entries(mio.read_manifest_list(s.delta_manifest_list))
-                      if e.kind == FileKind.ADD]
+            added += [(sid, e) for e in mio.added_entries(s)]
         for m in looked_up:
             # Not the compaction's inputs: a DV table's compaction at commit reads the bucket as it
             # is at prepare_commit, which may hold files the lookup (at the flush) never saw.

@@ -111,8 +111,7 @@ def snapshot_adding(table: FileStore, file_names: set[str], not_before_millis: i
     for s in newest_first(table):
         if s.time_millis < bound:
             break
-        added = {e.file.file_name for e in mio.read_entries(mio.read_manifest_list(s.delta_manifest_list))
-                 if e.kind == FileKind.ADD}
+        added = {e.file.file_name for e in mio.added_entries(s)}
         if file_names <= added:
             return s.id
     return None
