@@ -1,5 +1,5 @@
 """Scale benchmark (issue 30): one bucket of 1M, 10M (and, with `--big`, 100M) rows in five
-overlapping sorted runs; rows, seconds, rows/s and peak RSS of each step, at the default
+overlapping sorted runs; rows, seconds (wall and CPU), rows/s and peak RSS of each step, at the default
 `sort-spill-buffer-size`; then a full compaction of 5 x 1M rows against plain pyarrow.
 
 Each step runs in its own child process (`bench/memory_probe.py`), so its peak resident memory
