@@ -17,6 +17,12 @@ updating run 1's keys, written in slices as `prepare` writes and committed once)
 and `dv-full` (table `d`, with `deletion-vectors.enabled`: its level-0 runs compacted up, and a
 full compaction). `prepare` writes table `t`, and `p` (postpone bucket) and `d` (deletion vectors)
 when named.
+
+A path's `seconds` are the engine's: the probe's own generation of input rows (NumPy and
+pyarrow building the batches `prepare`, `write` and `upsert` hand to the writer) is timed apart as
+`input_seconds`; `cpu_seconds` are the process's CPU seconds (every thread) over the path, less
+the generation's. Its memory is not apart: the batch being written is part of the peak, as a
+caller's batch is.
 """
 
 from __future__ import annotations
@@ -54,7 +60,25 @@ def rows(start: int, step: int, n: int, tag: int) -> pa.Table:
     })
 
 
-_SLICE_ROWS = 2_000_000
+SLICE_ROWS = 2_000_000
+
+
+class InputClock:
+    """The seconds spent generating input rows, kept apart from the step's own time: at 2M rows a
+    slice's strings are ~190 MiB of fresh memory, costlier per row than a small slice's."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.cpu_seconds = 0.0
+
+    def rows(self, start: int, step: int, n: int, tag: int) -> pa.Table:
+        """`rows(start, step, n, tag)`, timed (wall and this process's CPU)."""
+        began, cpu = time.perf_counter(), time.process_time()
+        try:
+            return rows(start, step, n, tag)
+        finally:
+            self.seconds += time.perf_counter() - began
+            self.cpu_seconds += time.process_time() - cpu
 
 
 def _catalog(warehouse: str) -> Any:
@@ -66,10 +90,12 @@ def _catalog(warehouse: str) -> Any:
 
 
 def prepare(warehouse: str, total: int, runs: int, options: dict[str, str],
-            tables: str = "t") -> None:
-    """Table `t` (one bucket) and, when `tables` names it, `p` (postpone bucket) of that data."""
+            tables: str = "t", clock: InputClock | None = None) -> None:
+    """Table `t` (one bucket) and, when `tables` names it, `p` (postpone bucket) of that data;
+    `clock` times the generation of the rows."""
     from lakehouse_engine import Schema
 
+    clock = clock or InputClock()
     catalog = _catalog(warehouse)
     schema = rows(0, 1, 1, 0).schema
     for name, bucket, extra in (("t", "1", {}), ("p", "-2", {}), ("d", "1", {"deletion-vectors.enabled": "true"})):
@@ -87,8 +113,8 @@ def prepare(warehouse: str, total: int, runs: int, options: dict[str, str],
             w, c = wb.new_write(), wb.new_commit()
             # In slices of consecutive keys: a slice's files hold a key range of their own, so
             # the commit stays one sorted run however many files its buffer flushes.
-            for lo in range(0, per_run, _SLICE_ROWS):
-                w.write_arrow(rows(start + lo * runs, runs, min(_SLICE_ROWS, per_run - lo), i))
+            for lo in range(0, per_run, SLICE_ROWS):
+                w.write_arrow(clock.rows(start + lo * runs, runs, min(SLICE_ROWS, per_run - lo), i))
             c.commit(w.prepare_commit())
             w.close()
             c.close()
@@ -102,7 +128,8 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
     table = catalog.get_table(name).copy(options)
     batch = rows(0, 1, int(options.get("probe.rows", "0")), 9) if path == "write" else None
     baseline = status_kib("VmRSS")
-    started = time.perf_counter()
+    clock = InputClock()
+    started, cpu = time.perf_counter(), time.process_time()
     count = 0
     if path == "read":
         rb = table.new_read_builder()
@@ -143,27 +170,33 @@ def run(path: str, warehouse: str, options: dict[str, str]) -> dict[str, Any]:
         n, step = int(options["probe.rows"]), int(options.get("probe.runs", "5"))
         wb = table.copy({"write-only": "true"}).new_batch_write_builder()
         writer, commit = wb.new_write(), wb.new_commit()
-        for lo in range(0, n, _SLICE_ROWS):
-            writer.write_arrow(rows(1 + lo * step, step, min(_SLICE_ROWS, n - lo), 8))
+        for lo in range(0, n, SLICE_ROWS):
+            writer.write_arrow(clock.rows(1 + lo * step, step, min(SLICE_ROWS, n - lo), 8))
         commit.commit(writer.prepare_commit())
         writer.close()
         commit.close()
         count = n
     else:
         raise SystemExit(f"unknown path {path}")
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started - clock.seconds
     return {"path": path, "baseline_kib": baseline, "peak_kib": status_kib("VmHWM"),
-            "seconds": seconds, "rows": count}
+            "seconds": seconds, "cpu_seconds": time.process_time() - cpu - clock.cpu_seconds,
+            "input_seconds": clock.seconds, "rows": count}
 
 
 def main(argv: list[str]) -> None:
     if argv[0] == "prepare":
+        # The engine imported and the catalog opened before the baseline, as for the other paths.
+        _catalog(argv[1])
         baseline = status_kib("VmRSS")
-        started = time.perf_counter()
+        clock = InputClock()
+        started, cpu = time.perf_counter(), time.process_time()
         prepare(argv[1], int(argv[2]), int(argv[3]), json.loads(argv[4]) if len(argv) > 4 else {},
-                argv[5] if len(argv) > 5 else "t")
+                argv[5] if len(argv) > 5 else "t", clock)
         print(json.dumps({"path": "prepare", "baseline_kib": baseline, "peak_kib": status_kib("VmHWM"),
-                          "seconds": time.perf_counter() - started, "rows": int(argv[2])}))
+                          "seconds": time.perf_counter() - started - clock.seconds,
+                          "cpu_seconds": time.process_time() - cpu - clock.cpu_seconds,
+                          "input_seconds": clock.seconds, "rows": int(argv[2])}))
         return
     print(json.dumps(run(argv[0], argv[1], json.loads(argv[2]) if len(argv) > 2 else {})))
 
