@@ -126,6 +126,9 @@ class BucketWriter:
         #: The files of the bucket the first flush lookup since the last message compared rows with.
         self.lookup_base: list[str] | None = None
         self.lookup_snapshot: int | None = None
+        #: Every file this writer handed out in a message (a stream writer's earlier commits): its
+        #: levels hold what they left, so one its compactions removed again is no other writer's.
+        self._handed_out: set[str] = set()
         #: A DV table's compaction at commit: new vector index files, and what they were computed against.
         self.deletion_vector_files: list[IndexManifestEntry] = []
         self.deletion_vector_base: tuple[list[str], list[str]] | None = None
@@ -188,7 +191,7 @@ class BucketWriter:
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
             names = {f.file_name for f in older}
             if self.lookup_base is None:
-                self.lookup_base = sorted(names)
+                self.lookup_base = sorted(names | self._handed_out)
                 latest = ctx.restored().latest  # (the snapshot the levels were read from)
                 self.lookup_snapshot = latest.id if latest is not None else 0
             older += [f for f in self.new_files if f.file_name not in names]
@@ -346,6 +349,7 @@ class BucketWriter:
         message.deletion_vector_files = self.deletion_vector_files
         message.deletion_vector_base = self.deletion_vector_base
         message.lookup_base, message.lookup_snapshot = self.lookup_base, self.lookup_snapshot
+        self._handed_out.update(f.file_name for f in new_files + after)
         self.new_files, self.compact_before, self.compact_after = [], [], []
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []
