@@ -247,8 +247,11 @@ class BucketWriter:
         what this writer's flushes and compactions added."""
         if self._levels is None:
             ctx = self.context
-            self._levels = Levels(ctx.restored().bucket_files.get((self.partition.binary, self.bucket), []),
-                                  ctx.options.num_levels)
+            # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
+            # compactions take only its own files, never the rows the overwrite deletes.
+            restored = [] if ctx.role.replaces else ctx.restored().bucket_files.get(
+                (self.partition.binary, self.bucket), [])
+            self._levels = Levels(restored, ctx.options.num_levels)
         return self._levels
 
     def reset_levels(self) -> None:
@@ -279,13 +282,15 @@ class BucketWriter:
             return
         after_names = {f.file_name for f in self.compact_after}
         before_names = {f.file_name for f in self.compact_before}
+        upgraded = {f.file_name for f in after}
         bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
         for f in before:
             if f.file_name in after_names:
                 # An intermediate file of this session, never committed: drop it for good
-                # (unless it is an upgraded committed file sharing its physical file).
+                # (unless it is an upgraded committed file sharing its physical file, or this
+                # compaction only moved it up a level).
                 self.compact_after = [a for a in self.compact_after if a.file_name != f.file_name]
-                if f.file_name not in before_names:
+                if f.file_name not in before_names and f.file_name not in upgraded:
                     ctx.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
             else:
                 self.compact_before.append(f)
@@ -297,6 +302,22 @@ class BucketWriter:
         n = self.context.full_compaction_delta_commits
         self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n),
                      self.context.force_up_level0)
+
+    def take_level0_up(self) -> None:
+        """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,
+        postpone compaction), take its level 0 up (Paimon's ForceUpLevel0Compaction), as Paimon's
+        writers of those do on a table whose readers skip level 0."""
+        ctx = self.context
+        if ctx.role.compaction_output:
+            # Its files are a compaction's output already: what this compaction replaces of them
+            # never lands.
+            self.compact_after.extend(self.new_files)
+            self.new_files = []
+        if ctx.write_only:
+            # Its flushes kept the levels as they were: the files it wrote join them now.
+            names = {f.file_name for f in self.levels().all_files()}
+            self.levels().add_files(f for f in self.new_files + self.compact_after if f.file_name not in names)
+        self.compact(full=False, force_up_level0=True)
 
     def compact_deletion_vectors(self, state: RestoredState,
                                  bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:

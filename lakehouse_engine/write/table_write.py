@@ -153,7 +153,8 @@ class TableWrite:
             deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache,
             # Not first-row: Paimon's readers take its files above level 0 raw (a key in one
             # file), so its level 0 may only go up without the keys already above it.
-            force_up_level0=(self.primary_key and not self.deletion_vectors and self.changelog_producer == "lookup"
+            # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
+            force_up_level0=(self.primary_key and not self.deletion_vectors and producer == "lookup"
                              and opts.require(MERGE_ENGINE) != "first-row"))
 
     @classmethod
@@ -363,6 +364,11 @@ class TableWrite:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
+        elif self._context.force_up_level0 and not self.options.require(WRITE_ONLY):
+            # An overwrite, a rescale or postpone compaction of a table whose readers skip level
+            # 0 takes its level 0 up too: else a new stream's first plan would miss its rows.
+            touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
+            parallel_map(lambda w: w.take_level0_up(), touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.
