@@ -258,9 +258,10 @@ class BucketWriter:
         """Forget the levels: the next use reads them again from what the table then holds."""
         self._levels = None
 
-    def compact(self, full: bool, force_up_level0: bool = False) -> None:
-        """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked);
-        the results merge into what it compacted since the last message."""
+    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True) -> None:
+        """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked;
+        without `changelog`, writing no full-compaction changelog); the results merge into what it
+        compacted since the last message."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
@@ -269,7 +270,7 @@ class BucketWriter:
         unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
-        compactor = BucketCompactor(ctx.table, self.partition, self.bucket)
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog)
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
@@ -303,10 +304,11 @@ class BucketWriter:
         self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n),
                      self.context.force_up_level0)
 
-    def take_level0_up(self) -> None:
+    def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,
         postpone compaction), take its level 0 up (Paimon's ForceUpLevel0Compaction), as Paimon's
-        writers of those do on a table whose readers skip level 0."""
+        writers of those do on a table whose readers skip level 0; `full`: to the top level, with
+        no changelog (an overwrite's files on a full-compaction table, whose readers read the top)."""
         ctx = self.context
         if ctx.role.compaction_output:
             # Its files are a compaction's output already: what this compaction replaces of them
@@ -317,7 +319,7 @@ class BucketWriter:
             # Its flushes kept the levels as they were: the files it wrote join them now.
             names = {f.file_name for f in self.levels().all_files()}
             self.levels().add_files(f for f in self.new_files + self.compact_after if f.file_name not in names)
-        self.compact(full=False, force_up_level0=True)
+        self.compact(full=full, force_up_level0=not full, changelog=not full)
 
     def compact_deletion_vectors(self, state: RestoredState,
                                  bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:

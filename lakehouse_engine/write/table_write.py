@@ -106,6 +106,9 @@ class TableWrite:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
             self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
+        #: An overwrite or rescale of a full-compaction table compacts its own files fully at
+        #: commit, as Paimon's batch writer of one does (its changelog is dropped with the overwrite).
+        self._replaces_to_top = self.primary_key and role.replaces and producer == "full-compaction"
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
         assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
@@ -364,11 +367,12 @@ class TableWrite:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
-        elif self._context.force_up_level0 and not self.options.require(WRITE_ONLY):
+        elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
             # An overwrite, a rescale or postpone compaction of a table whose readers skip level
-            # 0 takes its level 0 up too: else a new stream's first plan would miss its rows.
+            # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and
+            # a full-compaction table's next full compaction would give them again as +I).
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
-            parallel_map(lambda w: w.take_level0_up(), touched)
+            parallel_map(lambda w: w.take_level0_up(self._replaces_to_top), touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.

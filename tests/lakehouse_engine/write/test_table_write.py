@@ -88,3 +88,27 @@ def test_an_overwrite_writer_compacts_only_its_own_files(catalog: Catalog, produ
         write(t, _rows((100, "a", "new")), overwrite={"dt": "a"})
     assert not [r for r in caplog.records if "lost to a concurrent change" in r.getMessage()]
     assert [(r["id"], r["v"]) for r in read(t).to_pylist()] == [(100, "new")]
+
+
+@pytest.mark.parametrize("how", ["rescale", "overwrite"])
+def test_a_rescale_or_overwrite_of_a_full_compaction_table_leaves_its_rows_at_the_top_level(
+        catalog: Catalog, how: str) -> None:
+    # Paimon's (batch) writer of a full-compaction table compacts its own files fully at commit,
+    # and the overwrite drops that changelog. Left in level 0, the rows came back as +I at the next
+    # full compaction: keys a stream had read already, again, without a retraction.
+    t = _table(catalog, **{"changelog-producer": "full-compaction"})
+    write(t, _rows(*[(i, "a", f"v{i}") for i in range(6)]))
+    t.compact(full=True)
+    before = t.latest_snapshot()
+    assert before is not None
+    if how == "rescale":
+        t.rescale(3)
+        t = catalog.get_table("db.t")
+    else:
+        write(t, _rows(*[(i, "a", f"v{i}") for i in range(6)]), overwrite={"dt": "a"})
+    assert set(_levels(t)) == {5}
+    assert _first_stream_plan(t) == sorted((i, "a", f"v{i}") for i in range(6))
+    write(t, _rows((0, "a", "new0")))
+    t.compact(full=True)
+    changes = [(r["_row_kind"], r["id"], r["v"]) for r in t.changes(before.id).to_pylist()]
+    assert sorted(changes) == [("+U", 0, "new0"), ("-U", 0, "v0")]
