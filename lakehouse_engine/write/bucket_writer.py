@@ -74,6 +74,9 @@ class WriteContext:
     #: `changelog-producer` = lookup (not first-row, not DV): the compaction at commit takes level 0
     #: up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip level 0.
     force_up_level0: bool = False
+    #: What the latest snapshot holds now (read at most once per commit cycle): a stream writer's
+    #: later lookups check their levels against it.
+    current: Callable[[], RestoredState] | None = None
 
     @property
     def schema(self) -> TableSchema:
@@ -194,6 +197,14 @@ class BucketWriter:
                 self.lookup_base = sorted(names | self._handed_out)
                 latest = ctx.restored().latest  # (the snapshot the levels were read from)
                 self.lookup_snapshot = latest.id if latest is not None else 0
+                if self._handed_out and ctx.current is not None:
+                    # A stream writer's later commit: where the bucket is now what its levels
+                    # hold, the lookup saw the table as of now, and the staleness check need not
+                    # read (possibly expired) snapshots back to where the writer started.
+                    now = ctx.current()
+                    live = {f.file_name for f in now.bucket_files.get((self.partition.binary, self.bucket), [])}
+                    if now.latest is not None and live == names:
+                        self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
         if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:

@@ -127,6 +127,7 @@ class TableWrite:
         self._writers: dict[tuple[bytes, int], BucketWriter] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
+        self._current_state: RestoredState | None = None
         self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
         # A DV table's level 0 is invisible to readers: every commit compacts it through the
@@ -158,7 +159,8 @@ class TableWrite:
             # file), so its level 0 may only go up without the keys already above it.
             # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
             force_up_level0=(self.primary_key and not self.deletion_vectors and producer == "lookup"
-                             and opts.require(MERGE_ENGINE) != "first-row"))
+                             and opts.require(MERGE_ENGINE) != "first-row"),
+            current=self._current)
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -182,6 +184,13 @@ class TableWrite:
                    OVERWRITE_DATA if overwrite else NEW_DATA)
 
     # ---- restoring what the table already holds -------------------------------------
+    def _current(self) -> RestoredState:
+        """What the latest snapshot holds now, read once per commit cycle (prepare_commit forgets it)."""
+        with self._lock:
+            if self._current_state is None:
+                self._current_state = RestoredState.read(self.table)
+            return self._current_state
+
     def _restore(self) -> RestoredState:
         """What the latest snapshot holds (read on first use, once per writer)."""
         if self._restored is None:
@@ -348,6 +357,7 @@ class TableWrite:
         which decides `full-compaction.delta-commits`."""
         messages = []
         self._flush_all(list(self._writers.values()))
+        self._current_state = None  # the next cycle's lookups see the table as it will be then
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:
