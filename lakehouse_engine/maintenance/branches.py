@@ -24,6 +24,7 @@ from lakehouse_engine.errors import CommitConflictError, InvalidIdentifierError,
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.path_factory import BRANCH_PREFIX, MAIN_BRANCH, PathFactory, branch_path
 from lakehouse_engine.store.file_store import BranchNotExistError
+from lakehouse_engine.store.snapshot_manager import EARLIEST, LATEST
 from lakehouse_engine.store.tag_files import TAG_PREFIX, list_tags, tag_path, tag_snapshot
 
 if TYPE_CHECKING:
@@ -166,6 +167,11 @@ class BranchManager:
         # Main's snapshots that must go before anything else changes: those above the branch's
         # latest, and, when a schema file changes under them, every one from the branch point on.
         doomed = [i for i in main_ids if i >= first.id and (differing or i > last.id)]
+        # Main's long-lived changelogs from the branch point on are main's replaced history: they
+        # go first (a reader never reads them as main's changes), the branch's come last.
+        branch_changelogs = branch.snapshot_manager().list_long_lived_changelog_ids()
+        point = min([first.id, *branch_changelogs])
+        self._drop_changelogs_from(point)
         fio.delete_file(f"{main.path_factory.snapshot_dir}/LATEST")
         for sid in sorted(doomed, reverse=True):
             fio.delete_file(main.path_factory.snapshot_path(sid), quiet=False)
@@ -179,6 +185,11 @@ class BranchManager:
         for snapshot in reversed(snapshots):
             self._put_snapshot(snapshot, replace=snapshot.id in main_ids and snapshot.id not in doomed)
         self._replace_tags(branch, first.id)
+        for cid in branch_changelogs:
+            fio.overwrite_atomic(main.path_factory.long_lived_changelog_path(cid),
+                                 fio.read_bytes(branch.path_factory.long_lived_changelog_path(cid)))
+        if branch_changelogs:
+            fio.overwrite_atomic(f"{main.path_factory.changelog_dir}/{LATEST}", str(branch_changelogs[-1]).encode())
         mains.commit_latest_hint(last.id)
         later = [i for i in mains.list_snapshot_ids() if i > last.id]
         if later:
@@ -187,6 +198,23 @@ class BranchManager:
                 f"fast-forwarded to branch {name!r}; main now holds that commit on top of "
                 f"{'the branch' if later[0] == last.id + 1 else 'an older main'}: check it, then "
                 f"fast-forward again or roll back")
+
+    def _drop_changelogs_from(self, point: int) -> None:
+        """Delete main's long-lived changelogs of snapshots from `point` on, newest first (Paimon
+        0.9's fastForward leaves them, and its stream then reads main's undone changes); the files
+        only they read are orphans for `remove_orphan_files`."""
+        main, fio = self.main, self.main.file_io
+        mains = main.snapshot_manager()
+        gone = [cid for cid in mains.list_long_lived_changelog_ids() if cid >= point]
+        for cid in reversed(gone):
+            fio.delete_file(main.path_factory.long_lived_changelog_path(cid), quiet=False)
+        if gone:
+            remaining = mains.list_long_lived_changelog_ids()
+            if remaining:
+                fio.overwrite_atomic(f"{main.path_factory.changelog_dir}/{LATEST}", str(remaining[-1]).encode())
+            else:
+                for hint in (LATEST, EARLIEST):
+                    fio.delete_file(f"{main.path_factory.changelog_dir}/{hint}")
 
     def _put_snapshot(self, snapshot: Snapshot, replace: bool) -> None:
         main = self.main

@@ -67,6 +67,8 @@ class IncrementalRange:
     start: int
     end: int
     mode: str
+    #: The tags' own snapshots when tags name the range: a tag keeps its snapshot past expiry.
+    tagged: tuple[Snapshot, Snapshot] | None = None
 
 
 def is_incremental(table: FileStore) -> bool:
@@ -103,12 +105,14 @@ def incremental_range(table: FileStore) -> IncrementalRange | None:
     if earliest is None or latest is None:
         return None
     auto = CHANGELOG if changelog_producer(table) != "none" else DELTA
+    tagged: tuple[Snapshot, Snapshot] | None = None
     if between is not None:
         a, b = _pair(table, INCREMENTAL_BETWEEN.key, between)
         if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
             start, end = int(a), int(b)
         else:
-            start, end = tag_snapshot(table, a).id, tag_snapshot(table, b).id
+            tagged = (tag_snapshot(table, a), tag_snapshot(table, b))
+            start, end = tagged[0].id, tagged[1].id
             if end <= start:
                 raise InvalidOptionError(f"table {table.name}: tag end {b} (snapshot {end}) must be after "
                                          f"tag start {a} (snapshot {start})")
@@ -134,6 +138,10 @@ def incremental_range(table: FileStore) -> IncrementalRange | None:
         raise InvalidOptionError(f"table {table.name}: incremental start snapshot {start} must not be "
                                  f"after end snapshot {end}")
     resolved = auto if mode == "auto" else mode
+    if resolved == DIFF and tagged is not None:
+        # The tags hold both snapshots: no retained snapshot is needed (Paimon's
+        # IncrementalTagStartingScanner checks none).
+        return IncrementalRange(start, end, resolved, tagged)
     if resolved != DIFF:
         # Changes are read through long-lived changelogs where the snapshots have expired.
         earliest = sm.earliest_readable_id() or earliest
@@ -165,13 +173,17 @@ class IncrementalScan:
         r = self.range
         if r is None:
             return Plan([], None)
-        end = self.table.snapshot(r.end) if r.mode == DIFF else _snapshot_or_changelog(self.table, r.end)
+        if r.mode == DIFF:
+            end = r.tagged[1] if r.tagged is not None else self.table.snapshot(r.end)
+        else:
+            end = _snapshot_or_changelog(self.table, r.end)
         changes = ChangeScan(self.table, self.predicate)
         groups: dict[tuple[bytes, int], tuple[list[DataFileMeta], list[DataFileMeta]]] = {}
         if r.mode == DIFF:
             scan = changes._pruner
             after = scan.live_entries(end)
-            before = scan.live_entries(self.table.snapshot(r.start)) if r.start >= 1 else []
+            start = r.tagged[0] if r.tagged is not None else self.table.snapshot(r.start) if r.start >= 1 else None
+            before = scan.live_entries(start) if start is not None else []
             for e in after:
                 groups.setdefault((e.partition, e.bucket), ([], []))[0].append(e.file)
             for e in before:

@@ -176,7 +176,10 @@ class StreamingTableScan:
                                          f"(a streaming read cannot start from a tag)")
             start = self._not_before_earliest(start, "scan.snapshot-id")
             if mode == "from-snapshot-full":
-                snapshot = sm.get_snapshot_by_id(start)
+                # A full read needs the snapshot, not its long-lived changelog: Paimon's
+                # ContinuousFromSnapshotFullStartingScanner reads the earliest snapshot at least.
+                earliest = sm.earliest_snapshot_id()
+                snapshot = sm.get_snapshot_by_id(max(start, earliest) if earliest is not None else start)
                 if snapshot is None:
                     return Plan([], None)  # not committed yet: wait for it
                 return self._full_plan(snapshot)

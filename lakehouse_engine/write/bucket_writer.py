@@ -74,6 +74,9 @@ class WriteContext:
     #: `changelog-producer` = lookup (not first-row, not DV): the compaction at commit takes level 0
     #: up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip level 0.
     force_up_level0: bool = False
+    #: What the latest snapshot holds now (read at most once per commit cycle): a stream writer's
+    #: later lookups check their levels against it.
+    current: Callable[[], RestoredState] | None = None
 
     @property
     def schema(self) -> TableSchema:
@@ -126,6 +129,9 @@ class BucketWriter:
         #: The files of the bucket the first flush lookup since the last message compared rows with.
         self.lookup_base: list[str] | None = None
         self.lookup_snapshot: int | None = None
+        #: Every file this writer handed out in a message (a stream writer's earlier commits): its
+        #: levels hold what they left, so one its compactions removed again is no other writer's.
+        self._handed_out: set[str] = set()
         #: A DV table's compaction at commit: new vector index files, and what they were computed against.
         self.deletion_vector_files: list[IndexManifestEntry] = []
         self.deletion_vector_base: tuple[list[str], list[str]] | None = None
@@ -188,9 +194,17 @@ class BucketWriter:
             # (A write-only writer keeps its earlier runs out of the levels: they are older too.)
             names = {f.file_name for f in older}
             if self.lookup_base is None:
-                self.lookup_base = sorted(names)
+                self.lookup_base = sorted(names | self._handed_out)
                 latest = ctx.restored().latest  # (the snapshot the levels were read from)
                 self.lookup_snapshot = latest.id if latest is not None else 0
+                if self._handed_out and ctx.current is not None:
+                    # A stream writer's later commit: where the bucket is now what its levels
+                    # hold, the lookup saw the table as of now, and the staleness check need not
+                    # read (possibly expired) snapshots back to where the writer started.
+                    now = ctx.current()
+                    live = {f.file_name for f in now.bucket_files.get((self.partition.binary, self.bucket), [])}
+                    if now.latest is not None and live == names:
+                        self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
         if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
@@ -244,17 +258,21 @@ class BucketWriter:
         what this writer's flushes and compactions added."""
         if self._levels is None:
             ctx = self.context
-            self._levels = Levels(ctx.restored().bucket_files.get((self.partition.binary, self.bucket), []),
-                                  ctx.options.num_levels)
+            # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
+            # compactions take only its own files, never the rows the overwrite deletes.
+            restored = [] if ctx.role.replaces else ctx.restored().bucket_files.get(
+                (self.partition.binary, self.bucket), [])
+            self._levels = Levels(restored, ctx.options.num_levels)
         return self._levels
 
     def reset_levels(self) -> None:
         """Forget the levels: the next use reads them again from what the table then holds."""
         self._levels = None
 
-    def compact(self, full: bool, force_up_level0: bool = False) -> None:
-        """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked);
-        the results merge into what it compacted since the last message."""
+    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True) -> None:
+        """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked;
+        without `changelog`, writing no full-compaction changelog); the results merge into what it
+        compacted since the last message."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
@@ -263,7 +281,7 @@ class BucketWriter:
         unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
-        compactor = BucketCompactor(ctx.table, self.partition, self.bucket)
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog)
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
@@ -276,13 +294,15 @@ class BucketWriter:
             return
         after_names = {f.file_name for f in self.compact_after}
         before_names = {f.file_name for f in self.compact_before}
+        upgraded = {f.file_name for f in after}
         bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
         for f in before:
             if f.file_name in after_names:
                 # An intermediate file of this session, never committed: drop it for good
-                # (unless it is an upgraded committed file sharing its physical file).
+                # (unless it is an upgraded committed file sharing its physical file, or this
+                # compaction only moved it up a level).
                 self.compact_after = [a for a in self.compact_after if a.file_name != f.file_name]
-                if f.file_name not in before_names:
+                if f.file_name not in before_names and f.file_name not in upgraded:
                     ctx.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
             else:
                 self.compact_before.append(f)
@@ -294,6 +314,23 @@ class BucketWriter:
         n = self.context.full_compaction_delta_commits
         self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n),
                      self.context.force_up_level0)
+
+    def take_level0_up(self, full: bool = False) -> None:
+        """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,
+        postpone compaction), take its level 0 up (Paimon's ForceUpLevel0Compaction), as Paimon's
+        writers of those do on a table whose readers skip level 0; `full`: to the top level, with
+        no changelog (an overwrite's files on a full-compaction table, whose readers read the top)."""
+        ctx = self.context
+        if ctx.role.compaction_output:
+            # Its files are a compaction's output already: what this compaction replaces of them
+            # never lands.
+            self.compact_after.extend(self.new_files)
+            self.new_files = []
+        if ctx.write_only:
+            # Its flushes kept the levels as they were: the files it wrote join them now.
+            names = {f.file_name for f in self.levels().all_files()}
+            self.levels().add_files(f for f in self.new_files + self.compact_after if f.file_name not in names)
+        self.compact(full=full, force_up_level0=not full, changelog=not full)
 
     def compact_deletion_vectors(self, state: RestoredState,
                                  bases: dict[tuple[bytes, int], DeletionVectorBase]) -> None:
@@ -346,6 +383,7 @@ class BucketWriter:
         message.deletion_vector_files = self.deletion_vector_files
         message.deletion_vector_base = self.deletion_vector_base
         message.lookup_base, message.lookup_snapshot = self.lookup_base, self.lookup_snapshot
+        self._handed_out.update(f.file_name for f in new_files + after)
         self.new_files, self.compact_before, self.compact_after = [], [], []
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []

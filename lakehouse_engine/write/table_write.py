@@ -106,6 +106,9 @@ class TableWrite:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
             self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
+        #: An overwrite or rescale of a full-compaction table compacts its own files fully at
+        #: commit, as Paimon's batch writer of one does (its changelog is dropped with the overwrite).
+        self._replaces_to_top = self.primary_key and role.replaces and producer == "full-compaction"
         fixed = buckets if isinstance(buckets, FixedBuckets) else None
         assigner = buckets if isinstance(buckets, DynamicAssigner) else DynamicAssigner(0, 1)
         # The table's bucket mode; writing given fixed bucket counts is fixed whatever the table's.
@@ -124,6 +127,7 @@ class TableWrite:
         self._writers: dict[tuple[bytes, int], BucketWriter] = {}
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
+        self._current_state: RestoredState | None = None
         self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
         # A DV table's level 0 is invisible to readers: every commit compacts it through the
@@ -153,8 +157,10 @@ class TableWrite:
             deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache,
             # Not first-row: Paimon's readers take its files above level 0 raw (a key in one
             # file), so its level 0 may only go up without the keys already above it.
-            force_up_level0=(self.primary_key and not self.deletion_vectors and self.changelog_producer == "lookup"
-                             and opts.require(MERGE_ENGINE) != "first-row"))
+            # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
+            force_up_level0=(self.primary_key and not self.deletion_vectors and producer == "lookup"
+                             and opts.require(MERGE_ENGINE) != "first-row"),
+            current=self._current)
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -178,6 +184,13 @@ class TableWrite:
                    OVERWRITE_DATA if overwrite else NEW_DATA)
 
     # ---- restoring what the table already holds -------------------------------------
+    def _current(self) -> RestoredState:
+        """What the latest snapshot holds now, read once per commit cycle (prepare_commit forgets it)."""
+        with self._lock:
+            if self._current_state is None:
+                self._current_state = RestoredState.read(self.table)
+            return self._current_state
+
     def _restore(self) -> RestoredState:
         """What the latest snapshot holds (read on first use, once per writer)."""
         if self._restored is None:
@@ -344,6 +357,7 @@ class TableWrite:
         which decides `full-compaction.delta-commits`."""
         messages = []
         self._flush_all(list(self._writers.values()))
+        self._current_state = None  # the next cycle's lookups see the table as it will be then
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:
@@ -363,6 +377,12 @@ class TableWrite:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
+        elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
+            # An overwrite, a rescale or postpone compaction of a table whose readers skip level
+            # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and
+            # a full-compaction table's next full compaction would give them again as +I).
+            touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
+            parallel_map(lambda w: w.take_level0_up(self._replaces_to_top), touched)
         index_bases: dict[bytes, list[str]] = {}
         if self.assigner is not None:
             # What each partition's index was before this commit: the committer checks it is unchanged.

@@ -68,7 +68,9 @@ _REWRITE_BATCH_FACTOR = 4
 class BucketCompactor:
     """Runs compaction units for one (partition, bucket) and reports the files before and after."""
 
-    def __init__(self, table: BucketFiles, partition: Partition, bucket: int):
+    def __init__(self, table: BucketFiles, partition: Partition, bucket: int, changelog: bool = True):
+        """A compactor of `bucket` of `partition`; without `changelog` a full-compaction table's
+        compaction writes none (an overwrite's own files: Paimon commits no overwrite changelog)."""
         self.table = table
         schema = table.schema
         opts = schema.core_options
@@ -88,7 +90,7 @@ class BucketCompactor:
         self.budget = merge_budget(opts)
         #: The full-compaction producer's changelog files this compactor wrote.
         self.changelog_files: list[DataFileMeta] = []
-        self._full_changelog = changelog_producer(opts) == "full-compaction"
+        self._full_changelog = changelog and changelog_producer(opts) == "full-compaction"
         self._row_deduplicate = row_deduplicate(opts) if self._full_changelog else False
         if self._full_changelog:
             check_producer_options(opts, table.name)

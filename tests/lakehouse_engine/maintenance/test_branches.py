@@ -302,3 +302,47 @@ def test_a_rollback_of_main_keeps_the_files_of_a_branch_made_from_a_later_tag(ca
     assert _state(fresh(main)) == {1: 1, 2: 1, 3: 1}
     assert _state(fresh(main.branch_table("b"))) == {1: 2, 2: 1, 3: 1}
     assert main.remove_orphan_files(older_than=int(time.time() * 1000) + NOW_PLUS) == []
+
+
+def _changes(table: FileStoreTable) -> list[tuple[int, str, int, int]]:
+    start = table.snapshot_manager().earliest_readable_id()
+    assert start is not None
+    return [(r["_snapshot_id"], r["_row_kind"], r["id"], r["v"]) for r in table.changes(start - 1).to_pylist()]
+
+
+@pytest.mark.parametrize("producer", ["input", "none"])
+def test_fast_forward_replaces_mains_long_lived_changelogs_from_the_branch_point_on(
+        catalog: Catalog, producer: str) -> None:
+    # Main's changelogs kept past their snapshots describe main's own history: after a fast-forward
+    # to a branch made at t3 they were read as main's changes (rows that are in no snapshot of it),
+    # and expiry kept them over the branch's snapshots of the same ids.
+    options = {"bucket": 1, "changelog-producer": producer, "snapshot.num-retained.min": 1,
+               "snapshot.num-retained.max": 2, "changelog.num-retained.max": 50}
+    main = create_table(catalog, "t", SCHEMA, primary_keys=["id"], options=options)
+    for i in range(3):
+        write(main, _rows([i], 0))
+    main.create_tag("t3", 3)
+    for i in range(3, 10):
+        write(main, _rows([i], 99))  # main's history the fast-forward undoes
+    main.create_branch("b", "t3")
+    branch = main.branch_table("b")
+    for i in range(100, 104):
+        write(branch, _rows([i], 1))
+    branch_changes = _changes(branch)
+    main.fast_forward("b")
+    main = catalog.get_table("db.t")
+    assert _state(main) == {0: 0, 1: 0, 2: 0, 100: 1, 101: 1, 102: 1, 103: 1}
+    changes = _changes(main)
+    assert not [c for c in changes if c[3] == 99]
+    assert [c for c in changes if c[0] > 3] == [c for c in branch_changes if c[0] > 3]
+    for i in range(200, 204):
+        write(main, _rows([i], 2))
+    changes = _changes(main)
+    assert not [c for c in changes if c[3] == 99]
+    replayed = {}
+    for _, kind, key, value in changes:
+        if kind in ("+I", "+U"):
+            replayed[key] = value
+        else:
+            replayed.pop(key)
+    assert replayed == _state(main)

@@ -92,3 +92,16 @@ def test_diff_pairs_float_keys_as_paimon_orders_them(catalog: Catalog) -> None:
     rb = t.copy({"incremental-between": "1,2", "incremental-between-scan-mode": "diff"}).new_read_builder()
     rows = rb.new_read().to_arrow(rb.new_scan().plan().splits()).to_pylist()
     assert rows == [{"k": 1.0, "v": "uno"}]
+
+
+def test_a_range_of_tags_reads_the_tagged_snapshots_after_they_expired(history) -> None:  # type: ignore[no-untyped-def]
+    # A tag keeps its snapshot (and files) after expiry: Paimon's IncrementalTagStartingScanner
+    # diffs the tags' own snapshots, with no check against the retained snapshot range.
+    history.create_tag("t1", 1)
+    history.create_tag("t2", 4)
+    expected = _read(history, **{"incremental-between": "t1,t2"})
+    assert expected == [(1, "a3"), (4, "d")]
+    history.expire_snapshots(retain_max=1, retain_min=1)
+    assert history.snapshot_manager().earliest_snapshot_id() == 5
+    assert _read(history, **{"incremental-between": "t1,t2"}) == expected
+    assert _read(history, **{"incremental-between": "t1,t2", "incremental-between-scan-mode": "diff"}) == expected

@@ -37,3 +37,22 @@ def test_other_defaults_resolve_as_paimons(catalog: Catalog) -> None:
     assert startup_mode(t.copy({"scan.mode": "full"}).store) == "latest-full"
     # An explicit mode wins over the range options.
     assert startup_mode(t.copy({"scan.mode": "latest", "incremental-between": "0,1"}).store) == "latest"
+
+
+def test_from_snapshot_full_of_a_snapshot_kept_only_as_a_changelog_starts_at_the_earliest_snapshot(
+        catalog: Catalog) -> None:
+    # A full read needs the snapshot itself: Paimon's ContinuousFromSnapshotFullStartingScanner
+    # reads max(scan.snapshot-id, earliest snapshot). With changelog retention snapshot 2 is still
+    # "readable" as a long-lived changelog, and the stream waited for it forever, empty.
+    t = keyed_table(catalog, **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
+                                "changelog.num-retained.max": "20"})
+    for i in range(6):
+        put(t, (i, f"v{i}", "+I"))
+    sm = t.snapshot_manager()
+    assert sm.earliest_snapshot_id() == 5 and sm.long_lived_changelog_exists(2)
+    builder = t.copy({"scan.mode": "from-snapshot-full", "scan.snapshot-id": "2"}).new_stream_read_builder()
+    scan, read = builder.new_streaming_scan(), builder.new_read()
+    first = scan.plan()
+    assert first.snapshot_id == 5
+    assert sorted(r["id"] for r in read.to_arrow(first.splits()).to_pylist()) == [0, 1, 2, 3, 4]
+    assert scan.plan().snapshot_id == 6
