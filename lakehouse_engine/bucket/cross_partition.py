@@ -155,6 +155,9 @@ class CrossPartitionRouter:
 
     def __init__(self, table: FileStore, snapshot: Snapshot | None):
         self.table = table
+        #: The snapshot the index was read from (0: none): keys other writers committed since may
+        #: live elsewhere than the index says (the committer checks, `write.cross_partition_commit`).
+        self.snapshot_id = snapshot.id if snapshot is not None else 0
         self.index = GlobalIndex(table, snapshot)
         self.merge_engine = table.options.require(MERGE_ENGINE)
         self.assigner = DynamicBucketAssigner(table, None, fresh=True)

@@ -1,0 +1,114 @@
+"""Writers of a cross-partition table at once: a key lives in one partition whichever commit lands
+last, or the late commit conflicts; it never ends up in two partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog, CommitConflictError
+from lakehouse_engine.write.commit_message import CommitMessage
+from tests.lakehouse_engine.conftest import create_table, read, rows, snapshot_files, write
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string(), nullable=False),
+                    pa.field("v", pa.int64()), pa.field("rk", pa.string())])
+
+
+def batch(*records: tuple[Any, ...]) -> pa.Table:
+    return pa.table({"id": [r[0] for r in records], "dt": [r[1] for r in records], "v": [r[2] for r in records],
+                     "rk": [r[3] if len(r) > 3 else "+I" for r in records]}, schema=SCHEMA)
+
+
+def cross_partition_table(catalog: Catalog, **options: str):
+    return create_table(catalog, "moves", SCHEMA, primary_keys=["id"], partition_keys=["dt"],
+                        options={"bucket": "-1", "rowkind.field": "rk", **options})
+
+
+def prepared(table, data: pa.Table) -> tuple[Any, list[CommitMessage]]:
+    """A batch written (its global index bootstrapped now) but not committed yet."""
+    wb = table.new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(data)
+    return wb.new_commit(), w.prepare_commit()
+
+
+def view(table) -> list[tuple[Any, ...]]:
+    return [(r["id"], r["dt"], r["v"]) for r in rows(read(table), "id", "dt")]
+
+
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+@pytest.mark.parametrize("late", [
+    pytest.param(batch((1, "c", 30)), id="moves-elsewhere"),
+    pytest.param(batch((1, "a", 30)), id="updates-where-it-was"),
+    pytest.param(batch((1, "c", 30), (2, "b", 40)), id="moves-elsewhere-and-writes-the-partition"),
+])
+def test_a_late_writer_of_a_key_another_writer_moved_conflicts(catalog: Catalog, producer: str,
+                                                                late: pa.Table) -> None:
+    """Writer B routed key 1 with the global index of the snapshot before writer A moved it to
+    partition b: B's commit would leave the key in two partitions, so it conflicts and the table
+    keeps A's commit only."""
+    table = cross_partition_table(catalog, **{"changelog-producer": producer})
+    write(table, batch((1, "a", 10), (2, "a", 20)))
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "b", 11)))
+    commit_b, messages_b = prepared(catalog.get_table("db.moves"), late)
+    commit_a.commit(messages_a)
+    before = snapshot_files(table)
+    with pytest.raises(CommitConflictError, match="another partition or bucket"):
+        commit_b.commit(messages_b)
+    commit_b.abort(messages_b)
+    # Nothing changed but B's uncommitted files, which the abort removed.
+    names = [f.file_name for m in messages_b
+             for f in m.new_files + m.new_changelog + m.compact_changelog + m.compact_after]
+    assert snapshot_files(table) == {p: b for p, b in before.items() if not any(n in p for n in names)}
+    assert view(table) == [(1, "b", 11), (2, "a", 20)]
+
+
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_two_writers_inserting_one_new_key_in_two_partitions_conflict(catalog: Catalog, producer: str) -> None:
+    table = cross_partition_table(catalog, **{"changelog-producer": producer})
+    write(table, batch((2, "a", 20)))
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "a", 10)))
+    commit_b, messages_b = prepared(catalog.get_table("db.moves"), batch((1, "b", 11)))
+    commit_a.commit(messages_a)
+    with pytest.raises(CommitConflictError, match="another partition or bucket"):
+        commit_b.commit(messages_b)
+    commit_b.abort(messages_b)
+    assert view(table) == [(1, "a", 10), (2, "a", 20)]
+    # Written again (a fresh index sees the key in a), the key moves: one row, in b.
+    write(catalog.get_table("db.moves"), batch((1, "b", 11)))
+    assert view(table) == [(1, "b", 11), (2, "a", 20)]
+
+
+def test_writers_of_the_same_partition_and_bucket_are_resequenced_not_refused(catalog: Catalog) -> None:
+    """Both writers update the key where it lives: the later commit wins, no conflict."""
+    table = cross_partition_table(catalog)
+    write(table, batch((1, "a", 10), (2, "a", 20)))
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "a", 11)))
+    commit_b, messages_b = prepared(catalog.get_table("db.moves"), batch((1, "a", 12)))
+    commit_a.commit(messages_a)
+    commit_b.commit(messages_b)
+    assert view(table) == [(1, "a", 12), (2, "a", 20)]
+
+
+def test_writers_of_other_keys_do_not_conflict(catalog: Catalog) -> None:
+    table = cross_partition_table(catalog)
+    write(table, batch((1, "a", 10), (2, "a", 20)))
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "b", 11)))
+    commit_b, messages_b = prepared(catalog.get_table("db.moves"), batch((2, "c", 21), (3, "b", 30)))
+    commit_a.commit(messages_a)
+    commit_b.commit(messages_b)
+    assert view(table) == [(1, "b", 11), (2, "c", 21), (3, "b", 30)]
+
+
+def test_a_stream_writers_own_earlier_moves_do_not_conflict(catalog: Catalog) -> None:
+    """A stream writer's index knows where its own commits put keys: only others' commits count."""
+    table = cross_partition_table(catalog)
+    write(table, batch((1, "a", 10)))
+    builder = table.new_stream_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    for i, dt in enumerate(["b", "c", "a"], start=1):
+        w.write_arrow(batch((1, dt, 10 + i)))
+        c.commit(w.prepare_commit(i), i)
+        assert view(table) == [(1, dt, 10 + i)]
