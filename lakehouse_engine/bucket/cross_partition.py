@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
+from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.float_order import canonical_nan_array
@@ -167,6 +168,22 @@ class CrossPartitionRouter:
         self.partition_keys = list(schema.partition_keys)
         self.bucket_key_names = schema.trimmed_primary_keys
         self.bucket_key_types = schema.types_of(self.bucket_key_names)
+
+    def advance(self, commit_user: str) -> int:
+        """The snapshot the index is good for, moved past the writer's own commits and compactions
+        since (its index holds its own moves; compactions move no key), up to another writer's
+        commit: the committer then reads only snapshots after it, once each over a stream of commits."""
+        snapshots = self.table.snapshot_manager()
+        latest = snapshots.latest_snapshot_id() or 0
+        while self.snapshot_id < latest:
+            try:
+                s = snapshots.snapshot(self.snapshot_id + 1)
+            except SnapshotNotExistError:
+                break  # expired meanwhile: the committer decides
+            if s.commit_user != commit_user and s.commit_kind != "COMPACT":
+                break
+            self.snapshot_id = s.id
+        return self.snapshot_id
 
     def route(self, rows: pa.Table, kinds: np.ndarray) -> tuple[pa.Table, np.ndarray, np.ndarray]:
         """(rows to write, their kinds, their buckets): the batch after applying the merge engine's

@@ -374,7 +374,7 @@ class TableWrite:
                 continue
             message = writer.drain_increment()
             if self.buckets.router is not None:
-                message.route_snapshot = self.buckets.router.snapshot_id
+                message.route_snapshot = self.buckets.router.advance(self.commit_user)
             if self.assigner is not None:
                 message.index_base = None if self.assigner.fresh else index_bases[key[0]]
                 message.inserted_keys = self.assigner.inserted.pop(key, 0)

@@ -112,3 +112,24 @@ def test_a_stream_writers_own_earlier_moves_do_not_conflict(catalog: Catalog) ->
         w.write_arrow(batch((1, dt, 10 + i)))
         c.commit(w.prepare_commit(i), i)
         assert view(table) == [(1, dt, 10 + i)]
+
+
+def test_a_stream_writers_index_base_moves_past_its_own_commits_up_to_another_writers(catalog: Catalog) -> None:
+    """So the committer reads each snapshot since the index once over a stream of commits, not
+    every snapshot since the writer started at every commit."""
+    table = cross_partition_table(catalog)
+    write(table, batch((1, "a", 10)))
+    builder = table.new_stream_write_builder()
+    w, c = builder.new_write(), builder.new_commit()
+    for i in (1, 2):
+        w.write_arrow(batch((1, "b" if i == 1 else "c", 10 + i)))
+        messages = w.prepare_commit(i)
+        assert {m.route_snapshot for m in messages} == {table.latest_snapshot().id}
+        c.commit(messages, i)
+    write(catalog.get_table("db.moves"), batch((2, "a", 20)))  # another writer's commit
+    seen = table.latest_snapshot().id - 1
+    w.write_arrow(batch((1, "a", 13)))
+    messages = w.prepare_commit(3)
+    assert {m.route_snapshot for m in messages} == {seen}
+    c.commit(messages, 3)  # the other writer wrote another key: no conflict
+    assert view(table) == [(1, "a", 13), (2, "a", 20)]
