@@ -1,5 +1,6 @@
-"""Writers of a cross-partition table at once: a key lives in one partition whichever commit lands
-last, or the late commit conflicts; it never ends up in two partitions."""
+"""Writers that assign buckets themselves, at once: a key lives in one partition and bucket
+whichever commit lands last, or the late commit conflicts (a clear error, nothing stored changes);
+it never ends up in two buckets (dynamic bucket) or two partitions (cross-partition upsert)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,28 @@ def test_a_stream_writers_index_base_moves_past_its_own_commits_up_to_another_wr
     assert {m.route_snapshot for m in messages} == {seen}
     c.commit(messages, 3)  # the other writer wrote another key: no conflict
     assert view(table) == [(1, "a", 13), (2, "a", 20)]
+
+
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_dynamic_bucket_writers_placing_one_new_key_in_two_buckets_conflict(catalog: Catalog, producer: str) -> None:
+    """With one key per bucket, writer B's batch fills the bucket A puts key 10 in with key 11 and
+    puts 10 in the next bucket: committed, the key would read twice."""
+    table = create_table(catalog, "dyn", SCHEMA, primary_keys=["id"], options={
+        "bucket": "-1", "dynamic-bucket.target-row-num": "1", "rowkind.field": "rk",
+        "changelog-producer": producer})
+    write(table, batch((1, "a", 1)))
+    commit_a, messages_a = prepared(catalog.get_table("db.dyn"), batch((10, "a", 100)))
+    commit_b, messages_b = prepared(catalog.get_table("db.dyn"), batch((11, "a", 110), (10, "a", 101)))
+    # B put key 11 where A put key 10, and key 10 in a bucket of its own.
+    assert len(messages_b) == 2 and {m.bucket for m in messages_a} < {m.bucket for m in messages_b}
+    commit_a.commit(messages_a)
+    before = snapshot_files(table)
+    with pytest.raises(CommitConflictError, match="assigned new keys to dynamic buckets"):
+        commit_b.commit(messages_b)
+    commit_b.abort(messages_b)
+    names = [f.file_name for m in messages_b
+             for f in m.new_files + m.new_changelog + m.compact_changelog + m.compact_after]
+    names += [e.file_name for m in messages_b for e in m.new_index_files]
+    assert snapshot_files(table) == {p: b for p, b in before.items() if not any(n in p for n in names)}
+    write(catalog.get_table("db.dyn"), batch((11, "a", 110), (10, "a", 101)))
+    assert view(table) == [(1, "a", 1), (10, "a", 101), (11, "a", 110)]
