@@ -345,9 +345,11 @@ class LookupPrefetch:
         asked = self._asked.setdefault(key, set())
         wanted = [f for f in files if f.level > 0 and f.file_name not in asked]
         if wanted:
-            bounds = pc.min_max(rows.column(self._key_names[0]))
-            first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
-            wanted = files_meeting_keys(wanted, self._key_types, first)
+            # A warm-up never fails a write: on any error every file is read (the lookup reports it).
+            with contextlib.suppress(Exception):
+                bounds = pc.min_max(rows.column(self._key_names[0]))
+                first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
+                wanted = files_meeting_keys(wanted, self._key_types, first)
         if not wanted:
             return
         asked.update(f.file_name for f in wanted)
