@@ -28,6 +28,7 @@ from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.float_order import canonical_nan_array
+from lakehouse_engine.format.snapshot import CommitKind
 from lakehouse_engine.mergetree.merge import DELETE, INSERT, UPDATE_AFTER
 from lakehouse_engine.options import CROSS_PARTITION_UPSERT_INDEX_TTL, MERGE_ENGINE
 from lakehouse_engine.partition import Partition, PartitionCodec
@@ -180,7 +181,7 @@ class CrossPartitionRouter:
                 s = snapshots.snapshot(self.snapshot_id + 1)
             except SnapshotNotExistError:
                 break  # expired meanwhile: the committer decides
-            if s.commit_user != commit_user and s.commit_kind != "COMPACT":
+            if s.commit_user != commit_user and s.commit_kind != CommitKind.COMPACT:
                 break
             self.snapshot_id = s.id
         return self.snapshot_id

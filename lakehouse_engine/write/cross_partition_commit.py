@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import CommitConflictError, LakehouseError, SnapshotNotExistError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
-from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.write.commit_message import CommitMessage
 
@@ -52,7 +52,7 @@ def check_keys_stay_put(table: FileStore, messages: Sequence[CommitMessage], lat
         except SnapshotNotExistError:
             raise _conflict(table, f"snapshot {sid}, committed since this write read its index, expired "
                                    f"meanwhile, so where it put keys is unknown") from None
-        if s.commit_kind != "COMPACT" and s.commit_user != commit_user:
+        if s.commit_kind != CommitKind.COMPACT and s.commit_user != commit_user:
             added += [(sid, e) for e in mio.added_entries(s)]
     if not added:
         return
