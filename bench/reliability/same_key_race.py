@@ -4,13 +4,17 @@ Each writer process writes a batch, waits a little (so others commit in between:
 then late and must be re-sequenced), commits, and records (snapshot id, batch) once `commit()`
 returned. The table must read as those batches applied in snapshot-id order, before and after a
 full compaction (of a DV table: each snapshot without level-0 files, where every commit before it
-is looked up). Writers retry a CommitConflictError (two dynamic-bucket writers assigned the same
-new key; a lookup changelog computed against rows another writer replaced since) with a fresh
-write. Used by `campaign_concurrency` and by the tests.
+is looked up). Writers retry a CommitConflictError with a fresh write (a lookup changelog
+computed against rows another writer replaced since; a dynamic-bucket writer placing a new key another writer placed since; a cross-partition
+writer routing a key another writer committed elsewhere since). No key may read twice (in two
+buckets or partitions). Used by `campaign_concurrency` and by the tests.
 
-Modes with a changelog producer (`lookup`, `lookup-dv`, `full-compaction`) also check the
-changelog: every snapshot's changes (read with `read.changes`), concatenated in snapshot order
-and replayed on the empty table, give the table, and every `-U`/`-D` is exactly the row it
+The cross-partition modes partition by `p` = `v` mod 3, which the key `id` does not hold, so
+nearly every upsert moves its key to another partition (`-D` there, the row in the new one).
+Modes with a changelog producer (`lookup`, `lookup-dv`, `lookup-dynamic`,
+`lookup-cross-partition`, `full-compaction`) also check the changelog: every snapshot's changes
+(read with `read.changes`), concatenated in snapshot order and replayed on the empty table (per
+partition and key where keys move), give the table, and every `-U`/`-D` is exactly the row it
 replaces (Paimon's before-images). The `full-compaction` writers are stream writers whose every
 `full-compaction.delta-commits`-th commit compacts fully, racing a compactor process.
 """
