@@ -5,8 +5,9 @@ then late and must be re-sequenced), commits, and records (snapshot id, batch) o
 returned. The table must read as those batches applied in snapshot-id order, before and after a
 full compaction (of a DV table: each snapshot without level-0 files, where every commit before it
 is looked up). Writers retry a CommitConflictError with a fresh write (a lookup changelog
-computed against rows another writer replaced since; a dynamic-bucket writer placing a new key another writer placed since; a cross-partition
-writer routing a key another writer committed elsewhere since). No key may read twice (in two
+computed against rows another writer replaced since; a dynamic-bucket writer placing a new key
+another writer placed since; a cross-partition writer routing a key another writer committed
+elsewhere since). No key may read twice (in two
 buckets or partitions). Used by `campaign_concurrency` and by the tests.
 
 The cross-partition modes partition by `p` = `v` mod 3, which the key `id` does not hold, so
