@@ -7,8 +7,8 @@ full compaction (of a DV table: each snapshot without level-0 files, where every
 is looked up). Writers retry a CommitConflictError with a fresh write (a lookup changelog
 computed against rows another writer replaced since; a dynamic-bucket writer placing a new key
 another writer placed since; a cross-partition writer routing a key another writer committed
-elsewhere since). No key may read twice (in two
-buckets or partitions). Used by `campaign_concurrency` and by the tests.
+elsewhere since). No key may read twice (in two buckets or partitions). Used by
+`campaign_concurrency` and by the tests.
 
 The cross-partition modes partition by `p` = `v` mod 3, which the key `id` does not hold, so
 nearly every upsert moves its key to another partition (`-D` there, the row in the new one).
