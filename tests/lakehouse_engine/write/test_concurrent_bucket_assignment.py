@@ -35,6 +35,19 @@ def prepared(table, data: pa.Table) -> tuple[Any, list[CommitMessage]]:
     return wb.new_commit(), w.prepare_commit()
 
 
+def conflicts_untouched(table, commit: Any, messages: list[CommitMessage], error: str) -> None:
+    """`commit(messages)` raises CommitConflictError matching `error`, and once aborted nothing
+    stored changed but the messages' uncommitted files, which the abort removed."""
+    before = snapshot_files(table)
+    with pytest.raises(CommitConflictError, match=error):
+        commit.commit(messages)
+    commit.abort(messages)
+    names = [f.file_name for m in messages
+             for f in m.new_files + m.new_changelog + m.compact_changelog + m.compact_after]
+    names += [e.file_name for m in messages for e in m.new_index_files]
+    assert snapshot_files(table) == {p: b for p, b in before.items() if not any(n in p for n in names)}
+
+
 def view(table) -> list[tuple[Any, ...]]:
     return [(r["id"], r["dt"], r["v"]) for r in rows(read(table), "id", "dt")]
 
@@ -55,14 +68,7 @@ def test_a_late_writer_of_a_key_another_writer_moved_conflicts(catalog: Catalog,
     commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "b", 11)))
     commit_b, messages_b = prepared(catalog.get_table("db.moves"), late)
     commit_a.commit(messages_a)
-    before = snapshot_files(table)
-    with pytest.raises(CommitConflictError, match="another partition or bucket"):
-        commit_b.commit(messages_b)
-    commit_b.abort(messages_b)
-    # Nothing changed but B's uncommitted files, which the abort removed.
-    names = [f.file_name for m in messages_b
-             for f in m.new_files + m.new_changelog + m.compact_changelog + m.compact_after]
-    assert snapshot_files(table) == {p: b for p, b in before.items() if not any(n in p for n in names)}
+    conflicts_untouched(table, commit_b, messages_b, "another partition or bucket")
     assert view(table) == [(1, "b", 11), (2, "a", 20)]
 
 
@@ -73,9 +79,7 @@ def test_two_writers_inserting_one_new_key_in_two_partitions_conflict(catalog: C
     commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((1, "a", 10)))
     commit_b, messages_b = prepared(catalog.get_table("db.moves"), batch((1, "b", 11)))
     commit_a.commit(messages_a)
-    with pytest.raises(CommitConflictError, match="another partition or bucket"):
-        commit_b.commit(messages_b)
-    commit_b.abort(messages_b)
+    conflicts_untouched(table, commit_b, messages_b, "another partition or bucket")
     assert view(table) == [(1, "a", 10), (2, "a", 20)]
     # Written again (a fresh index sees the key in a), the key moves: one row, in b.
     write(catalog.get_table("db.moves"), batch((1, "b", 11)))
@@ -149,13 +153,6 @@ def test_dynamic_bucket_writers_placing_one_new_key_in_two_buckets_conflict(cata
     # B put key 11 where A put key 10, and key 10 in a bucket of its own.
     assert len(messages_b) == 2 and {m.bucket for m in messages_a} < {m.bucket for m in messages_b}
     commit_a.commit(messages_a)
-    before = snapshot_files(table)
-    with pytest.raises(CommitConflictError, match="assigned new keys to dynamic buckets"):
-        commit_b.commit(messages_b)
-    commit_b.abort(messages_b)
-    names = [f.file_name for m in messages_b
-             for f in m.new_files + m.new_changelog + m.compact_changelog + m.compact_after]
-    names += [e.file_name for m in messages_b for e in m.new_index_files]
-    assert snapshot_files(table) == {p: b for p, b in before.items() if not any(n in p for n in names)}
+    conflicts_untouched(table, commit_b, messages_b, "assigned new keys to dynamic buckets")
     write(catalog.get_table("db.dyn"), batch((11, "a", 110), (10, "a", 101)))
     assert view(table) == [(1, "a", 1), (10, "a", 101), (11, "a", 110)]
