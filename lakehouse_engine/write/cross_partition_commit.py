@@ -82,7 +82,8 @@ def _conflict(table: FileStore, why: str) -> CommitConflictError:
 
 
 class _KeyReader:
-    """The distinct keys of data files of any buckets (None when one will not read)."""
+    """The distinct keys of data files of any buckets (None when one will not read); each file's
+    keys are read once per check, however many of this commit's buckets meet it."""
 
     def __init__(self, table: FileStore, key_names: list[str]):
         self.table = table
@@ -91,13 +92,18 @@ class _KeyReader:
         self.schema = pa.schema([file_schema.field(k) for k in key_names])
         self.reader = table.file_reader()
         self.codec = table.partition_codec()
+        self._read: dict[tuple[bytes, int, str], pa.Table] = {}
 
     def of(self, files: list[tuple[bytes, int, DataFileMeta]]) -> pa.Table | None:
         tables = []
         try:
             for partition, bucket, f in files:
-                bucket_dir = self.table.path_factory.bucket_dir(self.codec.from_binary(partition).spec, bucket)
-                tables.append(self.reader.read(f"{bucket_dir}/{f.file_name}", self.key_names, self.schema, f))
-        except LakehouseError:
-            return None  # when in doubt, the keys are shared
+                where = (partition, bucket, f.file_name)
+                if where not in self._read:
+                    bucket_dir = self.table.path_factory.bucket_dir(self.codec.from_binary(partition).spec, bucket)
+                    self._read[where] = self.reader.read(f"{bucket_dir}/{f.file_name}", self.key_names,
+                                                         self.schema, f)
+                tables.append(self._read[where])
+        except (LakehouseError, OSError):
+            return None  # when in doubt (a file gone or damaged), the keys are shared
         return pa.concat_tables(tables).group_by(self.key_names).aggregate([])

@@ -156,3 +156,15 @@ def test_dynamic_bucket_writers_placing_one_new_key_in_two_buckets_conflict(cata
     conflicts_untouched(table, commit_b, messages_b, "assigned new keys to dynamic buckets")
     write(catalog.get_table("db.dyn"), batch((11, "a", 110), (10, "a", 101)))
     assert view(table) == [(1, "a", 1), (10, "a", 101), (11, "a", 110)]
+
+
+def test_a_commit_whose_index_window_expired_conflicts(catalog: Catalog) -> None:
+    """Where another writer put keys is unknown once its snapshot expired: the late commit conflicts."""
+    table = cross_partition_table(catalog)
+    write(table, batch((1, "a", 10)))
+    commit_b, messages_b = prepared(catalog.get_table("db.moves"), batch((2, "b", 20)))
+    write(catalog.get_table("db.moves"), batch((3, "c", 30)))
+    write(catalog.get_table("db.moves"), batch((4, "c", 40)))
+    table.expire_snapshots(retain_max=1, retain_min=1)
+    conflicts_untouched(table, commit_b, messages_b, "expired meanwhile")
+    assert view(table) == [(1, "a", 10), (3, "c", 30), (4, "c", 40)]
