@@ -4,13 +4,18 @@ Each writer process writes a batch, waits a little (so others commit in between:
 then late and must be re-sequenced), commits, and records (snapshot id, batch) once `commit()`
 returned. The table must read as those batches applied in snapshot-id order, before and after a
 full compaction (of a DV table: each snapshot without level-0 files, where every commit before it
-is looked up). Writers retry a CommitConflictError (two dynamic-bucket writers assigned the same
-new key; a lookup changelog computed against rows another writer replaced since) with a fresh
-write. Used by `campaign_concurrency` and by the tests.
+is looked up). Writers retry a CommitConflictError with a fresh write (a lookup changelog
+computed against rows another writer replaced since; a dynamic-bucket writer placing a new key
+another writer placed since; a cross-partition writer routing a key another writer committed
+elsewhere since). No key may read twice (in two buckets or partitions). Used by
+`campaign_concurrency` and by the tests.
 
-Modes with a changelog producer (`lookup`, `lookup-dv`, `full-compaction`) also check the
-changelog: every snapshot's changes (read with `read.changes`), concatenated in snapshot order
-and replayed on the empty table, give the table, and every `-U`/`-D` is exactly the row it
+The cross-partition modes partition by `p` = `v` mod 3, which the key `id` does not hold, so
+nearly every upsert moves its key to another partition (`-D` there, the row in the new one).
+Modes with a changelog producer (`lookup`, `lookup-dv`, `lookup-dynamic`,
+`lookup-cross-partition`, `full-compaction`) also check the changelog: every snapshot's changes
+(read with `read.changes`), concatenated in snapshot order and replayed on the empty table (per
+partition and key where keys move), give the table, and every `-U`/`-D` is exactly the row it
 replaces (Paimon's before-images). The `full-compaction` writers are stream writers whose every
 `full-compaction.delta-commits`-th commit compacts fully, racing a compactor process.
 """
@@ -31,8 +36,10 @@ from lakehouse_engine import Catalog, CommitConflictError, Schema
 from lakehouse_engine.write.table_commit import BATCH_COMMIT_IDENTIFIER, TableCommit
 from lakehouse_engine.write.write_builder import StreamTableCommit, StreamWriteBuilder
 
+#: `p` is a function of `v` (v mod 3), so the model of key -> v also says each key's partition.
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
-                    pa.field("rk", pa.string())])
+                    pa.field("rk", pa.string()), pa.field("p", pa.int64(), nullable=False)])
+PARTITIONS = 3
 MODES = {"fixed": {"bucket": "2"}, "dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8"},
          # Deletion vectors: every commit compacts its level 0 through the lookup and marks rows.
          "dv": {"bucket": "2", "deletion-vectors.enabled": "true"},
@@ -42,7 +49,16 @@ MODES = {"fixed": {"bucket": "2"}, "dynamic": {"bucket": "-1", "dynamic-bucket.t
          "lookup": {"bucket": "2", "changelog-producer": "lookup"},
          "lookup-dv": {"bucket": "2", "changelog-producer": "lookup", "deletion-vectors.enabled": "true"},
          "full-compaction": {"bucket": "2", "changelog-producer": "full-compaction",
-                             "full-compaction.delta-commits": "2"}}
+                             "full-compaction.delta-commits": "2"},
+         # The lookup where writers assign buckets themselves: through the dynamic bucket index
+         # (two writers may put a new key in different buckets), and across partitions (a key
+         # whose row names another partition moves: -D in the old one, +I in the new).
+         "lookup-dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "8", "changelog-producer": "lookup"},
+         "cross-partition": {"bucket": "-1", "dynamic-bucket.target-row-num": "8"},
+         "lookup-cross-partition": {"bucket": "-1", "dynamic-bucket.target-row-num": "8",
+                                    "changelog-producer": "lookup"}}
+#: Modes partitioned by `p`, which the primary key does not hold: cross-partition upsert.
+PARTITIONED = {"cross-partition", "lookup-cross-partition"}
 #: Modes whose writers are stream writers (commit identifiers 1, 2, ...) raced by a compactor process.
 STREAMING = {"full-compaction"}
 TABLE = "db.race"
@@ -63,6 +79,10 @@ class RaceReport:
     #: Snapshots checked against the model (a DV table's snapshots holding level-0 files are not:
     #: their newest rows are not yet looked up, invisible as in Paimon).
     snapshots_checked: int = 0
+    #: Rows that repeat a key (the same key in two buckets or partitions), over the snapshots
+    #: checked, and after the full compaction.
+    duplicate_rows: int = 0
+    duplicate_after_full_compaction: int = 0
     #: Changelog modes: the changelog rows read, the keys whose replay in snapshot order differs
     #: from the table, and the rows breaking a before-image (the first few, described).
     changelog_rows: int = 0
@@ -74,8 +94,8 @@ class RaceReport:
 
 
 def _batch(ops: list[Op]) -> pa.Table:
-    return pa.table({"id": [k for k, _, _ in ops], "v": [v for _, v, _ in ops], "rk": [r for _, _, r in ops]},
-                    schema=SCHEMA)
+    return pa.table({"id": [k for k, _, _ in ops], "v": [v for _, v, _ in ops], "rk": [r for _, _, r in ops],
+                     "p": [v % PARTITIONS for _, v, _ in ops]}, schema=SCHEMA)
 
 
 def _writer(warehouse: str, writer: int, rounds: int, keys: int, pause_ms: tuple[int, int],
@@ -142,12 +162,15 @@ def _apply(model: dict[int, int], ops: list[Op]) -> None:
             model[k] = v
 
 
-def _state(table: Any, snapshot_id: int | None = None) -> dict[int, int]:
+def _state(table: Any, snapshot_id: int | None = None) -> tuple[dict[int, int], int]:
+    """The table's key -> v (at `snapshot_id`), and how many rows repeat a key (a key in two
+    buckets or partitions: each merges on its own, so both rows read)."""
     rb = table.new_read_builder()
     if snapshot_id is not None:
         rb = rb.with_snapshot(snapshot_id)
     t = rb.new_read().to_arrow(rb.new_scan().plan().splits())
-    return dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+    rows = dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+    return rows, t.num_rows - len(rows)
 
 
 def _differences(expected: dict[int, int], actual: dict[int, int]) -> tuple[int, int]:
@@ -156,15 +179,33 @@ def _differences(expected: dict[int, int], actual: dict[int, int]) -> tuple[int,
     return lost, wrong
 
 
-def _changelog(table: Any) -> tuple[dict[int, int], list[str], int]:
+def _changelog(table: Any, partitioned: bool) -> tuple[dict[int, int], list[str], int]:
     """Every snapshot's changes in snapshot order replayed on the empty table (the state they give),
-    the rows whose before-image is not the row the changes before them left, and the row count."""
-    state: dict[int, int] = {}
+    the rows whose before-image is not the row the changes before them left, and the row count.
+
+    A partitioned table's changes are replayed per (partition, key): a key that moved has its
+    `-D` in the old partition and `+I` in the new, in either order within the snapshot; after
+    each snapshot, no key may be in two partitions."""
+    state: dict[Any, int] = {}
     errors: list[str] = []
     changes = table.changes(0)
-    pending: tuple[int, int] | None = None  # the -U just read: (key, value)
-    columns = (changes.column(c).to_pylist() for c in ("_snapshot_id", "_row_kind", "id", "v"))
-    for sid, kind, k, v in zip(*columns, strict=True):
+    pending: tuple[Any, int] | None = None  # the -U just read: (key, value)
+    ids = changes.column("id").to_pylist()
+    keys = list(zip(changes.column("p").to_pylist(), ids, strict=True)) if partitioned else ids
+    columns = [changes.column(c).to_pylist() for c in ("_snapshot_id", "_row_kind")]
+    # The snapshot being replayed and the (partition, key) pairs it changed, checked when it ends.
+    touched: tuple[int, set[Any]] = (-1, set())
+    rows = list(zip(*columns, keys, changes.column("v").to_pylist(), strict=True))
+    for sid, kind, k, v in rows + [(None, None, None, None)]:
+        if partitioned and sid != touched[0]:
+            for key in sorted({key for _, key in touched[1]}):
+                if sum(1 for p in range(PARTITIONS) if (p, key) in state) > 1:
+                    errors.append(f"snapshot {touched[0]} leaves key {key} in two partitions")
+            touched = (sid, set())
+        if sid is None:
+            break
+        if partitioned:
+            touched[1].add(k)
         where = f"snapshot {sid}: {kind} of key {k} = {v}"
         if kind == "+U" and (pending is None or pending[0] != k):
             errors.append(f"{where} follows no -U of its key")
@@ -181,7 +222,9 @@ def _changelog(table: Any) -> tuple[dict[int, int], list[str], int]:
         pending = (k, v) if kind == "-U" else None
     if pending is not None:
         errors.append(f"the last -U (key {pending[0]}) has no +U")
-    return state, errors, changes.num_rows
+    # (A key in two partitions at the end was reported with its snapshot above.)
+    replayed = {(k[1] if partitioned else k): v for k, v in state.items()}
+    return replayed, errors, changes.num_rows
 
 
 def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys: int = 8,
@@ -193,7 +236,9 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
     options = {"rowkind.field": "rk", "commit.max-retries": "200", "commit.min-retry-wait": "1 ms",
                "commit.max-retry-wait": "50 ms", "snapshot.num-retained.min": "100000",
                "snapshot.num-retained.max": "100000", **MODES[mode]}
-    catalog.create_table(TABLE, Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options=options))
+    partitioned = mode in PARTITIONED
+    catalog.create_table(TABLE, Schema.from_pyarrow_schema(
+        SCHEMA, partition_keys=["p"] if partitioned else None, primary_keys=["id"], options=options))
     table = catalog.get_table(TABLE)
     # Every key exists first, so dynamic-bucket writers mostly update keys their bucket owns.
     wb = table.new_batch_write_builder()
@@ -229,7 +274,7 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
     # Every snapshot must read as the commits up to it, in snapshot order (not only the last one,
     # where later writes would hide a wrong winner of an earlier race).
     model = {k: -1 for k in range(keys)}
-    lost = wrong = checked = 0
+    lost = wrong = checked = duplicated = 0
     dv = "deletion-vectors.enabled" in options
     pending = iter(records)
     upcoming = next(pending, None)
@@ -239,19 +284,22 @@ def run_race(workdir: Path, mode: str, writers: int = 3, rounds: int = 12, keys:
             upcoming = next(pending, None)
         if dv and any(e.file.level == 0 for e in table.store.manifest_io().live_entries(snapshot)):
             continue
-        missing, bad = _differences(model, _state(table, snapshot.id))
-        lost, wrong, checked = lost + missing, wrong + bad, checked + 1
+        rows, repeated = _state(table, snapshot.id)
+        missing, bad = _differences(model, rows)
+        lost, wrong, checked, duplicated = lost + missing, wrong + bad, checked + 1, duplicated + repeated
     resequenced = sum(1 for r in records if r["resequenced"])
     table.compact(full=True)
-    lost_c, wrong_c = _differences(model, _state(table))
+    final, repeated_c = _state(table)
+    lost_c, wrong_c = _differences(model, final)
     conflicts = sum(int(Path(a + ".conflicts").read_text()) for a in acks)
-    report = RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c, checked)
+    report = RaceReport(len(records), conflicts, resequenced, lost, wrong, lost_c, wrong_c, checked,
+                        duplicate_rows=duplicated, duplicate_after_full_compaction=repeated_c)
     if compactor is not None:
         report.compactions, report.compactions_lost = json.loads(compacted.read_text())
     if options.get("changelog-producer", "none") != "none":
         # (After the full compaction: a full-compaction changelog is complete there.)
-        replayed, report.before_image_errors, report.changelog_rows = _changelog(table)
-        table_rows = _state(table)
+        replayed, report.before_image_errors, report.changelog_rows = _changelog(table, partitioned)
+        table_rows = final
         report.changelog_wrong_keys = sum(1 for k in set(replayed) | set(table_rows)
                                           if replayed.get(k) != table_rows.get(k))
     return report

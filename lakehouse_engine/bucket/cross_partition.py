@@ -24,9 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.bucket.dynamic import DynamicBucketAssigner
+from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.binary_rows import serialize_rows
 from lakehouse_engine.format.bucket_hash import hash_rows
 from lakehouse_engine.format.float_order import canonical_nan_array
+from lakehouse_engine.format.snapshot import CommitKind
 from lakehouse_engine.mergetree.merge import DELETE, INSERT, UPDATE_AFTER
 from lakehouse_engine.options import CROSS_PARTITION_UPSERT_INDEX_TTL, MERGE_ENGINE
 from lakehouse_engine.partition import Partition, PartitionCodec
@@ -155,6 +157,9 @@ class CrossPartitionRouter:
 
     def __init__(self, table: FileStore, snapshot: Snapshot | None):
         self.table = table
+        #: The snapshot the index was read from (0: none): keys other writers committed since may
+        #: live elsewhere than the index says (the committer checks, `write.cross_partition_commit`).
+        self.snapshot_id = snapshot.id if snapshot is not None else 0
         self.index = GlobalIndex(table, snapshot)
         self.merge_engine = table.options.require(MERGE_ENGINE)
         self.assigner = DynamicBucketAssigner(table, None, fresh=True)
@@ -164,6 +169,22 @@ class CrossPartitionRouter:
         self.partition_keys = list(schema.partition_keys)
         self.bucket_key_names = schema.trimmed_primary_keys
         self.bucket_key_types = schema.types_of(self.bucket_key_names)
+
+    def advance(self, commit_user: str) -> int:
+        """The snapshot the index is good for, moved past the writer's own commits and compactions
+        since (its index holds its own moves; compactions move no key), up to another writer's
+        commit: the committer then reads only snapshots after it, once each over a stream of commits."""
+        snapshots = self.table.snapshot_manager()
+        latest = snapshots.latest_snapshot_id() or 0
+        while self.snapshot_id < latest:
+            try:
+                s = snapshots.snapshot(self.snapshot_id + 1)
+            except SnapshotNotExistError:
+                break  # expired meanwhile: the committer decides
+            if s.commit_user != commit_user and s.commit_kind != CommitKind.COMPACT:
+                break
+            self.snapshot_id = s.id
+        return self.snapshot_id
 
     def route(self, rows: pa.Table, kinds: np.ndarray) -> tuple[pa.Table, np.ndarray, np.ndarray]:
         """(rows to write, their kinds, their buckets): the batch after applying the merge engine's

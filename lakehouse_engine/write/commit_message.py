@@ -47,6 +47,10 @@ class CommitMessage:
     #: since (live still or compacted away again) that share keys make it stale.
     lookup_base: list[str] | None = None
     lookup_snapshot: int | None = None
+    #: Cross-partition upsert: the snapshot the writer's global index was read from (None: other
+    #: bucket modes). Another writer's files since then that hold keys of this bucket's new files
+    #: in another partition or bucket make the routing stale.
+    route_snapshot: int | None = None
     #: The commit user of the write that made the files: a committer under another user may be a
     #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
     commit_user: str | None = None

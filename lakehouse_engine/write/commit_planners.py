@@ -20,6 +20,7 @@ from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntr
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.options import DELETION_VECTORS_ENABLED
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.cross_partition_commit import check_keys_stay_put
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ class CommitPlanner:
     kind: ClassVar[CommitKind]
     #: The delta manifest depends on the latest snapshot: every attempt writes its own.
     delta_per_attempt: ClassVar[bool] = False
+    #: The committer's commit user (its own earlier snapshots are not another writer's).
+    commit_user: str | None = None
 
     def __init__(self, table: FileStore, entries: Sequence[ManifestEntry],
                  messages: Sequence[CommitMessage], resequencer: Resequencer):
@@ -90,6 +93,7 @@ class AppendPlanner(CommitPlanner):
     kind = CommitKind.APPEND
 
     def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        check_keys_stay_put(self.table, self.messages, latest, self.commit_user)
         changes, renamed = self._resequence(list(self.entries), latest)
         if renamed and any(m.compact_changelog for m in self.messages) or self._lookup_stale(latest):
             # The lookup changelog compared these rows with the bucket as it was when they were

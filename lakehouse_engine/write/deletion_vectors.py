@@ -45,6 +45,7 @@ from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.deletion_vector_files import write_deletion_vector_files
+from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.mergetree.lookup import lookup, match_keys
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
@@ -195,18 +196,9 @@ class DeletionVectorCompactor:
         if lowest > 1:
             return level0, lowest - 1, upper
         level1 = [f for f in upper if f.level == 1]
-        if any(pa.types.is_floating(t) for t in self._arrow_key_types()):
-            overlapping = level1  # Arrow's order and Java's differ on -0.0 and NaN: take the run
-        else:
-            low = min(self._key(f.min_key) for f in level0)
-            high = max(self._key(f.max_key) for f in level0)
-            overlapping = [f for f in level1 if not (self._key(f.max_key) < low or self._key(f.min_key) > high)]
+        overlapping = files_meeting_keys(level1, self.key_types, key_span(level0, self.key_types))
         taken = {f.file_name for f in overlapping}
         return level0 + overlapping, 1, [f for f in upper if f.file_name not in taken]
-
-    def _arrow_key_types(self) -> list[pa.DataType]:
-        schema = self.read_schema
-        return [schema.field(k).type for k in self.key_names]
 
     def _run(self, unit: list[DataFileMeta], output: int, above: list[DataFileMeta],
              written: list[DataFileMeta]) -> DeletionVectorCompaction:
@@ -341,7 +333,6 @@ class LookupPrefetch:
         self._key_types = schema.types_of(self._key_names)
         file_schema = schema.data_file_arrow_schema()
         self._key_schema = pa.schema([file_schema.field(k) for k in self._key_names])
-        self._prune = not any(pa.types.is_floating(f.type) for f in self._key_schema)
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[tuple[bytes, int], list[Future[None]]] = {}
         self._asked: dict[tuple[bytes, int], set[str]] = {}
@@ -353,8 +344,12 @@ class LookupPrefetch:
         key = (partition.binary, bucket)
         asked = self._asked.setdefault(key, set())
         wanted = [f for f in files if f.level > 0 and f.file_name not in asked]
-        if wanted and self._prune:
-            wanted = self._meeting(wanted, rows.column(self._key_names[0]))
+        if wanted:
+            # A warm-up never fails a write: on any error every file is read (the lookup reports it).
+            with contextlib.suppress(Exception):
+                bounds = pc.min_max(rows.column(self._key_names[0]))
+                first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
+                wanted = files_meeting_keys(wanted, self._key_types, first)
         if not wanted:
             return
         asked.update(f.file_name for f in wanted)
@@ -362,19 +357,6 @@ class LookupPrefetch:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dv-lookup-prefetch")
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
         self._pending.setdefault(key, []).append(self._pool.submit(self._read, bucket_dir, wanted))
-
-    def _meeting(self, files: list[DataFileMeta], first: pa.ChunkedArray) -> list[DataFileMeta]:
-        """The files whose first key field's range meets that of `first` (all when not comparable)."""
-        bounds = pc.min_max(first)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        try:
-            return [f for f in files
-                    if not (self._first(f.max_key) < low or self._first(f.min_key) > high)]
-        except Exception:  # a warm-up never fails a write: values Python does not order
-            return files       # against each other, or a key that will not decode (the lookup reports it)
-
-    def _first(self, binary: bytes) -> Any:
-        return deserialize_row(binary, self._key_types)[0]
 
     def _read(self, bucket_dir: str, files: list[DataFileMeta]) -> None:
         reader = CachedFileReader(self.table.file_reader(for_rewrite=True), self._cache)

@@ -24,18 +24,18 @@ case: the check reads the live files' metadata only), nor when the others wrote 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_engine.errors import CommitConflictError, LakehouseError
-from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.manifest_entries import DataFileMeta, FileKind, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, DataFileWriter
 from lakehouse_engine.mergetree.data_file_reader import read_data_file
+from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
@@ -138,13 +138,7 @@ class Resequencer:
         schema = self.table.schema
         key_names = schema.trimmed_primary_keys
         key_types = schema.types_of(key_names)
-        try:
-            lo = min(tuple(deserialize_row(f.min_key, key_types)) for f in m.new_files)
-            hi = max(tuple(deserialize_row(f.max_key, key_types)) for f in m.new_files)
-            files = [f for f in files if not (tuple(deserialize_row(f.max_key, key_types)) < lo
-                                              or hi < tuple(deserialize_row(f.min_key, key_types)))]
-        except (TypeError, ValueError, LakehouseError):
-            pass  # keys that do not compare (or decode): read them
+        files = files_meeting_keys(files, key_types, key_span(m.new_files, key_types))
         if not files:
             return False
         bucket_dir = self.table.path_factory.bucket_dir(
@@ -250,10 +244,6 @@ def check_compaction_sees_older_files(table: FileStore, changes: Sequence[Manife
     if not table.schema.has_primary_key:
         return
     key_types = table.schema.types_of(table.schema.trimmed_primary_keys)
-
-    def key_of(binary: bytes) -> tuple[Any, ...]:
-        return tuple(deserialize_row(binary, key_types))
-
     buckets: dict[BucketKey, tuple[list[DataFileMeta], list[DataFileMeta]]] = {}
     for e in changes:
         before, after = buckets.setdefault((e.partition, e.bucket), ([], []))
@@ -271,18 +261,11 @@ def check_compaction_sees_older_files(table: FileStore, changes: Sequence[Manife
         # A file left out may hold an older record of a key whose delete was dropped only if its
         # key range meets that of a merged file and it has a number below that file's highest.
         older = [o.file_name for o in others
-                 if any(o.min_sequence_number <= b.max_sequence_number and _ranges_meet(o, b, key_of)
-                        for b in before)]
+                 if any(o.min_sequence_number <= b.max_sequence_number
+                        and files_meeting_keys([o], key_types, key_span([b], key_types)) for b in before)]
         if older:
             raise CommitConflictError(
                 f"commit to table {table.name}: the compaction of bucket {bucket} to its top level "
                 f"did not read files committed meanwhile with records as old as its "
                 f"own ({older[:3]}); it could drop a delete they need, so nothing was committed")
 
-
-def _ranges_meet(a: DataFileMeta, b: DataFileMeta, key_of: Callable[[bytes], tuple[Any, ...]]) -> bool:
-    """True when the key ranges of two files overlap (or cannot be compared: assume they do)."""
-    try:
-        return not (key_of(a.max_key) < key_of(b.min_key) or key_of(b.max_key) < key_of(a.min_key))
-    except (TypeError, ValueError, LakehouseError):
-        return True

@@ -352,7 +352,9 @@ class TableCommit:
                                     self.overwrite_specs or [{}],
                                     self._dynamic_partitions if self.dynamic_overwrite else None)
         planner = AppendPlanner if kind is CommitKind.APPEND else CompactPlanner
-        return planner(self.table, entries, self._messages, self._resequencer)
+        planned = planner(self.table, entries, self._messages, self._resequencer)
+        planned.commit_user = self.commit_user
+        return planned
 
     def _try_commit(self, planner: CommitPlanner, identifier: int) -> int | None:
         """Race for the next snapshot id with the planner's changes until this commit lands or

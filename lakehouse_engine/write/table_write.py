@@ -393,6 +393,8 @@ class TableWrite:
             if not (writer.has_increment or change):
                 continue
             message = writer.drain_increment()
+            if self.buckets.router is not None:
+                message.route_snapshot = self.buckets.router.advance(self.commit_user)
             if self.assigner is not None:
                 message.index_base = None if self.assigner.fresh else index_bases[key[0]]
                 message.inserted_keys = self.assigner.inserted.pop(key, 0)
