@@ -18,9 +18,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.maintenance.expire import expire_after_commit
+from lakehouse_engine.mergetree.range_merge import merge_budget
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
@@ -64,7 +66,11 @@ def rescale(table: FileStore, bucket_num: int,
     writer = TableWrite.for_rescale(table, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
                                     bucket_num)
     pb = PredicateBuilder(table.schema.field_names)
-    read = TableRead(table, for_rewrite=True)
+    # The merge reads its files in this thread, not ahead on others: the writer's flushes keep
+    # the other cores busy, and batches decoded on other threads but freed here stay in those
+    # threads' allocator heaps (a quarter more resident memory in the bounded-memory test).
+    read = TableRead(table, for_rewrite=True, merge_threads=1)
+    freed = _FreedMemory(merge_budget(table.options))
     for _, values in chosen:
         scan = TableScan(table, _partition_predicate(pb, values), snapshot.id)
         for split in scan.plan().splits():
@@ -72,6 +78,8 @@ def rescale(table: FileStore, bucket_num: int,
             # by `write-buffer-size`: memory does not grow with the partition.
             for rows in read.read_split_ranges(split):
                 writer.write_rows(rows, np.zeros(rows.num_rows, dtype=np.int8))
+                freed.add(rows.nbytes)
+                del rows
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
@@ -81,3 +89,26 @@ def rescale(table: FileStore, bucket_num: int,
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
         SchemaManager(table.file_io, table.path_factory, table.name).commit_options({"bucket": str(bucket_num)})
     return ids
+
+
+class _FreedMemory:
+    """Hands the memory pyarrow's allocator keeps after frees back to the OS, once per merge
+    budget of rows rewritten.
+
+    Every range a rescale merges and writes is freed again, but the allocator (mimalloc, pyarrow's
+    default) returns freed pages to the OS only about a second later and keeps them per thread, so
+    a rescale's resident memory grew to three times what it held at once (150-175 MiB above the
+    baseline in the bounded-memory test, for about 45 MiB live). Released after each budget of
+    rows, it stays near what is live, for a few per cent more CPU (re-touching the pages).
+    """
+
+    def __init__(self, every: int):
+        self.every = max(every, 1)
+        self.since = 0
+
+    def add(self, nbytes: int) -> None:
+        """Count `nbytes` more rows rewritten (and freed); release when a budget of them was."""
+        self.since += nbytes
+        if self.since >= self.every:
+            self.since = 0
+            pa.default_memory_pool().release_unused()
