@@ -18,7 +18,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.maintenance.expire import expire_after_commit
@@ -29,6 +28,7 @@ from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.write.freed_memory import FreedMemory
 from lakehouse_engine.write.table_commit import TableCommit
 from lakehouse_engine.write.table_write import TableWrite
 
@@ -70,7 +70,8 @@ def rescale(table: FileStore, bucket_num: int,
     # the other cores busy, and batches decoded on other threads but freed here stay in those
     # threads' allocator heaps (a quarter more resident memory in the bounded-memory test).
     read = TableRead(table, for_rewrite=True, merge_threads=1)
-    freed = _FreedMemory(merge_budget(table.options))
+    # The allocator's freed pages back to the OS as the rows go (see write/freed_memory.py).
+    freed = FreedMemory(merge_budget(table.options))
     for _, values in chosen:
         scan = TableScan(table, _partition_predicate(pb, values), snapshot.id)
         for split in scan.plan().splits():
@@ -89,26 +90,3 @@ def rescale(table: FileStore, bucket_num: int,
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
         SchemaManager(table.file_io, table.path_factory, table.name).commit_options({"bucket": str(bucket_num)})
     return ids
-
-
-class _FreedMemory:
-    """Hands the memory pyarrow's allocator keeps after frees back to the OS, once per merge
-    budget of rows rewritten.
-
-    Every range a rescale merges and writes is freed again, but the allocator (mimalloc, pyarrow's
-    default) returns freed pages to the OS only about a second later and keeps them per thread, so
-    a rescale's resident memory grew to three times what it held at once (150-175 MiB above the
-    baseline in the bounded-memory test, for about 45 MiB live). Released after each budget of
-    rows, it stays near what is live, for a few per cent more CPU (re-touching the pages).
-    """
-
-    def __init__(self, every: int):
-        self.every = max(every, 1)
-        self.since = 0
-
-    def add(self, nbytes: int) -> None:
-        """Count `nbytes` more rows rewritten (and freed); release when a budget of them was."""
-        self.since += nbytes
-        if self.since >= self.every:
-            self.since = 0
-            pa.default_memory_pool().release_unused()
