@@ -23,6 +23,7 @@ from lakehouse_engine.options import POSTPONE_DEFAULT_BUCKET_NUM
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import VALUE_KIND
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.freed_memory import FreedMemory
 from lakehouse_engine.write.table_write import TableWrite
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
@@ -65,6 +66,8 @@ def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] |
     deletes: list[CommitMessage] = []
     reader = table.file_reader(for_rewrite=True)
     budget = merge_budget(table.options)
+    # The allocator's freed pages back to the OS as the rows go (see write/freed_memory.py).
+    freed = FreedMemory(budget)
     for partition, files in sorted(postponed.items()):
         bucket_dir = table.path_factory.bucket_dir(codec.from_binary(partition).spec, POSTPONE_BUCKET)
         # Files in commit order (live entries keep the order their commits added them): the
@@ -78,6 +81,7 @@ def compact_postpone(table: FileStore, partitions: Sequence[Mapping[str, Any]] |
                                             f, budget):
                 kinds = rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
                 writer.write_rows(rows.select(schema.names), kinds)
+                freed.add(rows.nbytes)
         deletes.append(CommitMessage(partition, POSTPONE_BUCKET, POSTPONE_BUCKET, compact_before=list(files)))
     moved = writer.prepare_commit()
     commit = BatchWriteBuilder(table, expire=expire).new_commit()

@@ -46,7 +46,8 @@ class TableRead:
     include_row_kind: bool = False
 
     def __init__(self, table: FileStore, projection: Sequence[str] | None = None,
-                 predicate: Predicate | None = None, limit: int | None = None, for_rewrite: bool = False):
+                 predicate: Predicate | None = None, limit: int | None = None, for_rewrite: bool = False,
+                 merge_threads: int | None = None):
         self.table = table
         self._reader = table.file_reader(for_rewrite)
         schema = table.schema
@@ -75,7 +76,7 @@ class TableRead:
         self._budget = merge_budget(opts)
         self._vectors = DeletionVectorReader(table.file_io)
         self._branch_reads: dict[str, TableRead] = {}
-        self._merge_threads: int | None = None  # threads of one section's merge (None: cores)
+        self._merge_threads = merge_threads  # threads of one section's merge (None: cores)
 
     def _branch_read(self, branch: str) -> TableRead:
         """The same read of another branch's store (splits of `scan.fallback-branch`)."""
@@ -103,11 +104,11 @@ class TableRead:
             # Largest first (then back in split order): a large file read last would leave the
             # other threads idle while it decodes.
             order = sorted(range(len(units)), key=lambda i: -_unit_bytes(units[i]))
-            self._merge_threads = 1
+            merge_threads, self._merge_threads = self._merge_threads, 1
             try:
                 read = parallel_map(self._read_unit, [units[i] for i in order], threads)
             finally:
-                self._merge_threads = None
+                self._merge_threads = merge_threads
             by_unit = dict(zip(order, read, strict=True))
             tables = [t for t in (by_unit[i] for i in range(len(units))) if t.num_rows]
         else:

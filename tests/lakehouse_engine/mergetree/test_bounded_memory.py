@@ -28,6 +28,10 @@ ROWS, RUNS = 1_600_000, 4
 BUDGET = {"sort-spill-buffer-size": "8 mb", "write-buffer-size": "16 mb"}
 # Pyarrow's lazily touched code and arenas (about 100 MiB) plus twelve budgets of rows.
 CEILING = 100 * MIB + 12 * 8 * MIB
+# A rescale hands the memory it frees back to the OS as it goes (pyarrow's allocator would keep
+# it a second, per thread): it holds about what is live, the merge's budgets and the write
+# buffer (85-110 MiB above the baseline; 135-190 when freed memory stayed).
+CEILINGS = {"rescale": 100 * MIB + 5 * 8 * MIB}
 
 
 def _probe(*args: str) -> dict[str, Any]:
@@ -60,9 +64,10 @@ def warehouse(prepared: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("path", ["read", "split", "compact", "task", "writer", "rescale", "postpone"])
 def test_a_merge_path_peaks_within_the_budget_not_the_bucket(warehouse: Path, path: str) -> None:
     result = _probe(path, str(warehouse), json.dumps(BUDGET))
-    assert _above_baseline(result) < CEILING, (
+    ceiling = CEILINGS.get(path, CEILING)
+    assert _above_baseline(result) < ceiling, (
         f"{path}: peak {_above_baseline(result) / MIB:.0f} MiB above the baseline, ceiling "
-        f"{CEILING / MIB:.0f} MiB ({ROWS} rows, budget {BUDGET})")
+        f"{ceiling / MIB:.0f} MiB ({ROWS} rows, budget {BUDGET})")
     if path in ("read", "split", "task"):
         assert result["rows"] == ROWS - ROWS // RUNS  # the last run rewrote the first's keys
 
