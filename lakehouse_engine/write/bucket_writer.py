@@ -71,8 +71,9 @@ class WriteContext:
     dv_compacts: bool
     #: The lookup cache the flush puts its runs in (a table whose commits look keys up).
     run_cache: CachedFileReader | None
-    #: `changelog-producer` = lookup (not first-row, not DV): the compaction at commit takes level 0
-    #: up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip level 0.
+    #: `changelog-producer` = lookup or `merge-engine` = first-row (not DV): the compaction at commit
+    #: takes level 0 up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip
+    #: level 0; a first-row table's drops the level-0 rows of keys already above (BucketCompactor).
     force_up_level0: bool = False
 
     @property
@@ -244,8 +245,10 @@ class BucketWriter:
         what this writer's flushes and compactions added."""
         if self._levels is None:
             ctx = self.context
-            self._levels = Levels(ctx.restored().bucket_files.get((self.partition.binary, self.bucket), []),
-                                  ctx.options.num_levels)
+            # A writer replacing the partition starts from nothing: what it holds is being deleted.
+            restored = [] if ctx.role.replaces else ctx.restored().bucket_files.get(
+                (self.partition.binary, self.bucket), [])
+            self._levels = Levels(restored, ctx.options.num_levels)
         return self._levels
 
     def reset_levels(self) -> None:

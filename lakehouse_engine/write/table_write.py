@@ -151,10 +151,10 @@ class TableWrite:
             target_file_size=self.target_file_size, write_only=self.write_only,
             stop_trigger=self.stop_trigger, full_compaction_delta_commits=self.full_compaction_delta_commits,
             deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache,
-            # Not first-row: Paimon's readers take its files above level 0 raw (a key in one
-            # file), so its level 0 may only go up without the keys already above it.
-            force_up_level0=(self.primary_key and not self.deletion_vectors and self.changelog_producer == "lookup"
-                             and opts.require(MERGE_ENGINE) != "first-row"))
+            # As Paimon's writers of tables that need lookups (its `needLookup`): first-row too,
+            # whose compaction drops the level-0 rows of keys already above (the first-row lookup).
+            force_up_level0=(self.primary_key and not self.deletion_vectors
+                             and (self.changelog_producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")))
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -359,8 +359,10 @@ class TableWrite:
                 w.compact_deletion_vectors(state, bases)
 
             parallel_map(compact, touched)
-        elif self.primary_key and not self.write_only and not self.role.replaces:
-            # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
+        elif self.primary_key and not self.write_only and (not self.role.replaces or self._context.force_up_level0):
+            # (An overwrite replaces the partition anyway: compacting what it deletes is waste. A
+            # first-row overwrite takes its own new level 0 up, as Paimon's does, for readers that
+            # skip level 0.)
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
         index_bases: dict[bytes, list[str]] = {}
