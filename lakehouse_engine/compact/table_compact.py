@@ -86,7 +86,8 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
                          compact_before=before, compact_after=after,
-                         compact_changelog=compactor.changelog_files)
+                         compact_changelog=compactor.changelog_files,
+                         compact_base=[f.file_name for f in task.files] if _level0_up(table.options) else None)
 
 
 def _level0_up(options: CoreOptions) -> bool:

@@ -130,6 +130,8 @@ class BucketWriter:
         #: A DV table's compaction at commit: new vector index files, and what they were computed against.
         self.deletion_vector_files: list[IndexManifestEntry] = []
         self.deletion_vector_base: tuple[list[str], list[str]] | None = None
+        #: A first-row table's compactions since the last message: the bucket's files they saw.
+        self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
 
@@ -267,6 +269,7 @@ class BucketWriter:
         if unit is None:
             return
         compactor = BucketCompactor(ctx.table, self.partition, self.bucket)
+        seen = {f.file_name for f in levels.all_files()}
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
@@ -277,6 +280,9 @@ class BucketWriter:
             log.warning("table %s, bucket %s: skipping the writer's compaction: %s", ctx.table.name,
                         self.bucket, e)
             return
+        if ctx.options.require(MERGE_ENGINE) == "first-row":
+            # The commit checks no file it did not see took the same keys up meanwhile.
+            self.compact_base = seen | (self.compact_base or set())
         after_names = {f.file_name for f in self.compact_after}
         before_names = {f.file_name for f in self.compact_before}
         bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
@@ -349,6 +355,8 @@ class BucketWriter:
         message.deletion_vector_files = self.deletion_vector_files
         message.deletion_vector_base = self.deletion_vector_base
         message.lookup_base, message.lookup_snapshot = self.lookup_base, self.lookup_snapshot
+        message.compact_base = sorted(self.compact_base) if self.compact_base is not None else None
+        self.compact_base = None
         self.new_files, self.compact_before, self.compact_after = [], [], []
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []

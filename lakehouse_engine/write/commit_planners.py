@@ -20,6 +20,7 @@ from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntr
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.options import DELETION_VECTORS_ENABLED
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.first_row_check import check_first_row_keys_once
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
@@ -191,6 +192,7 @@ class CompactPlanner(CommitPlanner):
         changes = list(self.entries)
         check_deletes_live(self.table, changes, live)
         check_levels_disjoint(self.table, changes, live)
+        check_first_row_keys_once(self.table, self.messages, live)
         if not self.table.options.require(DELETION_VECTORS_ENABLED):
             # (A DV table's compaction drops deletes because it marked every older version of
             # their keys; `deletion_vector_changes` checks the bucket is what it looked up.)

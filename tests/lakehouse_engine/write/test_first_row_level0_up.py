@@ -152,7 +152,8 @@ actions = st.lists(st.one_of(
 MODES: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
     # (options, primary key, partition keys); the low trigger makes writers compact mid-write too.
     "fixed": ({"bucket": "2", "num-sorted-run.compaction-trigger": "2"}, ["id"], []),
-    "fixed_lookup": ({"bucket": "2", "changelog-producer": "lookup", "num-sorted-run.stop-trigger": "3"},
+    "fixed_lookup": ({"bucket": "2", "changelog-producer": "lookup", "num-sorted-run.compaction-trigger": "2",
+                      "num-sorted-run.stop-trigger": "3"},
                      ["id"], []),
     "dynamic": ({"bucket": "-1", "dynamic-bucket.target-row-num": "8"}, ["id", "p"], ["p"]),
     "cross_partition": ({"bucket": "-1", "dynamic-bucket.target-row-num": "8"}, ["id"], ["p"]),
