@@ -156,6 +156,8 @@ MODES: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
                       "num-sorted-run.stop-trigger": "3"},
                      ["id"], []),
     "dynamic": ({"bucket": "-1", "dynamic-bucket.target-row-num": "8"}, ["id", "p"], ["p"]),
+    # One writer at a time: two writers of one new key in two partitions both keep it (the global
+    # index race, on every merge engine; not the first-row lookup's).
     "cross_partition": ({"bucket": "-1", "dynamic-bucket.target-row-num": "8"}, ["id"], ["p"]),
     "postpone": ({"bucket": "-2", "postpone.default-bucket-num": "2"}, ["id"], []),
 }
@@ -174,6 +176,8 @@ def _run(mode: str, script: list[tuple[str, Any, Any]]) -> None:
         value = 0
         open_writers: dict[int, tuple[Any, Any, list[tuple[int, int, int]]]] = {}
         for action, arg, batch in script:
+            if mode == "cross_partition" and action != "compact":
+                arg = 0
             if action == "write":
                 if arg not in open_writers:
                     wb = table.new_batch_write_builder()
