@@ -139,9 +139,12 @@ class TableWrite:
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
         # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
-        # lookup of this commit and the next ones reads them without decoding.
+        # lookup of this commit and the next ones reads them without decoding (a first-row
+        # table's compaction at commit looks its level-0 keys up).
+        first_row_up = not self.write_only and opts.require(MERGE_ENGINE) == "first-row"
         run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
-                     if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
+                     if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup"
+                                              or first_row_up)
                      else None)
         #: What every bucket writer of this TableWrite shares.
         self._context = WriteContext(
