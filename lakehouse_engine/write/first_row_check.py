@@ -1,4 +1,5 @@
-"""The commit's check that a first-row table's compaction takes no key above level 0 twice.
+"""The commit's check that a first-row table's compaction takes no key above level 0 twice, and
+the compaction the committer runs when a writer's lost (`first_row_level0_up`).
 
 Paimon reads the files above level 0 of a first-row table raw, so a key may sit in one of them
 only. A compaction drops the level-0 rows whose keys it finds above (its first-row lookup), but it
@@ -9,11 +10,13 @@ names the compaction saw (`CommitMessage.compact_base`): a file above level 0 it
 shares a key with its output makes the compaction lose (CommitConflictError; its data stays
 committed at level 0, and the next compaction of the bucket takes it up through the lookup).
 Files are compared by key range first; only ranges that meet have their key columns read.
+When the writer's compaction lost (or re-sequencing dropped it), the committer takes the bucket's
+level 0 up again against what landed (`TableCommit`, as for a deletion-vector table).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -22,12 +25,38 @@ from lakehouse_engine.errors import CommitConflictError, LakehouseError
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
-__all__ = ["check_first_row_keys_once"]
+__all__ = ["BucketLevel0Up", "check_first_row_keys_once", "first_row_level0_up"]
+
+#: Compacts one bucket's level 0 up: (partition, bucket), total buckets, its live files -> the
+#: compaction's message (None: nothing to do).
+BucketLevel0Up = Callable[[tuple[bytes, int], int, list[DataFileMeta]], "CommitMessage | None"]
+
+
+def first_row_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
+    """The committer's first-row compaction of a bucket: level 0 up through the first-row lookup
+    (Paimon's ForceUpLevel0Compaction), checked at commit like a writer's."""
+    def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
+        levels = Levels(files, table.options.num_levels)
+        unit = pick_unit(levels, table.options, False, force_up_level0=True)
+        if unit is None:
+            return None
+        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1])
+        before, after = compactor.compact(levels, unit)
+        if not before and not after:
+            return None
+        return CommitMessage(key[0], key[1], total, compact_before=before, compact_after=after,
+                             compact_changelog=compactor.changelog_files,
+                             compact_base=[f.file_name for f in files], commit_user=commit_user)
+
+    return compact
 
 
 def check_first_row_keys_once(table: FileStore, messages: Sequence[CommitMessage],

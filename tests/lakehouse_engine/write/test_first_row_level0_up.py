@@ -202,6 +202,8 @@ def _run(mode: str, script: list[tuple[str, Any, Any]]) -> None:
             elif action == "compact":
                 table.compact(full=bool(arg))
             assert_one_file_per_key_above_level0(table)
+            if mode != "postpone":  # every commit leaves level 0 empty, concurrent ones too
+                assert level0_files(table) == []
         if options["bucket"] == "-2":
             table.compact()  # postponed rows move into buckets
             assert_one_file_per_key_above_level0(table)
