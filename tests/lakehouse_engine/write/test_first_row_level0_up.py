@@ -233,3 +233,16 @@ def test_a_writer_that_restored_before_another_commit_does_not_take_a_key_up_twi
     # snapshot without it) must not take key 7 up a second time.
     _run("fixed", [("write", 0, [(1, 0)]), ("write", 2, [(30, 0), (31, 0), (32, 0), (33, 0)]), ("commit", 2, None),
                    ("write", 1, [(7, 0)]), ("write", 0, [(7, 0)]), ("commit", 0, None), ("commit", 1, None)])
+
+
+def test_string_keys_already_above_are_dropped_from_a_lower_level(catalog: Catalog) -> None:
+    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int64())])
+    t = create_table(catalog, "s", schema, ["k"], options={"bucket": "1", "merge-engine": "first-row"})
+    write(t, pa.table({"k": [f"key-{i:05d}" for i in range(2000)], "v": [0] * 2000}, schema=schema))
+    write(t, pa.table({"k": [f"key-{i:05d}" for i in range(1990, 2010)], "v": [1] * 20}, schema=schema))
+    assert level0_files(t) == []
+    assert len({lvl for fs in upper_files(t).values() for lvl, _, _ in fs}) == 2
+    assert_one_file_per_key_above_level0(t)
+    got = read(t)
+    assert sorted(zip(got.column("k").to_pylist(), got.column("v").to_pylist(), strict=True)) == \
+        [(f"key-{i:05d}", 0 if i < 2000 else 1) for i in range(2010)]
