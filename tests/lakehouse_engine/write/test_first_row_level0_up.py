@@ -160,6 +160,8 @@ MODES: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
     # index race, on every merge engine; not the first-row lookup's).
     "cross_partition": ({"bucket": "-1", "dynamic-bucket.target-row-num": "8"}, ["id"], ["p"]),
     "postpone": ({"bucket": "-2", "postpone.default-bucket-num": "2"}, ["id"], []),
+    # Level 0 waits for the dedicated compaction, which takes it up the same way.
+    "write_only": ({"bucket": "2", "write-only": "true"}, ["id"], []),
 }
 
 
@@ -202,11 +204,12 @@ def _run(mode: str, script: list[tuple[str, Any, Any]]) -> None:
             elif action == "compact":
                 table.compact(full=bool(arg))
             assert_one_file_per_key_above_level0(table)
-            if mode != "postpone":  # every commit leaves level 0 empty, concurrent ones too
+            if mode not in ("postpone", "write_only"):  # every commit leaves level 0 empty, concurrent ones too
                 assert level0_files(table) == []
-        if options["bucket"] == "-2":
-            table.compact()  # postponed rows move into buckets
+        if options["bucket"] == "-2" or mode == "write_only":
+            table.compact()  # postponed rows move into buckets, level 0 goes up
             assert_one_file_per_key_above_level0(table)
+            assert level0_files(table) == []
         t = read(table)
         got = {((k, p) if "p" in pk else (k,)): v for k, p, v in zip(
             t.column("id").to_pylist(), t.column("p").to_pylist(), t.column("v").to_pylist(), strict=True)}
