@@ -177,7 +177,8 @@ class TableCommit:
                 # The writer's first-row compaction lost to a concurrent commit or was dropped: take
                 # the bucket's level 0 up again against what landed (readers of first-row skip it).
                 written += self._settle_level0(messages, commit_identifier, written,
-                                               lambda _: first_row_level0_up(self.table, self.commit_user))
+                                               lambda _: first_row_level0_up(self.table, self.commit_user),
+                                               must_land=False)
         self._committed = self.once
         if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
             # As Paimon does: expire snapshots past the retention options after each commit.
@@ -283,12 +284,14 @@ class TableCommit:
         return compact
 
     def _settle_level0(self, messages: list[CommitMessage], identifier: int, written: list[int],
-                       compaction: Callable[[Snapshot | None], BucketLevel0Up]) -> list[int]:
+                       compaction: Callable[[Snapshot | None], BucketLevel0Up], must_land: bool = True) -> list[int]:
         """The buckets this commit wrote must end with no level-0 file where readers skip level 0
         (a DV table's, a first-row table's for Paimon): when the writer's compaction lost to a
         concurrent commit (its lookup against a stale base) or was dropped, compact those buckets
         again against what landed (`compaction(latest)` compacts one), until it lands. Returns
-        the ids of the COMPACT snapshots it committed."""
+        the ids of the COMPACT snapshots it committed. When it keeps losing: a PostCommitError
+        (`must_land`: our reads of a DV table skip level 0), else a warning (a first-row table's
+        rows stay visible to our reads; Paimon's see them after the next compaction)."""
         buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
         ids: list[int] = []
         if not buckets:
@@ -322,7 +325,10 @@ class TableCommit:
         lost = CommitConflictError(
             f"table {self.table.name}: the lookup compaction of the buckets this commit wrote lost "
             f"to concurrent commits {self.max_retries + 1} times; their new rows stay in level 0, "
-            f"invisible to readers until the next write or compaction of those buckets")
+            f"invisible to readers that skip it until the next write or compaction of those buckets")
+        if not must_land:
+            log.warning("%s", lost)
+            return ids
         raise post_commit_error(self.table, written + ids, lost) from lost
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:
