@@ -13,6 +13,7 @@ from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
+from lakehouse_engine.options import MERGE_ENGINE, CoreOptions
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import parallel_map
@@ -60,7 +61,7 @@ def plan_compaction(table: FileStore, full: bool = False,
         if dv_table:
             if not full and not any(f.level == 0 for f in files):
                 continue  # a DV bucket compacts its level 0 (universal picks are for merged reads)
-        elif pick_unit(Levels(files, options.num_levels), options, full) is None:
+        elif pick_unit(Levels(files, options.num_levels), options, full, _level0_up(options)) is None:
             continue
         tasks.append(CompactTask(snapshot.id, partition, bucket, entries[0].total_buckets, files, full))
     return tasks
@@ -75,7 +76,7 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     if deletion_vectors_enabled(table.options):
         return _run_deletion_vector_task(table, task)
     levels = Levels(task.files, table.options.num_levels)
-    unit = pick_unit(levels, table.options, task.full)
+    unit = pick_unit(levels, table.options, task.full, _level0_up(table.options))
     if unit is None:
         return None
     part = table.partition_codec().from_binary(task.partition)
@@ -85,7 +86,14 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
                          compact_before=before, compact_after=after,
-                         compact_changelog=compactor.changelog_files)
+                         compact_changelog=compactor.changelog_files,
+                         compact_base=[f.file_name for f in task.files] if _level0_up(table.options) else None)
+
+
+def _level0_up(options: CoreOptions) -> bool:
+    """A first-row table's compaction takes its level 0 up when nothing else is picked, as Paimon's
+    (ForceUpLevel0Compaction): Paimon reads first-row tables above level 0 only."""
+    return options.require(MERGE_ENGINE) == "first-row"
 
 
 def _run_deletion_vector_task(table: FileStore, task: CompactTask) -> CommitMessage | None:

@@ -71,8 +71,9 @@ class WriteContext:
     dv_compacts: bool
     #: The lookup cache the flush puts its runs in (a table whose commits look keys up).
     run_cache: CachedFileReader | None
-    #: `changelog-producer` = lookup (not first-row, not DV): the compaction at commit takes level 0
-    #: up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip level 0.
+    #: `changelog-producer` = lookup or `merge-engine` = first-row (not DV): the compaction at commit
+    #: takes level 0 up (Paimon's ForceUpLevel0Compaction), as Paimon's readers of such tables skip
+    #: level 0; a first-row table's drops the level-0 rows of keys already above (BucketCompactor).
     force_up_level0: bool = False
     #: What the latest snapshot holds now (read at most once per commit cycle): a stream writer's
     #: later lookups check their levels against it.
@@ -135,6 +136,8 @@ class BucketWriter:
         #: A DV table's compaction at commit: new vector index files, and what they were computed against.
         self.deletion_vector_files: list[IndexManifestEntry] = []
         self.deletion_vector_base: tuple[list[str], list[str]] | None = None
+        #: A first-row table's compactions since the last message: the bucket's files they saw.
+        self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
 
@@ -282,6 +285,7 @@ class BucketWriter:
         if unit is None:
             return
         compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog)
+        seen = {f.file_name for f in levels.all_files()}
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
@@ -292,6 +296,9 @@ class BucketWriter:
             log.warning("table %s, bucket %s: skipping the writer's compaction: %s", ctx.table.name,
                         self.bucket, e)
             return
+        if ctx.options.require(MERGE_ENGINE) == "first-row":
+            # The commit checks no file it did not see took the same keys up meanwhile.
+            self.compact_base = seen | (self.compact_base or set())
         after_names = {f.file_name for f in self.compact_after}
         before_names = {f.file_name for f in self.compact_before}
         upgraded = {f.file_name for f in after}
@@ -384,6 +391,8 @@ class BucketWriter:
         message.deletion_vector_base = self.deletion_vector_base
         message.lookup_base, message.lookup_snapshot = self.lookup_base, self.lookup_snapshot
         self._handed_out.update(f.file_name for f in new_files + after)
+        message.compact_base = sorted(self.compact_base) if self.compact_base is not None else None
+        self.compact_base = None
         self.new_files, self.compact_before, self.compact_after = [], [], []
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []

@@ -51,6 +51,9 @@ class CommitMessage:
     #: bucket modes). Another writer's files since then that hold keys of this bucket's new files
     #: in another partition or bucket make the routing stale.
     route_snapshot: int | None = None
+    #: A first-row table's compaction: the bucket's files its lookup saw (None: none). A file above
+    #: level 0 the bucket gained since, sharing a key with its output, would hold that key twice.
+    compact_base: list[str] | None = None
     #: The commit user of the write that made the files: a committer under another user may be a
     #: retry of a commit that landed, and checks the snapshots for these files (None: unknown).
     commit_user: str | None = None

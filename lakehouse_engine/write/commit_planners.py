@@ -18,9 +18,10 @@ from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import FileKind, IndexManifestEntry, ManifestEntry
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
-from lakehouse_engine.options import DELETION_VECTORS_ENABLED
+from lakehouse_engine.options import DELETION_VECTORS_ENABLED, MERGE_ENGINE
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.cross_partition_commit import check_keys_stay_put
+from lakehouse_engine.write.first_row_check import check_first_row_keys_once
 from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
 
 if TYPE_CHECKING:
@@ -195,9 +196,13 @@ class CompactPlanner(CommitPlanner):
         changes = list(self.entries)
         check_deletes_live(self.table, changes, live)
         check_levels_disjoint(self.table, changes, live)
-        if not self.table.options.require(DELETION_VECTORS_ENABLED):
+        check_first_row_keys_once(self.table, self.messages, live)
+        opts = self.table.options
+        if not opts.require(DELETION_VECTORS_ENABLED) and opts.require(MERGE_ENGINE) != "first-row":
             # (A DV table's compaction drops deletes because it marked every older version of
-            # their keys; `deletion_vector_changes` checks the bucket is what it looked up.)
+            # their keys; `deletion_vector_changes` checks the bucket is what it looked up. A
+            # first-row table's files hold no deletes, and its compaction may write nothing below
+            # the top level: every row it took up was a key already above.)
             check_compaction_sees_older_files(self.table, changes, live)
         return PlannedChanges(changes, changelog=list(self.changelog),
                               index=deletion_vector_changes(self.table, self.messages, latest, live))

@@ -36,6 +36,7 @@ from lakehouse_engine.options import (
     DYNAMIC_PARTITION_OVERWRITE,
     MANIFEST_MERGE_MIN_COUNT,
     MANIFEST_TARGET_FILE_SIZE,
+    MERGE_ENGINE,
     WRITE_ONLY,
 )
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
@@ -59,6 +60,7 @@ from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorCompactor,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.first_row_check import BucketLevel0Up, first_row_level0_up
 from lakehouse_engine.write.resequence import Resequencer
 
 if TYPE_CHECKING:
@@ -161,14 +163,22 @@ class TableCommit:
                     sid = self._commit_data(new_entries, data_kind, commit_identifier)
                 written.append(sid)
                 self._landed_files |= {e.file.file_name for e in new_entries}
+            compacted = None
             if compact_entries or any(m.compact_changelog for m in messages):
-                sid = landed.get(CommitKind.COMPACT)
+                sid = compacted = landed.get(CommitKind.COMPACT)
                 if sid is None:
-                    sid = self._commit_compaction(messages, compact_entries, commit_identifier, written)
+                    sid = compacted = self._commit_compaction(messages, compact_entries, commit_identifier, written)
                 if sid is not None:
                     written.append(sid)
             if written and self._maintains_deletion_vectors():
-                written += self._settle_deletion_vectors(messages, commit_identifier, written)
+                written += self._settle_level0(messages, commit_identifier, written, self._deletion_vector_compaction)
+            elif written and self._takes_first_row_level0_up() and (compacted is None or any(
+                    m.new_files and m.bucket >= 0 and not (m.compact_before or m.compact_after) for m in messages)):
+                # The writer's first-row compaction lost to a concurrent commit or was dropped: take
+                # the bucket's level 0 up again against what landed (readers of first-row skip it).
+                written += self._settle_level0(messages, commit_identifier, written,
+                                               lambda _: first_row_level0_up(self.table, self.commit_user),
+                                               must_land=False)
         self._committed = self.once
         if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
             # As Paimon does: expire snapshots past the retention options after each commit.
@@ -251,17 +261,41 @@ class TableCommit:
                     f"not maintain deletion vectors (the table's 'deletion-vectors.enabled' was "
                     f"turned on since the write started); nothing was committed, write again")
 
-    def _settle_deletion_vectors(self, messages: list[CommitMessage], identifier: int,
-                                 written: list[int]) -> list[int]:
-        """A DV table's buckets this commit wrote must end with no level-0 file (invisible to its
-        readers): when the writer's compaction lost to a concurrent commit (its vectors computed
-        against a stale base) or was dropped, compact those buckets again against what landed,
-        until it lands. Returns the ids of the COMPACT snapshots it committed."""
+    def _takes_first_row_level0_up(self) -> bool:
+        opts = self.table.options
+        return (self.table.schema.has_primary_key and opts.require(MERGE_ENGINE) == "first-row"
+                and not opts.get(WRITE_ONLY))
+
+    def _deletion_vector_compaction(self, latest: Snapshot | None) -> BucketLevel0Up:
+        """A DV bucket's level 0 up through the lookup, vectors marked against `latest`'s."""
+        bases = DeletionVectorBase.of_snapshot(self.table, latest)
+        codec = self.table.partition_codec()
+
+        def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
+            base = bases.get(key, DeletionVectorBase())
+            done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base).compact(files)
+            if done is None:
+                return None
+            return CommitMessage(key[0], key[1], total, compact_before=done.before, compact_after=done.after,
+                                 deletion_vector_files=done.index_files,
+                                 deletion_vector_base=(list(base.index_files), list(base.upper_files)),
+                                 commit_user=self.commit_user)
+
+        return compact
+
+    def _settle_level0(self, messages: list[CommitMessage], identifier: int, written: list[int],
+                       compaction: Callable[[Snapshot | None], BucketLevel0Up], must_land: bool = True) -> list[int]:
+        """The buckets this commit wrote must end with no level-0 file where readers skip level 0
+        (a DV table's, a first-row table's for Paimon): when the writer's compaction lost to a
+        concurrent commit (its lookup against a stale base) or was dropped, compact those buckets
+        again against what landed (`compaction(latest)` compacts one), until it lands. Returns
+        the ids of the COMPACT snapshots it committed. When it keeps losing: a PostCommitError
+        (`must_land`: our reads of a DV table skip level 0), else a warning (a first-row table's
+        rows stay visible to our reads; Paimon's see them after the next compaction)."""
         buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
         ids: list[int] = []
         if not buckets:
             return ids
-        codec = self.table.partition_codec()
         for _ in range(self.max_retries + 1):
             latest = self.table.snapshot_manager().latest_snapshot()
             files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
@@ -271,17 +305,10 @@ class TableCommit:
             pending = sorted(k for k, fs in files.items() if any(f.level == 0 for f in fs))
             if not pending:
                 return ids
-            bases = DeletionVectorBase.of_snapshot(self.table, latest)
-            again: list[CommitMessage] = []
-            for key in pending:
-                base = bases.get(key, DeletionVectorBase())
-                done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base).compact(files[key])
-                if done is not None:
-                    again.append(CommitMessage(
-                        key[0], key[1], buckets[key], compact_before=done.before, compact_after=done.after,
-                        deletion_vector_files=done.index_files,
-                        deletion_vector_base=(list(base.index_files), list(base.upper_files)),
-                        commit_user=self.commit_user))
+            compact = compaction(latest)
+            again = [m for m in (compact(key, buckets[key], files[key]) for key in pending) if m is not None]
+            if not again:
+                return ids
             _, entries = message_entries(again)
             planner = CompactPlanner(self.table, entries, again, Resequencer(self.table, again))
             try:
@@ -298,7 +325,10 @@ class TableCommit:
         lost = CommitConflictError(
             f"table {self.table.name}: the lookup compaction of the buckets this commit wrote lost "
             f"to concurrent commits {self.max_retries + 1} times; their new rows stay in level 0, "
-            f"invisible to readers until the next write or compaction of those buckets")
+            f"invisible to readers that skip it until the next write or compaction of those buckets")
+        if not must_land:
+            log.warning("%s", lost)
+            return ids
         raise post_commit_error(self.table, written + ids, lost) from lost
 
     def abort(self, messages: Sequence[CommitMessage]) -> None:

@@ -143,9 +143,12 @@ class TableWrite:
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
         # A table whose commits look keys up keeps the runs it writes in the lookup cache: the
-        # lookup of this commit and the next ones reads them without decoding.
+        # lookup of this commit and the next ones reads them without decoding (a first-row
+        # table's compaction at commit looks its level-0 keys up).
+        first_row_up = not self.write_only and opts.require(MERGE_ENGINE) == "first-row"
         run_cache = (CachedFileReader(table.file_reader(), cache_for(table.path_factory.table_path, opts))
-                     if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup")
+                     if self.primary_key and (self._dv_compacts or self.changelog_producer == "lookup"
+                                              or first_row_up)
                      else None)
         #: What every bucket writer of this TableWrite shares.
         self._context = WriteContext(
@@ -155,11 +158,11 @@ class TableWrite:
             target_file_size=self.target_file_size, write_only=self.write_only,
             stop_trigger=self.stop_trigger, full_compaction_delta_commits=self.full_compaction_delta_commits,
             deletion_vectors=self.deletion_vectors, dv_compacts=self._dv_compacts, run_cache=run_cache,
-            # Not first-row: Paimon's readers take its files above level 0 raw (a key in one
-            # file), so its level 0 may only go up without the keys already above it.
+            # As Paimon's writers of tables that need lookups (its `needLookup`): first-row too,
+            # whose compaction drops the level-0 rows of keys already above (the first-row lookup).
             # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
-            force_up_level0=(self.primary_key and not self.deletion_vectors and producer == "lookup"
-                             and opts.require(MERGE_ENGINE) != "first-row"),
+            force_up_level0=(self.primary_key and not self.deletion_vectors
+                             and (producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")),
             current=self._current)
 
     @classmethod

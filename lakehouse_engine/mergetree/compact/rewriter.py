@@ -5,6 +5,8 @@ ranges. A section of several files is merged and rewritten to the output level. 
 upgraded to the output level without rewriting when it is large (at least `compaction.file-size`,
 by default 70% of `target-file-size`); small lone files are rewritten with their neighbours.
 Deletes are dropped only when the output is the highest level holding data.
+A first-row table's compaction that takes level-0 rows up drops those whose keys already live
+above its output level (`mergetree.compact.first_row_lookup`), as Paimon's lookup rewriter does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lakehouse_engine.mergetree.changelog import (
     row_deduplicate,
     write_changelog,
 )
+from lakehouse_engine.mergetree.compact.first_row_lookup import FirstRowLookup, without_keys
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
@@ -34,7 +37,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFT
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
 from lakehouse_engine.mergetree.rolling_writer import RollingRunWriter
-from lakehouse_engine.options import COMPACTION_FILE_SIZE
+from lakehouse_engine.options import COMPACTION_FILE_SIZE, MERGE_ENGINE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.threads import cores, parallel_map
@@ -95,6 +98,9 @@ class BucketCompactor:
         if self._full_changelog:
             check_producer_options(opts, table.name)
         self._top_level = opts.num_levels - 1
+        self._first_row = opts.require(MERGE_ENGINE) == "first-row"
+        #: The running compaction's first-row lookup (a first-row table taking level 0 up).
+        self._first_row_lookup: FirstRowLookup | None = None
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -114,11 +120,19 @@ class BucketCompactor:
         before: list[DataFileMeta] = []
         after: list[DataFileMeta] = []
         candidate: list[list[DataFileMeta]] = []
+        self._first_row_lookup = None
+        if self._first_row and output_level > 0 and any(f.level == 0 for f in unit.files):
+            self._first_row_lookup = FirstRowLookup(self.table.schema, self.table.path_factory.table_path,
+                                                    self.bucket_dir, self.reader, levels, output_level)
+        first_row = self._first_row_lookup
 
         def upgrade(f: DataFileMeta) -> None:
             if f.level == output_level:
                 return
-            if changelog:
+            if first_row is not None and f.level == 0 and first_row.dropped_keys([f]) is not None:
+                # Some of its keys live above the output level: rewritten without those rows.
+                self._rewrite([[f]], output_level, drop_delete, before, after)
+            elif changelog:
                 self._rewrite([[f]], output_level, drop_delete, before, after)
             elif drop_delete and (f.delete_row_count is None or f.delete_row_count > 0):
                 # The file may hold deletes that must disappear at the top level: rewrite it.
@@ -156,6 +170,8 @@ class BucketCompactor:
                     self.table.file_io.delete_file(f"{self.bucket_dir}/{f.file_name}")
             self.changelog_files = []
             raise
+        finally:
+            self._first_row_lookup = None
         levels.update(before, after)
         return before, after
 
@@ -182,9 +198,13 @@ class BucketCompactor:
             return self._merge_and_write_with_changelog(files, output_level, drop_delete)
         # Key range by key range in the one merge order (ties resolve as merge-on-read resolves
         # them), in `sort-spill-buffer-size`; the next range merges while this one is written.
+        first_row = self._first_row_lookup
+        dropped = first_row.dropped_keys(files) if first_row is not None else None
+
         def merge(rows: pa.Table, in_order: bool) -> pa.Table:
-            return self.merge_function.merge(rows, drop_retracts=drop_delete,
-                                             rows_in_sequence_order=in_order, threads=cores())
+            merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
+                                               rows_in_sequence_order=in_order, threads=cores())
+            return merged if dropped is None else without_keys(merged, dropped, self.key_names)
 
         ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key)
         writer = RollingRunWriter(

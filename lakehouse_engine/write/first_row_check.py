@@ -1,0 +1,109 @@
+"""The commit's check that a first-row table's compaction takes no key above level 0 twice, and
+the compaction the committer runs when a writer's lost (`first_row_level0_up`).
+
+Paimon reads the files above level 0 of a first-row table raw, so a key may sit in one of them
+only. A compaction drops the level-0 rows whose keys it finds above (its first-row lookup), but it
+looked at the bucket as its writer saw it. Another writer may have committed the same key since and
+taken it up: then both would hold it. Re-sequencing (`write.resequence`) drops the writer's
+compaction when the other's numbers overlap its own; this check covers the rest, from the file
+names the compaction saw (`CommitMessage.compact_base`): a file above level 0 it did not see that
+shares a key with its output makes the compaction lose (CommitConflictError; its data stays
+committed at level 0, and the next compaction of the bucket takes it up through the lookup).
+Files are compared by key range first; only ranges that meet have their key columns read.
+When the writer's compaction lost (or re-sequencing dropped it), the committer takes the bucket's
+level 0 up again against what landed (`TableCommit`, as for a deletion-vector table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse_engine.errors import CommitConflictError, LakehouseError
+from lakehouse_engine.format.binary_row import deserialize_row
+from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+from lakehouse_engine.mergetree.compact.universal import pick_unit
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
+
+__all__ = ["BucketLevel0Up", "check_first_row_keys_once", "first_row_level0_up"]
+
+#: Compacts one bucket's level 0 up: (partition, bucket), total buckets, its live files -> the
+#: compaction's message (None: nothing to do).
+BucketLevel0Up = Callable[[tuple[bytes, int], int, list[DataFileMeta]], "CommitMessage | None"]
+
+
+def first_row_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
+    """The committer's first-row compaction of a bucket: level 0 up through the first-row lookup
+    (Paimon's ForceUpLevel0Compaction), checked at commit like a writer's."""
+    def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
+        levels = Levels(files, table.options.num_levels)
+        unit = pick_unit(levels, table.options, False, force_up_level0=True)
+        if unit is None:
+            return None
+        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1])
+        before, after = compactor.compact(levels, unit)
+        if not before and not after:
+            return None
+        return CommitMessage(key[0], key[1], total, compact_before=before, compact_after=after,
+                             compact_changelog=compactor.changelog_files,
+                             compact_base=[f.file_name for f in files], commit_user=commit_user)
+
+    return compact
+
+
+def check_first_row_keys_once(table: FileStore, messages: Sequence[CommitMessage],
+                              live: Sequence[ManifestEntry]) -> None:
+    """CommitConflictError when a first-row compaction of `messages` would put a key above level 0
+    that a file of `live` above level 0, unseen by that compaction, already holds."""
+    for m in messages:
+        if m.compact_base is None:
+            continue
+        ours = [f for f in m.compact_after if f.level > 0]
+        if not ours:
+            continue
+        seen = set(m.compact_base) | {f.file_name for f in m.compact_after}
+        unseen = [e.file for e in live if e.partition == m.partition and e.bucket == m.bucket
+                  and e.file.level > 0 and e.file.file_name not in seen]
+        if unseen and _share_keys(table, m, ours, unseen):
+            raise CommitConflictError(
+                f"table {table.name}, bucket {m.bucket}: another commit took keys of this first-row "
+                f"compaction above level 0 since it looked them up; the compaction was not committed "
+                f"(its rows stay at level 0 until the next compaction)")
+
+
+def _share_keys(table: FileStore, m: CommitMessage, ours: list[DataFileMeta], theirs: list[DataFileMeta]) -> bool:
+    """Whether a key of the files `ours` is in one of `theirs` (key ranges first, then key columns)."""
+    schema = table.schema
+    key_names = schema.trimmed_primary_keys
+    key_types = schema.types_of(key_names)
+
+    def bounds(f: DataFileMeta) -> tuple[Any, Any]:
+        return (comparable_key(deserialize_row(f.min_key, key_types)),
+                comparable_key(deserialize_row(f.max_key, key_types)))
+
+    try:
+        ranges = [bounds(f) for f in ours]
+        theirs = [f for f in theirs if any(not (hi < lo2 or hi2 < lo)
+                                           for (lo, hi), (lo2, hi2) in ((r, bounds(f)) for r in ranges))]
+    except (TypeError, ValueError, LakehouseError):
+        pass  # keys that do not compare (or decode): read them all
+    if not theirs:
+        return False
+    bucket_dir = table.path_factory.bucket_dir(table.partition_codec().from_binary(m.partition).spec, m.bucket)
+    file_schema = schema.data_file_arrow_schema()
+    key_schema = pa.schema([file_schema.field(k) for k in key_names])
+    reader = table.file_reader()
+
+    def keys(files: list[DataFileMeta]) -> pa.Table:
+        tables = [reader.read(f"{bucket_dir}/{f.file_name}", key_names, key_schema, f) for f in files]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    return keys(ours).join(keys(theirs), key_names, join_type="inner").num_rows > 0
