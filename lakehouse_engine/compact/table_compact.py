@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse_engine.compact.task import CompactTask
 from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.features import check_entry, check_writable
+from lakehouse_engine.mergetree.changelog import changelog_producer
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
@@ -87,13 +88,16 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     return CommitMessage(task.partition, task.bucket, task.total_buckets,
                          compact_before=before, compact_after=after,
                          compact_changelog=compactor.changelog_files,
-                         compact_base=[f.file_name for f in task.files] if _level0_up(table.options) else None)
+                         compact_base=([f.file_name for f in task.files]
+                                       if table.options.require(MERGE_ENGINE) == "first-row" else None))
 
 
 def _level0_up(options: CoreOptions) -> bool:
-    """A first-row table's compaction takes its level 0 up when nothing else is picked, as Paimon's
-    (ForceUpLevel0Compaction): Paimon reads first-row tables above level 0 only."""
-    return options.require(MERGE_ENGINE) == "first-row"
+    """The compaction of a table whose readers skip level 0 takes its level 0 up when nothing else
+    is picked, as Paimon's (ForceUpLevel0Compaction, for tables that need lookups): Paimon reads
+    first-row tables above level 0 only, and its first streaming plan of a `lookup`-producer table
+    skips level 0 (a write-only writer's rows would otherwise stay out of it until a full compaction)."""
+    return options.require(MERGE_ENGINE) == "first-row" or changelog_producer(options) == "lookup"
 
 
 def _run_deletion_vector_task(table: FileStore, task: CompactTask) -> CommitMessage | None:

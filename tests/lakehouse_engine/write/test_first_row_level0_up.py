@@ -249,3 +249,27 @@ def test_string_keys_already_above_are_dropped_from_a_lower_level(catalog: Catal
     got = read(t)
     assert sorted(zip(got.column("k").to_pylist(), got.column("v").to_pylist(), strict=True)) == \
         [(f"key-{i:05d}", 0 if i < 2000 else 1) for i in range(2010)]
+
+
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_a_rescale_of_a_first_row_table_takes_level0_up(catalog: Catalog, producer: str) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "2", "merge-engine": "first-row", "changelog-producer": producer})
+    write(t, _batch(range(0, 10), "a"))
+    write(t, _batch(range(5, 15), "b"))
+    t.rescale(3)
+    t = catalog.get_table("db.t")
+    assert level0_files(t) == []
+    assert_one_file_per_key_above_level0(t)
+    assert _ours(t) == sorted([(i, f"a{i}") for i in range(10)] + [(i, f"b{i}") for i in range(10, 15)])
+
+
+def test_postpone_compaction_of_a_first_row_table_keeps_the_rows_already_above(catalog: Catalog) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "-2", "merge-engine": "first-row"})
+    write(t, _batch(range(0, 10), "a"))
+    t.compact_postpone()
+    write(t, _batch(range(5, 15), "b"))
+    t.compact_postpone()
+    assert level0_files(t) == []
+    assert_one_file_per_key_above_level0(t)
+    assert _ours(t) == sorted([(i, f"a{i}") for i in range(10)] + [(i, f"b{i}") for i in range(10, 15)])

@@ -112,3 +112,14 @@ def test_a_rescale_or_overwrite_of_a_full_compaction_table_leaves_its_rows_at_th
     t.compact(full=True)
     changes = [(r["_row_kind"], r["id"], r["v"]) for r in t.changes(before.id).to_pylist()]
     assert sorted(changes) == [("+U", 0, "new0"), ("-U", 0, "v0")]
+
+
+def test_a_compaction_of_a_write_only_lookup_table_takes_level_0_up_so_a_new_stream_sees_its_rows(
+        catalog: Catalog) -> None:
+    t = _table(catalog, **{"write-only": "true"})
+    write(t, _rows((1, "a", "x"), (2, "b", "y")))
+    write(t, _rows((1, "a", "x2")))
+    assert 0 in _levels(t)
+    t.compact()
+    assert 0 not in _levels(t)
+    assert _first_stream_plan(t) == [(1, "a", "x2"), (2, "b", "y")]
