@@ -71,6 +71,8 @@ def format_description(option: ConfigOption[Any]) -> str:
     text = option.description
     if option.choices:
         text += " Values: " + ", ".join(f"`{c}`" for c in option.choices) + "."
+    if option.fallback_keys:
+        text += " Also read from " + ", ".join(f"`{k}`" for k in option.fallback_keys) + " (older spellings)."
     return _cell(text)
 
 

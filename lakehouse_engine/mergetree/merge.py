@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lakehouse_engine.errors import UnsupportedError
+from lakehouse_engine.errors import InvalidDataError, UnsupportedError
 from lakehouse_engine.mergetree.merge_engines import (
     AGGREGATE_FUNCTIONS,
     MergeOptions,
@@ -75,6 +75,12 @@ def merge_indices(table: pa.Table, key_names: Sequence[str], merge_engine: str =
     else:
         order = merge_sort_indices(table, key_names, sequence_fields, sequence_descending,
                                    rows_in_sequence_order)
+    if merge_engine == "first-row" and not ignore_delete and not all_inserts:
+        retracts = int(((kinds == UPDATE_BEFORE) | (kinds == DELETE)).sum())
+        if retracts:
+            # Paimon's FirstRowMergeFunction refuses them: a first row is never retracted.
+            raise InvalidDataError(f"the first-row merge engine cannot take -U/-D records ({retracts} "
+                                   f"arrived); set '{IGNORE_DELETE.key}' = 'true' to drop them")
     if (ignore_delete or merge_engine == "first-row") and not all_inserts:
         sorted_kinds = kinds[order]
         order = order[(sorted_kinds == INSERT) | (sorted_kinds == UPDATE_AFTER)]

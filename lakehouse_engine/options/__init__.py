@@ -82,6 +82,9 @@ class ConfigOption(Generic[T]):
     group: str = ""  # the section of the option reference (docs/options.md) it is listed under
     status: Status = Status.IMPLEMENTED
     why: str = ""  # stored only: why it changes nothing here; refused: what to do instead
+    #: Older spellings Paimon still reads (its ConfigOption.withFallbackKeys), tried in order when
+    #: the key itself is absent.
+    fallback_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # The key is a str that can also be called: pypaimon code writes `CoreOptions.BUCKET.key()`.
@@ -93,23 +96,26 @@ class ConfigOption(Generic[T]):
 
     def value(self, raw: Mapping[str, str]) -> T | None:
         """The typed value of this option in `raw`, or its default; raises InvalidOptionError."""
-        text = raw.get(self.key)
-        if text is None:
+        key = next((k for k in (self.key, *self.fallback_keys) if k in raw), None)
+        if key is None:
             return self.default
+        text = raw[key]
         try:
             if self.choices is not None and text not in self.choices:
                 raise ValueError(f"expected one of {', '.join(self.choices)}")
             parsed = self.parse(text)
         except ValueError as e:
-            raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {e}") from None
+            raise InvalidOptionError(f"option '{key}' has invalid value {text!r}: {e}") from None
         if self.check is not None:
             problem = self.check(parsed)
             if problem:
-                raise InvalidOptionError(f"option '{self.key}' has invalid value {text!r}: {problem}")
+                raise InvalidOptionError(f"option '{key}' has invalid value {text!r}: {problem}")
         return parsed
 
 
 OPTIONS: dict[str, ConfigOption[Any]] = {}
+#: Each fallback key (an older spelling) to the option that reads it.
+FALLBACK_KEYS: dict[str, ConfigOption[Any]] = {}
 
 # Paimon reads "int" options as Java ints and sizes and durations as Java longs: a larger value
 # would fail (or wrap around) in every other engine that opens the table.
@@ -145,6 +151,7 @@ class OptionGroup:
         elif stored is not None:
             option = replace(option, status=Status.STORED, why=stored)
         OPTIONS[option.key] = option
+        FALLBACK_KEYS.update((k, option) for k in option.fallback_keys)
         return option
 
     def integer(self, key: str, default: int | None, description: str,
@@ -157,9 +164,11 @@ class OptionGroup:
 
     def boolean(self, key: str, default: bool | None, description: str,
                 check: Callable[[bool], str | None] | None = None, *,
-                refused: str | None = None, stored: str | None = None) -> ConfigOption[bool]:
-        """A `true`/`false` option."""
-        option = ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title)
+                refused: str | None = None, stored: str | None = None,
+                fallback_keys: tuple[str, ...] = ()) -> ConfigOption[bool]:
+        """A `true`/`false` option (also read from its `fallback_keys`, Paimon's older spellings)."""
+        option = ConfigOption(key, _parse_bool, default, description, "bool", check, None, self.title,
+                              fallback_keys=fallback_keys)
         return self._add(option, refused, stored)
 
     def string(self, key: str, default: str | None, description: str,
@@ -254,7 +263,8 @@ PARTITION_DEFAULT_NAME = _files.string("partition.default-name", "__DEFAULT_PART
 
 _merging = OptionGroup("Merging")
 MERGE_ENGINE = _merging.enum("merge-engine", "deduplicate", "How rows of the same primary key merge.", ("deduplicate", "partial-update", "aggregation", "first-row"))
-IGNORE_DELETE = _merging.boolean("ignore-delete", False, "Ignore delete records.")
+IGNORE_DELETE = _merging.boolean("ignore-delete", False, "Ignore delete records.", fallback_keys=(
+    "first-row.ignore-delete", "deduplicate.ignore-delete", "partial-update.ignore-delete"))
 ROWKIND_FIELD = _merging.string("rowkind.field", None, "Field holding each row's kind (+I, -U, +U, -D).")
 SEQUENCE_FIELD = _merging.string("sequence.field", None, "Field(s) ordering records of one key; the largest wins.")
 SEQUENCE_FIELD_SORT_ORDER = _merging.enum("sequence.field.sort-order", "ascending", "Order of sequence.field.", ("ascending", "descending"))
@@ -357,6 +367,8 @@ class CoreOptions:
         for key in self.raw:
             if key in OPTIONS:
                 OPTIONS[key].value(self.raw)
+            elif key in FALLBACK_KEYS:
+                FALLBACK_KEYS[key].value({key: self.raw[key]})
         if CHANGELOG_NUM_RETAINED_MIN.key in self.raw or CHANGELOG_NUM_RETAINED_MAX.key in self.raw:
             # Paimon's SchemaValidation: each falls back to its snapshot option.
             low = self.get(CHANGELOG_NUM_RETAINED_MIN) or self.require(SNAPSHOT_NUM_RETAINED_MIN)

@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.options import OPTIONS
+from lakehouse_engine.options import FALLBACK_KEYS, OPTIONS
 from lakehouse_engine.options.inventory import INVENTORY, InventoryEntry, Status
 
 # Key families Paimon spells with a field or index name inside (`fields.<f>.aggregate-function`,
@@ -24,6 +24,8 @@ def option_status(key: str) -> Status | None:
     """The status of `key` (implemented, stored only or refused), or None for a key Paimon does not know."""
     if key in OPTIONS:
         return OPTIONS[key].status
+    if key in FALLBACK_KEYS:
+        return FALLBACK_KEYS[key].status
     entry = INVENTORY.get(key)
     return entry.status if entry is not None else None
 

@@ -30,7 +30,7 @@ from lakehouse_engine.mergetree.merge import (
     merge_records,
     validate_merge_options,
 )
-from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.options import IGNORE_DELETE, CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, TableSchema
 from tests.lakehouse_engine.conftest import create_table, read, rows
 
@@ -427,6 +427,56 @@ def test_many_keys_merge_at_once() -> None:
     out = merge_records(t, ["k"], "aggregation", options=CoreOptions({"fields.v.aggregate-function": "sum"}))
     assert out.num_rows == 5000
     assert out.column("v")[0].as_py() == sum(range(0, n, 5000))
+
+
+# ==== first-row ===================================================================================
+FR = schema_of(("v", pa.string()))
+
+
+def test_first_row_refuses_retractions_as_paimon_does() -> None:
+    # Paimon's FirstRowMergeFunction: a first row is never retracted, so -U/-D are an error.
+    t = records(FR, [(1, "a"), (1, None)], "+I -D")
+    with pytest.raises(InvalidDataError, match="first-row.*1 arrived.*'ignore-delete'"):
+        merged(t, "first-row")
+    with pytest.raises(InvalidDataError, match="first-row"):
+        merged(records(FR, [(1, "a"), (1, "a")], "+I -U"), "first-row")
+
+
+def test_first_row_keeps_the_first_row_through_updates_after() -> None:
+    t = records(FR, [(1, "a"), (1, "b"), (2, "c")], "+I +U +U")
+    assert merged(t, "first-row") == [(1, "a", "+I", 0), (2, "c", "+U", 2)]
+
+
+@pytest.mark.parametrize("key", ["ignore-delete", "first-row.ignore-delete"])
+def test_first_row_with_ignore_delete_drops_retractions(key: str) -> None:
+    # `first-row.ignore-delete` is the older spelling Paimon still reads (a fallback key).
+    t = records(FR, [(1, "a"), (1, None), (2, "b"), (2, None)], "+I -D -D +I")
+    assert merged(t, "first-row", {key: "true"}) == [(1, "a", "+I", 0), (2, None, "+I", 3)]
+
+
+def test_a_retraction_written_to_a_first_row_table_is_refused_and_nothing_is_stored(catalog: Catalog) -> None:
+    s = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("kind", pa.string())])
+    t = create_table(catalog, "fr", s, ["id"], options={
+        "bucket": "1", "merge-engine": "first-row", "rowkind.field": "kind"})
+    write = t.new_batch_write_builder()
+    w = write.new_write()
+    w.write_arrow(pa.table({"id": [1], "kind": ["+I"]}, schema=s))
+    write.new_commit().commit(w.prepare_commit())
+    snapshots = len(list(t.snapshots()))
+    w = write.new_write()
+    with pytest.raises(InvalidDataError, match="first-row"):
+        w.write_arrow(pa.table({"id": [1, 2], "kind": ["-D", "+I"]}, schema=s))
+        w.prepare_commit()
+    w.close()
+    assert read(t).to_pylist() == [{"id": 1, "kind": "+I"}]
+    assert len(list(t.snapshots())) == snapshots
+
+
+def test_ignore_delete_reads_its_older_spellings_and_checks_their_values() -> None:
+    assert CoreOptions({"deduplicate.ignore-delete": "true"}).require(IGNORE_DELETE)
+    assert not CoreOptions({"ignore-delete": "false", "first-row.ignore-delete": "true"}).require(IGNORE_DELETE)
+    with pytest.raises(InvalidOptionError, match="'partial-update.ignore-delete' has invalid value 'yes'"):
+        CoreOptions({"partial-update.ignore-delete": "yes"}).validate()
 
 
 # ==== option validation ===========================================================================

@@ -28,7 +28,7 @@ INT_KEY = (["k"], [DataType.parse("BIGINT NOT NULL")])
 PAIR_KEY = (["s", "d"], [DataType.parse("STRING NOT NULL"), DataType.parse("DOUBLE NOT NULL")])
 ENGINES = {
     "deduplicate": {},
-    "first-row": {},
+    "first-row": {"ignore-delete": "true"},  # (first-row refuses retractions without it, as Paimon)
     "partial-update": {},
     "aggregation": {"fields.v.aggregate-function": "sum", "fields.w.aggregate-function": "max"},
 }
