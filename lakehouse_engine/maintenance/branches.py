@@ -24,7 +24,7 @@ from lakehouse_engine.errors import CommitConflictError, InvalidIdentifierError,
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.path_factory import BRANCH_PREFIX, MAIN_BRANCH, PathFactory, branch_path
 from lakehouse_engine.store.file_store import BranchNotExistError
-from lakehouse_engine.store.snapshot_manager import EARLIEST, LATEST
+from lakehouse_engine.store.snapshot_manager import LATEST
 from lakehouse_engine.store.tag_files import TAG_PREFIX, list_tags, tag_path, tag_snapshot
 
 if TYPE_CHECKING:
@@ -203,18 +203,9 @@ class BranchManager:
         """Delete main's long-lived changelogs of snapshots from `point` on, newest first (Paimon
         0.9's fastForward leaves them, and its stream then reads main's undone changes); the files
         only they read are orphans for `remove_orphan_files`."""
-        main, fio = self.main, self.main.file_io
-        mains = main.snapshot_manager()
-        gone = [cid for cid in mains.list_long_lived_changelog_ids() if cid >= point]
-        for cid in reversed(gone):
-            fio.delete_file(main.path_factory.long_lived_changelog_path(cid), quiet=False)
-        if gone:
-            remaining = mains.list_long_lived_changelog_ids()
-            if remaining:
-                fio.overwrite_atomic(f"{main.path_factory.changelog_dir}/{LATEST}", str(remaining[-1]).encode())
-            else:
-                for hint in (LATEST, EARLIEST):
-                    fio.delete_file(f"{main.path_factory.changelog_dir}/{hint}")
+        mains = self.main.snapshot_manager()
+        mains.delete_long_lived_changelogs(
+            (cid for cid in mains.list_long_lived_changelog_ids() if cid >= point), quiet=False)
 
     def _put_snapshot(self, snapshot: Snapshot, replace: bool) -> None:
         main = self.main

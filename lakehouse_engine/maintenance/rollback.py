@@ -118,16 +118,7 @@ def rollback_to(table: FileStore, snapshot_or_tag: int | str) -> None:
             fio.overwrite_atomic(f"{paths.snapshot_dir}/{EARLIEST}", str(target.id).encode())
     # 6. Long-lived changelogs after the target, newest first; tags of removed snapshots; then
     #    the files nothing references any more.
-    for c in sorted(changelogs, key=lambda c: c.id, reverse=True):
-        fio.delete_file(paths.long_lived_changelog_path(c.id))
-    if changelogs:
-        with contextlib.suppress(OSError):
-            remaining = snapshots.list_long_lived_changelog_ids()
-            if remaining:
-                fio.overwrite_atomic(f"{paths.changelog_dir}/{LATEST}", str(remaining[-1]).encode())
-            else:
-                for hint in (LATEST, EARLIEST):
-                    fio.delete_file(f"{paths.changelog_dir}/{hint}")
+    snapshots.delete_long_lived_changelogs(c.id for c in changelogs)
     for name in dropped_tags:
         fio.delete_file(tag_path(table, name))
     delete_files(table, doomed)

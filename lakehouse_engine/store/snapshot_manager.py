@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from lakehouse_engine.errors import CorruptFileError, SnapshotNotExistError
@@ -242,6 +243,23 @@ class SnapshotManager:
     def commit_long_lived_changelog_earliest_hint(self, snapshot_id: int) -> None:
         with contextlib.suppress(OSError):
             self.file_io.overwrite_atomic(f"{self.paths.changelog_dir}/{EARLIEST}", str(snapshot_id).encode())
+
+    def delete_long_lived_changelogs(self, ids: Iterable[int], quiet: bool = True) -> None:
+        """Delete the long-lived changelogs `ids`, newest first (a reader walking back never meets a
+        gap below one still there), then point `changelog/LATEST` at the newest left, or drop both
+        hints when none is (hints only: readers check them). `quiet`: a failed delete is ignored."""
+        newest_first = sorted(ids, reverse=True)
+        for cid in newest_first:
+            self.file_io.delete_file(self.paths.long_lived_changelog_path(cid), quiet=quiet)
+        if not newest_first:
+            return
+        with contextlib.suppress(OSError):
+            remaining = self.list_long_lived_changelog_ids()
+            if remaining:
+                self.file_io.overwrite_atomic(f"{self.paths.changelog_dir}/{LATEST}", str(remaining[-1]).encode())
+            else:
+                for hint in (LATEST, EARLIEST):
+                    self.file_io.delete_file(f"{self.paths.changelog_dir}/{hint}")
 
     def long_lived_changelog_at_or_before(self, timestamp_millis: int) -> Snapshot | None:
         """The newest long-lived changelog committed at or before `timestamp_millis` (a binary
