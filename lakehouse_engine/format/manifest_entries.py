@@ -5,7 +5,7 @@ and how an ordered ADD/DELETE log folds into the live files. Their Avro form is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar, TypeAlias
@@ -184,20 +184,30 @@ class IndexManifestEntry:
     global_index: GlobalIndexMeta | None = None
 
 
-def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
+def merge_entries(entries: Sequence[ManifestEntry],
+                  origin: Callable[[int], str] | None = None) -> list[ManifestEntry]:
     """Fold an ordered ADD/DELETE log as Paimon's FileEntry.mergeEntries does, keeping first-seen order.
 
     An ADD followed by a DELETE of the same file cancels out; a DELETE with no earlier ADD is kept
-    so that merging with older manifests can cancel it. A second ADD of a file raises.
+    so that merging with older manifests can cancel it. A second ADD of a file raises, naming the
+    manifests that hold the two (`origin`: the manifest file of the entry at an index).
     """
     merged: dict[FileIdentifier, ManifestEntry] = {}
-    for entry in entries:
+    for i, entry in enumerate(entries):
         key = entry.identifier
         if entry.kind == FileKind.ADD:
             if key in merged:
+                where = ""
+                if origin is not None:
+                    # (The error path only: find the earlier ADD again rather than track every entry.)
+                    first = next(j for j in range(i) if entries[j].kind == FileKind.ADD
+                                 and entries[j].identifier == key)
+                    names = list(dict.fromkeys((origin(first), origin(i))))
+                    where = (f" (in manifest{'s' if len(names) > 1 else ''} "
+                             f"{' and '.join(map(repr, names))}: one is damaged)")
                 raise CorruptFileError(
                     f"data file {entry.file.file_name!r} (bucket {entry.bucket}, level "
-                    f"{entry.file.level}) is added twice without a delete in between"
+                    f"{entry.file.level}) is added twice without a delete in between{where}"
                 )
             merged[key] = entry
         elif entry.kind != FileKind.DELETE:
@@ -211,4 +221,4 @@ def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
 
 def live_files(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
     """The ADD entries that survive merging: the files a snapshot's manifests make visible."""
-    return [e for e in merge_entries(entries) if e.kind == FileKind.ADD]
+    return [e for e in merge_entries(list(entries)) if e.kind == FileKind.ADD]

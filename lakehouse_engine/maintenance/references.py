@@ -26,7 +26,6 @@ from lakehouse_engine.format.manifest_entries import (
     FileKind,
     IndexManifestEntry,
     ManifestEntry,
-    merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT
@@ -152,7 +151,7 @@ def live_data_files(table: FileStore, snapshot: Snapshot, paths: DataPaths | Non
     """Paths of every data file live in `snapshot` (a merge of its base and delta manifests)."""
     paths = paths or DataPaths(table)
     mio = table.manifest_io()
-    merged = merge_entries(mio.read_entries(mio.data_manifests(snapshot)))
+    merged = mio.merged_entries(mio.data_manifests(snapshot))
     return {p for e in merged if e.kind == FileKind.ADD for p in paths.of_entry(e)}
 
 

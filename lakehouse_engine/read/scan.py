@@ -18,7 +18,6 @@ from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
-    merge_entries,
 )
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.data_file_check import check_entry
@@ -192,7 +191,7 @@ class TableScan:
         """Live data files of `snapshot` that survive partition and key-range pruning."""
         mio = self.table.manifest_io()
         metas = [m for m in mio.data_manifests(snapshot) if self._manifest_may_match(m)]
-        merged = merge_entries(mio.read_entries(metas))
+        merged = mio.merged_entries(metas)
         codec = self.table.partition_codec()
         out = []
         partition_ok: dict[bytes, bool] = {}

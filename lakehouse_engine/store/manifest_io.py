@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 import threading
@@ -227,6 +228,16 @@ class ManifestIO:
             out.extend(self.read_manifest(m.file_name, m.file_size, self._listed_in.get(m.file_name)))
         return out
 
+    def merged_entries(self, metas: Sequence[ManifestFileMeta]) -> list[ManifestEntry]:
+        """The entries of the manifests `metas` folded in order (`merge_entries`): the ADDs that
+        survive and the DELETEs left for older manifests; a file added twice names its manifests."""
+        entries: list[ManifestEntry] = []
+        ends: list[int] = []
+        for m in metas:
+            entries.extend(self.read_manifest(m.file_name, m.file_size, self._listed_in.get(m.file_name)))
+            ends.append(len(entries))
+        return merge_entries(entries, lambda i: metas[bisect.bisect_right(ends, i)].file_name)
+
     def added_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         """The ADD entries of `snapshot`'s delta: the files this one commit added."""
         delta = self.read_entries(self.read_manifest_list(snapshot.delta_manifest_list))
@@ -236,5 +247,4 @@ class ManifestIO:
         """The ADD entries of every data file live in `snapshot` (empty for None)."""
         if snapshot is None:
             return []
-        merged = merge_entries(self.read_entries(self.data_manifests(snapshot)))
-        return [e for e in merged if e.kind == FileKind.ADD]
+        return [e for e in self.merged_entries(self.data_manifests(snapshot)) if e.kind == FileKind.ADD]

@@ -24,7 +24,6 @@ from lakehouse_engine.format.manifest_entries import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
-    merge_entries,
 )
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.options import (
@@ -553,7 +552,7 @@ class TableCommit:
     def _merge_manifests(self, metas: list[ManifestFileMeta], new_files: list[str]) -> list[ManifestFileMeta]:
         """Rewrite many small manifests as few: merged ADD entries only, near the target size each."""
         mio = self.table.manifest_io()
-        live = [e for e in merge_entries(mio.read_entries(metas)) if e.kind == FileKind.ADD]
+        live = [e for e in mio.merged_entries(metas) if e.kind == FileKind.ADD]
         per_file = max(1, self.manifest_target // _ENTRY_BYTES_ESTIMATE)
         merged = []
         for i in range(0, len(live), per_file):
