@@ -225,6 +225,9 @@ class Resequencer:
                         "bucket's new files were re-sequenced; a later compaction picks it up",
                         self.table.name, m.bucket)
             m.compact_before, m.compact_after = [], []
+            # Its deletion vectors too (their files deleted above, computed for the dropped
+            # compaction): the COMPACT must not commit them; the committer compacts the bucket again.
+            m.deletion_vector_files, m.deletion_vector_base = [], None
             if self.table.options.require(CHANGELOG_PRODUCER) == "full-compaction":
                 # That changelog was the dropped compaction's own (deleted with its files above),
                 # not the data's: the data lands without it.
