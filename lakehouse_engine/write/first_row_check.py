@@ -9,7 +9,8 @@ compaction when the other's numbers overlap its own; this check covers the rest,
 names the compaction saw (`CommitMessage.compact_base`): a file above level 0 it did not see that
 shares a key with its output makes the compaction lose (CommitConflictError; its data stays
 committed at level 0, and the next compaction of the bucket takes it up through the lookup).
-Files are compared by key range first; only ranges that meet have their key columns read.
+Files are compared by key range first (`mergetree.key_range`); only files that meet have their key
+columns read.
 When the writer's compaction lost (or re-sequencing dropped it), the committer takes the bucket's
 level 0 up again against what landed (`TableCommit`, as for a deletion-vector table).
 """
@@ -17,17 +18,16 @@ level 0 up again against what landed (`TableCommit`, as for a deletion-vector ta
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakehouse_engine.errors import CommitConflictError, LakehouseError
-from lakehouse_engine.format.binary_row import deserialize_row
-from lakehouse_engine.format.float_order import comparable_key
+from lakehouse_engine.errors import CommitConflictError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
+from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -84,17 +84,7 @@ def _share_keys(table: FileStore, m: CommitMessage, ours: list[DataFileMeta], th
     schema = table.schema
     key_names = schema.trimmed_primary_keys
     key_types = schema.types_of(key_names)
-
-    def bounds(f: DataFileMeta) -> tuple[Any, Any]:
-        return (comparable_key(deserialize_row(f.min_key, key_types)),
-                comparable_key(deserialize_row(f.max_key, key_types)))
-
-    try:
-        ranges = [bounds(f) for f in ours]
-        theirs = [f for f in theirs if any(not (hi < lo2 or hi2 < lo)
-                                           for (lo, hi), (lo2, hi2) in ((r, bounds(f)) for r in ranges))]
-    except (TypeError, ValueError, LakehouseError):
-        pass  # keys that do not compare (or decode): read them all
+    theirs = files_meeting_keys(theirs, key_types, key_span(ours, key_types))
     if not theirs:
         return False
     bucket_dir = table.path_factory.bucket_dir(table.partition_codec().from_binary(m.partition).spec, m.bucket)
