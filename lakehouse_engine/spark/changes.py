@@ -70,17 +70,43 @@ class _Settings:
     ref: TableRef
     mode: str
     merged: bool
+    #: (field id, name) of the table's columns when the DataFrame was loaded: a stream keeps
+    #: reading those columns (by id, so a rename is followed) after the table's schema evolves.
+    fields: tuple[tuple[int, str], ...] = ()
 
     def kind(self, table: FileStore) -> str:
         return follow_up_kind(table) if self.mode == "auto" else self.mode
 
 
+def _loaded_columns(settings: _Settings, table: FileStore) -> tuple[list[str] | None, list[str]]:
+    """The current names of the columns the DataFrame was loaded with (None: the schema is the
+    same), and their names then; a column dropped since is a clear error, not a failed cast."""
+    if not settings.fields:
+        return None, []
+    now = {f.id: f.name for f in table.schema.fields}
+    missing = [name for fid, name in settings.fields if fid not in now]
+    if missing:
+        raise LakehouseError(f"format('{CHANGES_FORMAT}') of table {table.name}: column(s) {missing} were "
+                             f"dropped after the query was started; restart it from a new checkpoint to "
+                             f"read the table's current schema")
+    current = [now[fid] for fid, _ in settings.fields]
+    loaded = [name for _, name in settings.fields]
+    if current == [f.name for f in table.schema.fields]:
+        return None, loaded
+    return current, loaded
+
+
 def _read(settings: _Settings, split: DataSplit, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     table = settings.ref.open().store
+    projection, loaded = _loaded_columns(settings, table)
     if settings.merged:
-        rows = IncrementalRead(table, include_row_kind=True).read_split(split)
+        rows = IncrementalRead(table, projection, include_row_kind=True).read_split(split)
     else:
-        rows = ChangeRead(table, include_row_kind=True).read_split(split)
+        rows = ChangeRead(table, projection, include_row_kind=True).read_split(split)
+    if projection is not None:
+        # Renamed columns keep the names the query was started with.
+        rows = rows.rename_columns([ROW_KIND, *loaded])
+    if not settings.merged:
         rows = rows.add_column(0, SNAPSHOT_ID, pa.array(np.full(rows.num_rows, split.snapshot_id, dtype=np.int64)))
     yield from rows.cast(arrow_schema, safe=False).to_batches(max_chunksize=_BATCH_ROWS)
 
@@ -124,9 +150,15 @@ class ChangesStreamReader(DataSourceStreamReader):
             if consumer is not None:
                 return {"next_snapshot": consumer.next_snapshot}
         if self.start is not None:
-            return {"next_snapshot": self.start + 1}
-        latest = table.snapshot_manager().latest_snapshot_id()
-        return {"next_snapshot": (latest or 0) + 1}
+            first = self.start + 1
+        else:
+            first = (table.snapshot_manager().latest_snapshot_id() or 0) + 1
+        if self.consumer_id is not None:
+            # Recorded now, not at the first micro-batch commit (Spark commits a batch when it
+            # plans the next one; an availableNow query never commits its last): until then
+            # snapshot expiry would not know what the query still has to read.
+            table.consumer_manager().reset_consumer(self.consumer_id, max(first, 1))
+        return {"next_snapshot": first}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
         latest = self.settings.ref.open().snapshot_manager().latest_snapshot_id()
@@ -184,7 +216,8 @@ class ChangesDataSource(DataSource):
         merged = (self.options.get("merged") or "false").strip().lower()
         if merged not in ("true", "false"):
             raise InvalidOptionError(f"option 'merged' must be true or false, got {merged!r}")
-        return _Settings(self._ref(), mode, merged == "true")
+        fields = getattr(self, "_fields_at_load", ())
+        return _Settings(self._ref(), mode, merged == "true", fields)
 
     def schema(self) -> StructType:
         # Called once when the DataFrame is loaded, before this object is pickled: a stream
@@ -193,6 +226,7 @@ class ChangesDataSource(DataSource):
         settings = self._settings()
         table = settings.ref.open()
         self._latest_at_load = table.snapshot_manager().latest_snapshot_id() or 0
+        self._fields_at_load = tuple((f.id, f.name) for f in table.schema.fields)
         return changes_schema(table, settings.merged)
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -1,0 +1,97 @@
+"""The Structured Streaming source of a table's changes under a hostile user: the table's schema
+evolves while the query runs, a query restarts from its checkpoint after the snapshots it needs
+expired, and a consumer protects what a query has not read from expiry from the moment it starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.schema_change import SchemaChange
+from lakehouse_engine.spark.changes import register_changes_source
+from tests.lakehouse_engine.conftest import write
+from tests.lakehouse_engine.read.changes_helpers import keyed_table, put
+
+pytestmark = pytest.mark.spark
+
+
+def _stream(spark: Any, tmp_path: Path, **options: str) -> Any:
+    register_changes_source(spark)
+    reader = spark.readStream.format("lakehouse-changes").option("warehouse", str(tmp_path / "warehouse"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load("db.t")
+
+
+def _run_to_parquet(spark: Any, tmp_path: Path, checkpoint: str, **options: str) -> tuple[list[tuple[Any, ...]],
+                                                                                          Exception | None]:
+    """An availableNow query into parquet (a sink that restarts from its checkpoint)."""
+    out = tmp_path / f"{checkpoint}-out"
+    query = (_stream(spark, tmp_path, **options).writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(tmp_path / checkpoint)).trigger(availableNow=True).start())
+    error: Exception | None = None
+    try:
+        query.awaitTermination(120)
+    except Exception as exc:  # the query's failure, as Spark reports it
+        error = exc
+    rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) if out.exists() else []
+    return rows, error
+
+
+def test_a_running_query_keeps_its_columns_when_the_table_gains_and_renames_columns(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    query = (_stream(spark, tmp_path, **{"start-snapshot": "0"}).writeStream.format("memory")
+             .queryName("evolving_changes").option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        catalog.alter_table("db.t", [SchemaChange.add_column("extra", pa.int32()),
+                                     SchemaChange.rename_column("v", "value")])
+        t = catalog.get_table("db.t")
+        sid = write(t, pa.table({"id": pa.array([2], pa.int64()), "value": ["b"], "k": ["+I"],
+                                 "extra": pa.array([7], pa.int32())}))[0]
+        query.processAllAvailable()  # failed: the read's new columns did not cast to the old schema
+        rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM evolving_changes").collect())
+    finally:
+        query.stop()
+    assert query.exception() is None
+    # The columns the query started with, by field id: `v` is the renamed `value`.
+    assert rows == [(1, "+I", 1, "a", "+I"), (sid, "+I", 2, "b", "+I")]
+
+
+def test_a_consumer_holds_the_snapshots_of_a_query_that_never_committed_a_batch(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    first, error = _run_to_parquet(spark, tmp_path, "c1", **{"consumer-id": "etl", "start-snapshot": "0"})
+    assert error is None and first == [(1, "+I", 1, "a", "+I")]
+    # An availableNow query ends before Spark commits its last batch: the consumer is recorded
+    # at the query's start (it was not at all, and expiry then removed what it had to read).
+    assert t.consumer_manager().consumers() == {"etl": 1}
+    later = [put(t, (10 + i, "x", "+I")) for i in range(4)]
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    assert t.snapshot_manager().earliest_snapshot_id() == 1
+    again, error = _run_to_parquet(spark, tmp_path, "c2", **{"consumer-id": "etl"})
+    assert error is None
+    # At least once: the uncommitted first batch is read again, then every later commit.
+    assert [r[0] for r in again] == [1, *later]
+
+
+def test_a_query_restarted_after_its_snapshots_expired_fails_naming_the_missing_snapshot(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    first, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is None and len(first) == 1
+    for i in range(4):
+        put(t, (10 + i, "x", "+I"))
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is not None and "need snapshot 2, which does not exist" in str(error)
+    assert rows == first  # nothing else was read
