@@ -19,6 +19,8 @@ from lakehouse_engine.io import FileIO
 CONSUMER_PREFIX = "consumer-"
 # `FileIO.overwrite_atomic` writes `<name>.<32 hex>.tmp` next to the file it replaces.
 _TEMP_SUFFIX = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+# The longest file name most file systems (and object stores' keys' last part) take.
+_MAX_NAME_BYTES = 255
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,19 @@ def check_consumer_id(consumer_id: str) -> str:
     """`consumer_id` when it can name a consumer file (no path separators, not empty, not '.' or
     '..'); InvalidOptionError otherwise."""
     if (not isinstance(consumer_id, str) or not consumer_id or "/" in consumer_id or "\\" in consumer_id
-            or consumer_id in (".", "..") or any(ord(c) < 0x20 for c in consumer_id)):
+            or consumer_id in (".", "..") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in consumer_id)):
         raise InvalidOptionError(f"consumer id {consumer_id!r} is not valid: it names the file "
                                  f"consumer/consumer-<id>, so it must be non-empty, without path "
                                  f"separators or control characters, and not '.' or '..'")
+    if _TEMP_SUFFIX.search(consumer_id):
+        # Listing skips such names as half-written files: expiry would not see the consumer.
+        raise InvalidOptionError(f"consumer id {consumer_id!r} is not valid: it ends like the temporary "
+                                 f"file of an atomic write ('.<32 hex digits>.tmp'), which listing skips")
+    size = len(f"{CONSUMER_PREFIX}{consumer_id}.{'0' * 32}.tmp".encode())
+    if size > _MAX_NAME_BYTES:
+        raise InvalidOptionError(f"consumer id {consumer_id[:40]!r}... is not valid: its file name (with the "
+                                 f"temporary name of an atomic write) is {size} bytes, more than "
+                                 f"{_MAX_NAME_BYTES}")
     return consumer_id
 
 

@@ -107,3 +107,27 @@ def test_snapshot_expiry_keeps_what_a_consumer_has_not_read(catalog: Catalog) ->
     t.consumer_manager().delete_consumer("slow")
     t.expire_snapshots(retain_max=1)
     assert [s.id for s in t.snapshots()] == [6]
+
+
+def test_a_consumer_id_that_listing_would_skip_or_no_file_system_takes_is_refused(catalog: Catalog) -> None:
+    t = keyed_table(catalog)
+    for i in range(3):
+        put(t, (i, "a", "+I"))
+    cm = t.consumer_manager()
+    # The temporary name of an atomic write: listing skips it, so expiry did not see the consumer
+    # and removed the snapshots it still had to read.
+    with pytest.raises(InvalidOptionError, match="temporary file"):
+        cm.reset_consumer("etl.0123456789abcdef0123456789abcdef.tmp", 1)
+    with pytest.raises(InvalidOptionError, match="temporary file"):
+        t.new_stream_read_builder().with_consumer_id("x.0123456789abcdef0123456789abcdef.tmp")
+    with pytest.raises(InvalidOptionError, match="more than 255"):
+        cm.reset_consumer("x" * 240, 1)
+    with pytest.raises(InvalidOptionError, match="control characters"):
+        cm.reset_consumer("a\x7f", 1)
+    assert not Path(t.path, "consumer").exists() or cm.list_all_ids() == []
+    # Spaces, colons and non-ASCII letters name files like any other character.
+    for odd in ("a b", "a:b", "é-1", "consumer-x"):
+        cm.reset_consumer(odd, 2)
+    assert cm.consumers() == {"a b": 2, "a:b": 2, "consumer-x": 2, "é-1": 2}
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    assert t.snapshot_manager().earliest_snapshot_id() == 2
