@@ -93,6 +93,15 @@ class ConsumerManager:
             raise CorruptFileError(f"consumer file {path} of table {self.table_name} is not UTF-8") from None
         return Consumer.from_json(text, f"consumer file {path} of table {self.table_name}")
 
+    def modified_millis(self, consumer_id: str) -> int | None:
+        """When consumer `consumer_id` was last written (epoch milliseconds, the file's time, as
+        `consumer.expiration-time` judges it); None when there is no such consumer."""
+        name = f"{CONSUMER_PREFIX}{check_consumer_id(consumer_id)}"
+        for status in self.file_io.list_status(self.consumer_dir):
+            if status.path.rstrip("/").rsplit("/", 1)[-1] == name and not status.is_dir:
+                return status.mtime_millis
+        return None
+
     def reset_consumer(self, consumer_id: str, consumer: Consumer | int) -> None:
         """Set consumer `consumer_id` to read snapshot `consumer` next (created when absent)."""
         if isinstance(consumer, int):

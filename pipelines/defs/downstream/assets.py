@@ -15,12 +15,16 @@ import dagster as dg
 import pyarrow as pa
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
+from lakehouse_engine.store.consumer_manager import Consumer
 from pipelines.lib import keys, revenue
 from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
 
 CONSUMER_ID = "daily_revenue"
 CHANGE_COLUMNS = ["dt", "status", "amount"]
+#: How far the writer's clock may run ahead of the file system's before a snapshot counts as newer
+#: than the consumer (a false alarm only costs a full recompute).
+CLOCK_SLACK_MILLIS = 1000
 
 
 def revenue_table_name(lakehouse: LakehouseResource) -> str:
@@ -33,6 +37,33 @@ def _last_committed(table: FileStoreTable) -> int | None:
     for snapshot in reversed(table.snapshots()):
         if snapshot.commit_user == CONSUMER_ID:
             return snapshot.commit_identifier
+    return None
+
+
+def cannot_continue(orders: FileStoreTable, consumer: Consumer | None, target: FileStoreTable) -> str | None:
+    """Why the revenue table cannot go on from the consumer's position (it must be recomputed in
+    full), or None: orders rolled back below the position, the position's snapshots expired (a
+    consumer that `consumer.expiration-time` dropped), or sums without any position to continue."""
+    latest = orders.latest_snapshot()
+    latest_id = latest.id if latest is not None else 0
+    if consumer is None:
+        if target.latest_snapshot() is not None and revenue.read_all(target).num_rows:
+            return "the revenue table holds sums but orders has no consumer to continue from"
+        return None
+    if consumer.next_snapshot > latest_id + 1:
+        return (f"orders was rolled back to snapshot {latest_id}, before what was consumed "
+                f"(up to {consumer.next_snapshot - 1})")
+    read_last = orders.snapshot_manager().get_snapshot_by_id(consumer.next_snapshot - 1)
+    moved = orders.consumer_manager().modified_millis(CONSUMER_ID)
+    if read_last is not None and moved is not None and read_last.time_millis > moved + CLOCK_SLACK_MILLIS:
+        # The snapshot the consumer read last was committed after the consumer moved past it: a
+        # rollback removed the one that was read, and a new commit took its id.
+        return (f"orders snapshot {read_last.id} was committed after it was consumed (orders was "
+                f"rolled back and written again)")
+    earliest = orders.snapshot_manager().earliest_readable_id()
+    if earliest is not None and consumer.next_snapshot < earliest:
+        return (f"the orders snapshots from {consumer.next_snapshot} on expired before they were "
+                f"read (the earliest is {earliest})")
     return None
 
 
@@ -90,18 +121,31 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         consumers.reset_consumer(CONSUMER_ID, committed)
         consumer = consumers.consumer(CONSUMER_ID)
     latest = orders.latest_snapshot()
-    if consumer is None:
+    rebuild = cannot_continue(orders, consumer, target)
+    if rebuild is not None:
+        context.log.warning(f"daily_revenue is recomputed in full: {rebuild}")
+    if consumer is None or rebuild is not None:
         if latest is None:
             return dg.MaterializeResult(metadata={"mode": "nothing yet", "changes": 0})
         rows = revenue.read_all(orders, latest.id).select(CHANGE_COLUMNS)
         changes = rows.append_column(revenue.ROW_KIND, pa.array(["+I"] * rows.num_rows, pa.string()))
-        start, after, snapshots, mode = latest.id, latest.id + 1, [latest.id], "full (first run)"
+        start, after, snapshots = latest.id, latest.id + 1, [latest.id]
+        mode = "full (first run)" if rebuild is None else f"full (recomputed: {rebuild})"
     else:
         start = consumer.next_snapshot
         changes, after, snapshots = read_changes(orders, start)
         mode = "incremental"
     deltas = revenue.deltas(changes)
-    if deltas.num_rows:
+    if mode.startswith("full"):
+        # The aggregate replaces what the table holds (an OVERWRITE): a recompute must not add
+        # to sums counted from changes that are gone. Its identifier may be lower than the last
+        # one (after a rollback): the builder is not restored, so it is not taken as committed.
+        builder = target.new_batch_write_builder().overwrite()
+        builder.commit_user = CONSUMER_ID
+        write, commit = builder.new_write(), builder.new_commit()
+        write.write_arrow(deltas)
+        commit.commit(write.prepare_commit(), after)
+    elif deltas.num_rows:
         builder = target.new_stream_write_builder().with_commit_user(CONSUMER_ID)
         write, commit = builder.new_write(), builder.new_commit()
         write.write_arrow(deltas)
