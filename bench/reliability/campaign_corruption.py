@@ -10,6 +10,14 @@ of files under 256 bytes) and the file cut at evenly spaced points. What is done
 latest snapshot (data, manifest, manifest list, snapshot, schema), reading the tag (tag), or a
 writer assigning buckets to every key again (index files: a wrong assignment is a key given a
 second bucket).
+
+A second table streams: fixed bucket, deletion vectors, a `lookup` changelog producer, two
+snapshots retained and the changelogs of the expired ones kept (`changelog/changelog-<id>`), and a
+consumer. Its files are damaged the same way: a changelog file, a changelog manifest and manifest
+list and a long-lived changelog (read: every change from the first snapshot), the consumer file
+(read: a streaming read with that consumer, its start and first plan; the file is Paimon's JSON
+without a checksum, so a digit flipped into another valid position cannot be told), a
+deletion-vector index file and the index manifest (read: the latest snapshot).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from bench.reliability import Outcome
 from lakehouse_engine import Catalog, CorruptFileError, Schema, UnsupportedFeatureError
 from lakehouse_engine.bucket.dynamic import HASH_INDEX, DynamicBucketAssigner
 from lakehouse_engine.format.bucket_hash import hash_rows
+from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.table import FileStoreTable
 
@@ -118,6 +127,68 @@ def _files(table: FileStoreTable) -> dict[str, tuple[Path, Callable[[], set[tupl
     }
 
 
+def _build_streaming(root: Path, name: str = "db.s") -> FileStoreTable:
+    """A deletion-vector table with a lookup changelog, long-lived changelogs and a consumer."""
+    catalog = Catalog(str(root / "warehouse"))
+    catalog.create_database("db", ignore_if_exists=True)
+    catalog.create_table(name, Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={
+        "bucket": "1", "deletion-vectors.enabled": "true", "changelog-producer": "lookup",
+        "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "2",
+        "changelog.num-retained.min": "10", "changelog.num-retained.max": "20"}))
+    table = catalog.get_table(name)
+    for ids, version in ((range(0, 20), 1), (range(10, 30), 2), (range(5, 15), 3), (range(25, 35), 4)):
+        wb = table.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(_rows(ids, version))
+        c.commit(w.prepare_commit())
+        w.close()
+        c.close()
+    table.consumer_manager().reset_consumer("etl", table.snapshot_manager().latest_snapshot_id() or 1)
+    return table
+
+
+def _fresh(table: FileStoreTable) -> FileStoreTable:
+    clear_manifest_cache()
+    return Catalog(str(Path(table.path).parents[1])).get_table(table.name)
+
+
+def _changes(table: FileStoreTable) -> set[tuple[Any, ...]]:
+    data = _fresh(table).changes(0)
+    return set(zip(*(c.to_pylist() for c in data.columns), strict=True))
+
+
+def _consumer_stream(table: FileStoreTable) -> set[tuple[Any, ...]]:
+    """Where a streaming read with consumer `etl` starts, and its first plan's rows."""
+    builder = _fresh(table).new_stream_read_builder().with_consumer_id("etl").with_include_row_kind()
+    scan = builder.new_streaming_scan()
+    data = builder.new_read().to_arrow(scan.plan().splits())
+    return {("start", scan.checkpoint())} | set(zip(*(c.to_pylist() for c in data.columns), strict=True))
+
+
+def _streaming_files(table: FileStoreTable) -> dict[str, tuple[Path, Callable[[], set[tuple[Any, ...]]]]]:
+    """One file of each kind a streaming read or a deletion-vector read uses, and that read."""
+    snap = table.latest_snapshot()
+    mio = table.store.manifest_io()
+    paths = table.path_factory
+    with_changelog = next(s for s in reversed(table.snapshots()) if s.changelog_manifest_list)
+    changelog_list = with_changelog.changelog_manifest_list or ""
+    metas = mio.read_manifest_list(changelog_list)
+    changelog = mio.read_manifest(metas[0].file_name)[0].file.file_name
+    long_lived = sorted(Path(paths.changelog_dir).glob("changelog-[0-9]*"))[0]
+    vectors = next(e for e in mio.read_index_manifest(snap.index_manifest or "")
+                   if e.index_type == DELETION_VECTORS_INDEX)
+    return {
+        "changelog file": (next(Path(table.path).rglob(changelog)), lambda: _changes(table)),
+        "changelog manifest": (Path(paths.manifest_path(metas[0].file_name)), lambda: _changes(table)),
+        "changelog manifest list": (Path(paths.manifest_path(changelog_list)), lambda: _changes(table)),
+        "long-lived changelog": (long_lived, lambda: _changes(table)),
+        "consumer file": (Path(table.path) / "consumer" / "consumer-etl", lambda: _consumer_stream(table)),
+        "deletion-vector index file": (Path(paths.index_dir) / vectors.file_name, lambda: _read(table)),
+        "deletion-vector index manifest": (Path(paths.manifest_path(snap.index_manifest or "")),
+                                           lambda: _read(table)),
+    }
+
+
 @dataclass
 class _Tally:
     trials: int = 0
@@ -190,6 +261,7 @@ def run(quick: bool) -> list[Outcome]:
         # must be checked where they are used.
         plain = _build(root, "db.plain", **{"manifest.compression": "none"})
         attacks.append(("manifest without checksum (uncompressed)", _files(plain)["manifest"]))
+        attacks += list(_streaming_files(_build_streaming(root)).items())
         for kind, (path, use) in attacks:
             t = _attack(path, use, quick)
             how = "one bit of every fourth byte" if quick else "one bit of every byte"

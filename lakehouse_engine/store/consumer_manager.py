@@ -42,7 +42,8 @@ class Consumer:
         except (ValueError, TypeError, KeyError):
             raise CorruptFileError(f"{path} is not a consumer file (expected {{\"nextSnapshot\": N}}): "
                                    f"{text[:80]!r}") from None
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            # Ids start at 1 (reset_consumer refuses less): a 0 is a flipped bit, not a position.
             raise CorruptFileError(f"{path}: nextSnapshot is {value!r}, not a snapshot id")
         return Consumer(value)
 

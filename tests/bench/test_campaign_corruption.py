@@ -21,3 +21,24 @@ def test_a_sample_of_flips_and_cuts_reads_exactly_or_names_the_damaged_file(tmp_
         assert tally.named > 0
         trials += tally.trials
     assert trials > 80
+
+
+def test_the_files_of_streaming_and_deletion_vector_reads_read_exactly_or_name_the_damaged_file(
+        tmp_path: Path) -> None:
+    from bench.reliability.campaign_corruption import _build_streaming, _streaming_files
+
+    files = _streaming_files(_build_streaming(tmp_path))
+    assert set(files) == {"changelog file", "changelog manifest", "changelog manifest list", "long-lived changelog",
+                          "consumer file", "deletion-vector index file", "deletion-vector index manifest"}
+    for kind, (path, use) in files.items():
+        if kind == "consumer file":
+            continue  # below, every bit
+        tally = _attack(path, use, quick=True, stride=(path.stat().st_size // 8) | 1)
+        assert (tally.lost, tally.wrong, tally.unclear) == (0, 0, 0), (kind, tally.examples)
+        assert tally.named > 0, kind
+    # The consumer file is Paimon's JSON, no checksum: of every bit of `{"nextSnapshot": N}`, only a
+    # flip of N's digit into another valid snapshot id (here 8 -> 9) reads another position; a 0
+    # (ids start at 1) read as "the earliest" before.
+    path, use = files["consumer file"]
+    tally = _attack(path, use, quick=False)
+    assert tally.unclear == 0 and tally.named == tally.trials - 1, tally.examples
