@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -63,12 +64,19 @@ class StreamReadBuilder:
 
     def with_bucket_filter(self, bucket_filter: Callable[[int], bool]) -> StreamReadBuilder:
         """Read only buckets for which `bucket_filter(bucket)` is true (parallel consumers)."""
+        if bucket_filter is not None and not callable(bucket_filter):
+            raise InvalidOptionError(f"a bucket filter is a function of the bucket id, got {bucket_filter!r} "
+                                     f"(use with_buckets for a list of ids)")
         self._bucket_filter = bucket_filter
         return self
 
     def with_buckets(self, bucket_ids: Sequence[int]) -> StreamReadBuilder:
         """Read only these buckets."""
-        wanted = {int(b) for b in bucket_ids}
+        try:
+            wanted = {operator.index(b) for b in bucket_ids}
+        except TypeError:
+            raise InvalidOptionError(f"with_buckets takes a list of bucket ids (integers), "
+                                     f"got {bucket_ids!r}") from None
         return self.with_bucket_filter(lambda bucket: bucket in wanted)
 
     def new_streaming_scan(self) -> StreamingTableScan:

@@ -79,6 +79,9 @@ class StreamingTableScan:
         self._changes = ChangeScan(table, predicate, bucket_filter)
         #: The id of the next snapshot whose changes are read; None before the first plan.
         self.next_snapshot_id: int | None = None
+        #: The newest snapshot this read (or the consumer it started from) has read: a table
+        #: whose latest snapshot is older was rolled back under the read.
+        self._read_up_to: int | None = None
         self._pending_consumer: int | None = None
 
     # ---- Java's shape: one step at a time -----------------------------------------------
@@ -99,8 +102,10 @@ class StreamingTableScan:
                         f"has expired (earliest is {earliest}) before its changes were read; keep "
                         f"snapshots (or, with 'changelog.num-retained.*' / 'changelog.time-retained', "
                         f"their changelog) longer or read with a consumer id, which expiry respects")
+                self._check_not_rolled_back()
                 return Plan([], None)
             self.next_snapshot_id += 1
+            self._read_up_to = snapshot.id
             if has_changes(snapshot, self.kind):
                 return Plan(self._changes.plan_snapshot(snapshot, self.kind), snapshot)
 
@@ -111,6 +116,20 @@ class StreamingTableScan:
     def restore(self, next_snapshot_id: int | None) -> None:
         """Continue from `next_snapshot_id` (a `checkpoint()` value)."""
         self.next_snapshot_id = next_snapshot_id
+        self._read_up_to = next_snapshot_id - 1 if next_snapshot_id else None
+
+    def _check_not_rolled_back(self) -> None:
+        """Raise when the table's latest snapshot is older than one this read has read: a
+        rollback removed it, and the commits that reuse its id would be read as if nothing
+        happened (the rows rolled back stay read, the ids in between never are)."""
+        if not self._read_up_to:
+            return
+        latest = self.table.snapshot_manager().latest_snapshot_id() or 0
+        if latest < self._read_up_to:
+            raise SnapshotNotExistError(
+                f"streaming read of table {self.table.name}: the table was rolled back to snapshot "
+                f"{latest}, but this read has read up to snapshot {self._read_up_to}; start the read "
+                f"again (reset its consumer) from a snapshot that exists")
 
     def notify_checkpoint_complete(self, next_snapshot: int | None) -> None:
         """The plans before `next_snapshot` are processed: record it for the consumer, if any."""
@@ -159,6 +178,7 @@ class StreamingTableScan:
             consumer = self._consumers.consumer(self.consumer_id)
             if consumer is not None:
                 self.next_snapshot_id = self._not_before_earliest(consumer.next_snapshot, "consumer")
+                self._read_up_to = consumer.next_snapshot - 1
                 return self.plan()
         mode = startup_mode(self.table)
         latest = sm.latest_snapshot()
@@ -225,6 +245,7 @@ class StreamingTableScan:
             scan.entry_filter = lambda e: bucket_filter(e.bucket)
         plan = scan.plan()
         self.next_snapshot_id = snapshot.id + 1
+        self._read_up_to = snapshot.id
         return Plan(plan.splits(), snapshot)
 
 

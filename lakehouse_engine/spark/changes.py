@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from lakehouse_engine.errors import InvalidOptionError, LakehouseError
+from lakehouse_engine.errors import InvalidOptionError, LakehouseError, SnapshotNotExistError
 from lakehouse_engine.read.changes import (
     CHANGELOG,
     DELTA,
@@ -161,8 +161,16 @@ class ChangesStreamReader(DataSourceStreamReader):
         return {"next_snapshot": first}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
-        latest = self.settings.ref.open().snapshot_manager().latest_snapshot_id()
-        return {"next_snapshot": (latest or 0) + 1}
+        table = self.settings.ref.open()
+        latest = table.snapshot_manager().latest_snapshot_id() or 0
+        if start is not None and latest + 1 < int(start["next_snapshot"]):
+            # Rolled back under the query: the commits that reuse the ids it read would be
+            # skipped (Spark reads only offsets after the ones it has).
+            raise SnapshotNotExistError(
+                f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
+                f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
+                f"start it again from a new checkpoint (and reset its consumer)")
+        return {"next_snapshot": latest + 1}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
