@@ -125,6 +125,11 @@ class StreamingTableScan:
         if not self._read_up_to:
             return
         latest = self.table.snapshot_manager().latest_snapshot_id() or 0
+        if latest == 0:
+            raise SnapshotNotExistError(
+                f"streaming read of table {self.table.name}: it has no snapshot any more (the table "
+                f"or its branch was dropped, or emptied), but this read has read up to snapshot "
+                f"{self._read_up_to}")
         if latest < self._read_up_to:
             raise SnapshotNotExistError(
                 f"streaming read of table {self.table.name}: the table was rolled back to snapshot "

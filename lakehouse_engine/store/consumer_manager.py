@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from lakehouse_engine.errors import CorruptFileError, InvalidOptionError
+from lakehouse_engine.errors import CorruptFileError, InvalidOptionError, TableNotExistError
 from lakehouse_engine.io import FileIO
 
 CONSUMER_PREFIX = "consumer-"
@@ -110,6 +110,12 @@ class ConsumerManager:
         if consumer.next_snapshot < 1:
             raise InvalidOptionError(f"consumer {consumer_id!r} of table {self.table_name}: next snapshot "
                                      f"{consumer.next_snapshot} is not a snapshot id (ids start at 1)")
+        if not self.file_io.exists(f"{self.table_path}/schema"):
+            # A stream still running on a dropped branch (or table) would bring its directory
+            # back with only a consumer in it: a branch listed that cannot be opened or created.
+            raise TableNotExistError(f"cannot move consumer {consumer_id!r}: table {self.table_name} (at "
+                                     f"{self.table_path}) no longer exists; its branch or the table was "
+                                     f"dropped", name=self.table_name)
         self.file_io.overwrite_atomic(self.consumer_path(consumer_id), consumer.to_json().encode())
 
     def delete_consumer(self, consumer_id: str) -> None:

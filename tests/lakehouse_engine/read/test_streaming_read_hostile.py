@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError
+from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError, TableNotExistError
 from tests.lakehouse_engine.read.changes_helpers import changes, keyed_table, put
 
 
@@ -112,3 +112,43 @@ def test_with_buckets_on_dynamic_and_postpone_tables_reads_the_selected_buckets(
             plan = scan.plan()
         got += changes(read.to_arrow(plan.splits()))
     assert sorted(got) == [("+I", 1, "a"), ("+I", 2, "b")]
+
+
+def test_a_branch_streams_by_name_or_option_with_its_own_consumers(catalog: Catalog) -> None:
+    t = keyed_table(catalog, **{"changelog-producer": "lookup", "deletion-vectors.enabled": "true"})
+    put(t, (1, "a", "+I"), (2, "b", "+I"))
+    t.create_tag("t1")
+    put(t, (1, "a-main", "+U"))
+    t.create_branch("dev", "t1")
+    dev = catalog.get_table("db.t$branch_dev")
+    put(dev, (2, "b-dev", "+U"), (3, "c", "+I"))
+    for cid, handle in (("by-name", dev), ("by-option", t.copy({"branch": "dev"}))):
+        builder = handle.new_stream_read_builder().with_consumer_id(cid).with_include_row_kind()
+        scan = builder.new_streaming_scan()
+        plan = scan.plan()
+        assert changes(builder.new_read().to_arrow(plan.splits())) == [("+I", 1, "a"), ("+I", 2, "b-dev"),
+                                                                       ("+I", 3, "c")]
+        scan.notify_checkpoint_complete(scan.checkpoint())
+    # The consumer lives in the branch (branch/branch-dev/consumer/), main has none.
+    assert dev.consumer_manager().consumers() == {"by-name": plan.snapshot_id + 1, "by-option": plan.snapshot_id + 1}
+    assert t.consumer_manager().consumers() == {}
+
+
+def test_a_stream_on_a_dropped_branch_neither_brings_it_back_nor_reads_on(catalog: Catalog) -> None:
+    t = keyed_table(catalog, **{"changelog-producer": "input"})
+    put(t, (1, "a", "+I"))
+    t.create_tag("t1")
+    t.create_branch("dev", "t1")
+    dev = catalog.get_table("db.t$branch_dev")
+    put(dev, (2, "b", "+I"))
+    scan = dev.new_stream_read_builder().with_consumer_id("c").new_streaming_scan()
+    assert scan.plan().snapshot_id == 2
+    t.drop_branch("dev")
+    # Before: moving the consumer wrote branch/branch-dev/consumer/consumer-c, a branch that was
+    # then listed but could neither be opened nor created again.
+    with pytest.raises(TableNotExistError, match="no longer exists"):
+        scan.notify_checkpoint_complete(scan.checkpoint())
+    with pytest.raises(SnapshotNotExistError, match="has no snapshot any more"):
+        scan.plan()
+    assert t.branch_manager().branches() == []
+    t.create_branch("dev")

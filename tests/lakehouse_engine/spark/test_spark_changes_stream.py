@@ -95,3 +95,19 @@ def test_a_query_restarted_after_its_snapshots_expired_fails_naming_the_missing_
     rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
     assert error is not None and "need snapshot 2, which does not exist" in str(error)
     assert rows == first  # nothing else was read
+
+
+def test_a_query_whose_table_is_rolled_back_below_what_it_read_fails_instead_of_skipping_commits(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    first, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    put(t, (2, "b", "+I"))
+    put(t, (3, "c", "+I"))
+    second, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is None and [r[0] for r in second] == [1, 2, 3]
+    t.rollback_to(1)
+    put(t, (4, "d", "+I"))  # snapshot 2 again: before, the query read nothing and went on past it
+    rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is not None and "rolled back to snapshot 2" in str(error)
+    assert rows == second
