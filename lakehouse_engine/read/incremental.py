@@ -158,6 +158,8 @@ class IncrementalSplit(DataSplit):
 
     mode: str = DELTA
     before_files: list[DataFileMeta] = field(default_factory=list)
+    #: Delta / changelog: the snapshot each file came in (file name -> snapshot id).
+    snapshot_of: dict[str, int] = field(default_factory=dict)
 
 
 class IncrementalScan:
@@ -178,6 +180,7 @@ class IncrementalScan:
         else:
             end = _snapshot_or_changelog(self.table, r.end)
         changes = ChangeScan(self.table, self.predicate)
+        snapshot_of: dict[str, int] = {}
         groups: dict[tuple[bytes, int], tuple[list[DataFileMeta], list[DataFileMeta]]] = {}
         if r.mode == DIFF:
             scan = changes._pruner
@@ -198,6 +201,7 @@ class IncrementalScan:
                 for e in changes.entries(snapshot, r.mode):
                     groups.setdefault((e.partition, e.bucket), ([], []))[0].append(e.file)
                     entries.setdefault((e.partition, e.bucket), e)
+                    snapshot_of[e.file.file_name] = snapshot.id
         codec = self.table.partition_codec()
         fields = changes._pruner.partition_fields
         splits: list[DataSplit] = []
@@ -208,7 +212,9 @@ class IncrementalScan:
             row = PartitionRow(part.binary, part.values, fields)
             splits.append(IncrementalSplit(r.end, row, part.values, bucket, entries[(partition, bucket)].total_buckets,
                                            self.table.path_factory.bucket_dir(part.spec, bucket),
-                                           [files], False, mode=r.mode, before_files=before_files))
+                                           [files], False, mode=r.mode, before_files=before_files,
+                                           snapshot_of={f.file_name: snapshot_of[f.file_name] for f in files
+                                                        if f.file_name in snapshot_of}))
         return Plan(splits, end)
 
 
@@ -260,7 +266,7 @@ class IncrementalRead:
         elif split.mode == DIFF:
             rows, kinds = self._diff(split)
         else:
-            rows, kinds = self._merged(split, split.files, self.keep_delete)
+            rows, kinds = self._merged(split, split.files, self.keep_delete, snapshot_of=split.snapshot_of)
         if self.predicate is not None and rows.num_rows:
             rows = rows.append_column("__position", pa.array(np.arange(rows.num_rows)))
             rows = self.predicate.filter_table(rows)
@@ -271,9 +277,12 @@ class IncrementalRead:
         return rows.cast(self.output_schema)
 
     def _merged(self, split: DataSplit, files: list[DataFileMeta], keep_delete: bool,
-                columns: list[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+                columns: list[str] | None = None,
+                snapshot_of: dict[str, int] | None = None) -> tuple[pa.Table, np.ndarray]:
         """The files merged per key (all of them, even one file: a changelog file may hold a key
-        more than once), with each merged row's kind."""
+        more than once), with each merged row's kind; with `snapshot_of` (the snapshot of each
+        file) a later snapshot's record of a key wins over an earlier one's whatever their
+        sequence numbers."""
         value_columns = columns or self._read.value_columns
         if not files:
             return self._empty(value_columns), np.zeros(0, dtype=np.int8)
@@ -286,8 +295,25 @@ class IncrementalRead:
             if c not in merge_columns:
                 merge_columns.append(c)
         read_columns = merge_columns + [VALUE_KIND, SEQUENCE_NUMBER]
-        parts = [self._file(split, f, read_columns) for f in merge_order(files)]
+        ordered = merge_order(files)
+        if snapshot_of:
+            ordered = sorted(ordered, key=lambda f: snapshot_of.get(f.file_name, 0))  # stable
+        parts = [self._file(split, f, read_columns) for f in ordered]
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        if snapshot_of and len(parts) > 1:
+            # Sequence numbers do not order the records of different snapshots: a lookup
+            # changelog's -D carries the deleted row's number (as Paimon writes it), and a
+            # deletion-vector table's writer starts after the numbers of the rows left, below a
+            # delete whose record compaction dropped. Snapshot first, then sequence: numbered
+            # again in that order, the merge takes the last snapshot's record of each key.
+            snaps = np.repeat(np.array([snapshot_of.get(f.file_name, 0) for f in ordered], dtype=np.int64),
+                              [p.num_rows for p in parts])
+            seq = table.column(SEQUENCE_NUMBER).combine_chunks().to_numpy(zero_copy_only=False)
+            order = np.lexsort((seq, snaps))
+            table = table.take(pa.array(order))
+            position = table.schema.get_field_index(SEQUENCE_NUMBER)
+            table = table.set_column(position, table.schema.field(position),
+                                     pa.array(np.arange(table.num_rows, dtype=np.int64)))
         fn = self._read.merge_function
         assert fn is not None
         merged = fn.merge(table, drop_retracts=not keep_delete, rows_in_sequence_order=False,
