@@ -149,10 +149,11 @@ class ChangesStreamReader(DataSourceStreamReader):
             consumer = table.consumer_manager().consumer(self.consumer_id)
             if consumer is not None:
                 return {"next_snapshot": consumer.next_snapshot}
-        if self.start is not None:
-            first = self.start + 1
-        else:
-            first = (table.snapshot_manager().latest_snapshot_id() or 0) + 1
+        latest = table.snapshot_manager().latest_snapshot_id() or 0
+        if self.start is not None and self.start > latest:
+            raise InvalidOptionError(f"format('{CHANGES_FORMAT}') of table {table.name}: option 'start-snapshot' "
+                                     f"({self.start}) is after the latest snapshot ({latest})")
+        first = (self.start if self.start is not None else latest) + 1
         if self.consumer_id is not None:
             # Recorded now, not at the first micro-batch commit (Spark commits a batch when it
             # plans the next one; an availableNow query never commits its last): until then

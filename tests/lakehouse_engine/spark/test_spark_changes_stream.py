@@ -147,3 +147,12 @@ def test_spark_writes_and_compactions_of_a_dv_table_stream_and_merge_to_the_tabl
     merged = read_changes(spark, t, 0, merged=True).collect()
     # Before: keys deleted then inserted again merged as deleted (DV), deleted keys as +U (lookup).
     assert {r["id"]: r["v"] for r in merged if r["_row_kind"] in ("+I", "+U")} == table
+
+
+def test_a_start_snapshot_after_the_latest_is_refused_naming_both(spark: Any, catalog: Catalog,
+                                                                  tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "9"})
+    assert error is not None and "'start-snapshot' (9) is after the latest snapshot (1)" in str(error)
+    assert rows == []
