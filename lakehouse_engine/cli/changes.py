@@ -17,6 +17,7 @@ from lakehouse_engine.cli.args import (
 from lakehouse_engine.cli.browse import Subparsers, add_table_arguments
 from lakehouse_engine.cli.context import Context
 from lakehouse_engine.cli.output import Column, format_value, plural, table_or_note
+from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.read.changes import CHANGELOG, DELTA, read_changes
 from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
 
@@ -104,6 +105,11 @@ def run_reset_consumer(args: argparse.Namespace, ctx: Context) -> None:
         cm.delete_consumer(args.consumer_id)
         message = f"deleted consumer {args.consumer_id} of {table.name}"
     else:
+        latest = table.snapshot_manager().latest_snapshot_id() or 0
+        if args.next_snapshot > latest + 1:
+            # A position past the next commit skips the commits before it when they come.
+            raise InvalidOptionError(f"--next-snapshot {args.next_snapshot} is after the snapshot {table.name} "
+                                     f"commits next ({latest + 1})")
         cm.reset_consumer(args.consumer_id, args.next_snapshot)
         message = f"consumer {args.consumer_id} of {table.name} reads snapshot {args.next_snapshot} next"
     ctx.out.emit({"table": table.name, "consumer_id": args.consumer_id, "next_snapshot": args.next_snapshot},

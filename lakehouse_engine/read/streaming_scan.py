@@ -133,8 +133,9 @@ class StreamingTableScan:
         if latest < self._read_up_to:
             raise SnapshotNotExistError(
                 f"streaming read of table {self.table.name}: the table was rolled back to snapshot "
-                f"{latest}, but this read has read up to snapshot {self._read_up_to}; start the read "
-                f"again (reset its consumer) from a snapshot that exists")
+                f"{latest}, but this read (or the consumer it started from) has read up to snapshot "
+                f"{self._read_up_to}; start the read again (reset its consumer) from a snapshot that "
+                f"exists")
 
     def notify_checkpoint_complete(self, next_snapshot: int | None) -> None:
         """The plans before `next_snapshot` are processed: record it for the consumer, if any."""

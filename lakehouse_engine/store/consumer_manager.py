@@ -167,8 +167,12 @@ class ConsumerManager:
     def clear_consumers(self, including_pattern: str = ".*", excluding_pattern: str | None = None) -> list[str]:
         """Delete the consumers whose id matches `including_pattern` and not `excluding_pattern`
         (regular expressions matched from the start, as pypaimon); returns their ids."""
-        including = re.compile(including_pattern)
-        excluding = re.compile(excluding_pattern) if excluding_pattern else None
+        try:
+            including = re.compile(including_pattern)
+            excluding = re.compile(excluding_pattern) if excluding_pattern else None
+        except re.error as exc:
+            raise InvalidOptionError(f"consumers of table {self.table_name}: {including_pattern!r} / "
+                                     f"{excluding_pattern!r} is not a regular expression: {exc}") from None
         gone = []
         for cid in self.list_all_ids():
             if including.match(cid) and not (excluding is not None and excluding.match(cid)):

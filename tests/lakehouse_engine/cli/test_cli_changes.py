@@ -54,3 +54,20 @@ def test_consumers_are_listed_reset_and_cleared(catalog: Catalog, tmp_path: Path
     assert t.consumer_manager().consumers() == {}
     assert main(["reset-consumer", root, "db.t", "--consumer-id", "../x", "--next-snapshot", "1"]) == 1
     assert "consumer id" in capsys.readouterr().err
+
+
+def test_a_consumer_past_the_next_commit_or_a_bad_pattern_is_named(catalog: Catalog, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    root = str(tmp_path / "warehouse")
+    # Before: accepted, and a stream with the consumer skipped every commit up to snapshot 9.
+    assert main(["reset-consumer", root, "db.t", "--consumer-id", "etl", "--next-snapshot", "9"]) != 0
+    assert "--next-snapshot 9 is after the snapshot db.t commits next (2)" in capsys.readouterr().err
+    assert t.consumer_manager().consumers() == {}
+    _json(capsys, "reset-consumer", root, "db.t", "--consumer-id", "etl", "--next-snapshot", "2")
+    # Before: "unexpected error: missing ), ...".
+    assert main(["clear-consumers", root, "db.t", "--including-consumers", "("]) != 0
+    err = capsys.readouterr().err
+    assert "is not a regular expression" in err and "unexpected" not in err
+    assert t.consumer_manager().consumers() == {"etl": 2}
