@@ -38,7 +38,8 @@ def _run_to_parquet(spark: Any, tmp_path: Path, checkpoint: str, **options: str)
         query.awaitTermination(120)
     except Exception as exc:  # the query's failure, as Spark reports it
         error = exc
-    rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) if out.exists() else []
+    written = out.exists() and any(out.glob("*.parquet"))
+    rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) if written else []
     return rows, error
 
 
