@@ -105,3 +105,29 @@ def test_a_position_whose_snapshots_expired_is_recomputed_not_failed_forever(
     meta = metadata_of(_run(lakehouse), "daily_revenue")
     assert "expired before they were read" in str(meta["mode"])
     assert _equals_recompute(lakehouse)
+
+
+def test_a_failing_check_undoes_the_run_so_readers_keep_the_last_verified_sums(
+        lakehouse: LakehouseResource, monkeypatch: Any) -> None:
+    from pipelines.defs.downstream import assets as downstream
+
+    a, b, _ = _batches()
+    engine_write(lakehouse, a)
+    _run(lakehouse)
+    verified = revenue.read_all(lakehouse.catalog().get_table(revenue_table_name(lakehouse)))
+    consumed = lakehouse.get_table().consumer_manager().consumer(CONSUMER_ID)
+    engine_write(lakehouse, b)
+    # A run that counts every change twice: its check fails.
+    real = revenue.deltas
+    monkeypatch.setattr(downstream.revenue, "deltas", lambda changes: real(pa.concat_tables([changes, changes])))
+    failed = dg.materialize([daily_revenue, revenue_equals_full_recompute], resources={"lakehouse": lakehouse},
+                            raise_on_error=False)
+    monkeypatch.setattr(downstream.revenue, "deltas", real)
+    assert not failed.success
+    # Before: the wrong sums stayed in the revenue table for every reader, and the consumer had
+    # moved past the changes, so the next run could not repair them.
+    target = lakehouse.catalog().get_table(revenue_table_name(lakehouse))
+    assert revenue.read_all(target).equals(verified)
+    assert lakehouse.get_table().consumer_manager().consumer(CONSUMER_ID) == consumed
+    _run(lakehouse)
+    assert _equals_recompute(lakehouse)
