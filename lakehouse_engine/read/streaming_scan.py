@@ -82,6 +82,8 @@ class StreamingTableScan:
         #: The newest snapshot this read (or the consumer it started from) has read: a table
         #: whose latest snapshot is older was rolled back under the read.
         self._read_up_to: int | None = None
+        #: The commit time of that snapshot when this read read it (None: read by a consumer).
+        self._read_up_to_millis: int | None = None
         self._pending_consumer: int | None = None
 
     # ---- Java's shape: one step at a time -----------------------------------------------
@@ -91,6 +93,7 @@ class StreamingTableScan:
         if self.next_snapshot_id is None:
             return self._first_plan()
         sm = self.table.snapshot_manager()
+        self._check_history_kept()
         while True:
             # An expired snapshot is read from its long-lived changelog (`changelog.*` retention).
             snapshot = sm.snapshot_or_changelog(self.next_snapshot_id)
@@ -105,7 +108,7 @@ class StreamingTableScan:
                 self._check_not_rolled_back()
                 return Plan([], None)
             self.next_snapshot_id += 1
-            self._read_up_to = snapshot.id
+            self._read_up_to, self._read_up_to_millis = snapshot.id, snapshot.time_millis
             if has_changes(snapshot, self.kind):
                 return Plan(self._changes.plan_snapshot(snapshot, self.kind), snapshot)
 
@@ -117,6 +120,21 @@ class StreamingTableScan:
         """Continue from `next_snapshot_id` (a `checkpoint()` value)."""
         self.next_snapshot_id = next_snapshot_id
         self._read_up_to = next_snapshot_id - 1 if next_snapshot_id else None
+        self._read_up_to_millis = None
+
+    def _check_history_kept(self) -> None:
+        """Raise when the snapshot this read read last is now another one (the table was rolled
+        back and committed to again, or fast-forwarded to a branch): the changes between were
+        never read, and the rows of the replaced history stay read."""
+        if self._read_up_to is None or self._read_up_to_millis is None:
+            return
+        now = self.table.snapshot_manager().snapshot_or_changelog(self._read_up_to)
+        if now is not None and now.time_millis != self._read_up_to_millis:
+            raise SnapshotNotExistError(
+                f"streaming read of table {self.table.name}: snapshot {self._read_up_to}, read at "
+                f"{self._read_up_to_millis}, is now another snapshot (committed at {now.time_millis}): "
+                f"the table was rolled back and written again, or fast-forwarded to a branch, after "
+                f"this read; start the read again (reset its consumer) from a snapshot that exists")
 
     def _check_not_rolled_back(self) -> None:
         """Raise when the table's latest snapshot is older than one this read has read: a
@@ -251,7 +269,7 @@ class StreamingTableScan:
             scan.entry_filter = lambda e: bucket_filter(e.bucket)
         plan = scan.plan()
         self.next_snapshot_id = snapshot.id + 1
-        self._read_up_to = snapshot.id
+        self._read_up_to, self._read_up_to_millis = snapshot.id, snapshot.time_millis
         return Plan(plan.splits(), snapshot)
 
 

@@ -4,6 +4,8 @@ and bucket selections given the wrong thing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lakehouse_engine import Catalog
@@ -152,3 +154,34 @@ def test_a_stream_on_a_dropped_branch_neither_brings_it_back_nor_reads_on(catalo
         scan.plan()
     assert t.branch_manager().branches() == []
     t.create_branch("dev")
+
+
+def test_a_rollback_written_again_past_the_position_or_a_fast_forward_raises_for_a_running_stream(
+        catalog: Catalog) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    scan = t.new_stream_read_builder().new_streaming_scan()
+    assert scan.plan().snapshot_id == 1
+    put(t, (2, "b", "+I"))
+    assert [scan.plan().snapshot_id for _ in range(2)] == [2, None]
+    t.rollback_to(1)
+    time.sleep(0.01)  # a new commit time
+    for i in range(3):
+        put(t, (10 + i, "x", "+I"))  # snapshots 2, 3, 4: the ids look like a normal stream's
+    # Before: the read went on with snapshot 3, never reading the new 2 and keeping the old 2's b.
+    with pytest.raises(SnapshotNotExistError, match="snapshot 2, read at .* is now another snapshot"):
+        scan.plan()
+    # Fast-forward: main becomes a branch with more snapshots past a running stream's position.
+    main = keyed_table(catalog, "m")
+    put(main, (1, "a", "+I"))
+    main.create_tag("t1")
+    main.create_branch("dev", "t1")
+    dev = catalog.get_table("db.m$branch_dev")
+    for i in range(3):
+        put(dev, (20 + i, "y", "+I"))
+    put(main, (2, "b", "+I"))
+    stream = main.new_stream_read_builder().new_streaming_scan()
+    assert stream.plan().snapshot_id == 2
+    main.fast_forward("dev")
+    with pytest.raises(SnapshotNotExistError, match="fast-forwarded to a branch"):
+        stream.plan()
