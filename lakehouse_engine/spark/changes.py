@@ -10,7 +10,8 @@ Rows are `_snapshot_id`, `_row_kind` (+I, -U, +U, -D), then the table's fields, 
 `delta`, `changelog` or `auto` (the table's: changelog when it has a producer); a batch read with
 `merged` = true gives one row per changed key instead (Paimon's `incremental-between`).
 
-The stream's offsets are snapshot ids: `{"next_snapshot": N}` means snapshots before N are read.
+The stream's offsets are snapshot ids: `{"next_snapshot": N}` means snapshots before N are read
+(with `snapshot_millis`, the commit time of snapshot N-1, to tell a rewritten history).
 It starts at the consumer's next snapshot (option `consumer-id`, when it has one), else at
 `start-snapshot` + 1 (`start-snapshot` is exclusive, as in a batch range), else after the
 snapshot that was the latest when the stream was loaded. A consumer is moved forward when Spark commits a micro-batch, so snapshot expiry keeps
@@ -171,7 +172,25 @@ class ChangesStreamReader(DataSourceStreamReader):
                 f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
                 f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
                 f"start it again from a new checkpoint (and reset its consumer)")
-        return {"next_snapshot": latest + 1}
+        read_last = start.get("snapshot_millis") if start is not None else None
+        if read_last is not None and start is not None:
+            # The snapshot the query read last is now another (rolled back and written again
+            # past it, or fast-forwarded to a branch): what came between would never be read.
+            sid = int(start["next_snapshot"]) - 1
+            now = table.snapshot_manager().snapshot_or_changelog(sid)
+            if now is not None and now.time_millis != int(read_last):
+                raise SnapshotNotExistError(
+                    f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {sid}, which the query "
+                    f"read, is now another snapshot (the table was rolled back and written again, or "
+                    f"fast-forwarded to a branch); start it again from a new checkpoint (and reset its "
+                    f"consumer)")
+        if latest == 0:
+            return {"next_snapshot": 1}
+        snapshot = table.snapshot_manager().snapshot_or_changelog(latest)
+        offset: dict[str, int] = {"next_snapshot": latest + 1}
+        if snapshot is not None:
+            offset["snapshot_millis"] = snapshot.time_millis
+        return offset
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])

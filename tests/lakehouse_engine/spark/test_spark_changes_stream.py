@@ -157,3 +157,21 @@ def test_a_start_snapshot_after_the_latest_is_refused_naming_both(spark: Any, ca
     rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "9"})
     assert error is not None and "'start-snapshot' (9) is after the latest snapshot (1)" in str(error)
     assert rows == []
+
+
+def test_a_query_whose_table_is_rolled_back_and_written_again_past_its_offset_fails(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    import time
+
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    put(t, (2, "b", "+I"))
+    first, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is None and [r[0] for r in first] == [1, 2]
+    t.rollback_to(1)
+    time.sleep(0.01)
+    for i in range(3):
+        put(t, (10 + i, "x", "+I"))  # snapshots 2, 3, 4: before, the query read 3 and 4 only
+    rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
+    assert error is not None and "snapshot 2, which the query read, is now another snapshot" in str(error)
+    assert rows == first
