@@ -69,7 +69,8 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def _changelog_files(work: Path) -> set[Path]:
-    return set(work.rglob("changelog-*"))
+    """The changelog files in the bucket directories under `work`."""
+    return {p for p in work.rglob("changelog-*") if p.parent.name.startswith("bucket-")}
 
 
 def _encode_cpu(table: FileStoreTable, files: set[Path]) -> float:
