@@ -112,15 +112,14 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                 if f_high < low or f_low > high:
                     continue  # the file's key statistics miss every key sought
             file_keys = read_file(f, key_names)
-            code = match_keys(sought, file_keys, key_names)
-            if live_rows is not None:
+            positions, hit = match_rows(sought, file_keys, key_names)  # `hit`: indices into `sought`
+            if live_rows is not None and len(positions):
                 keep = live_rows(f, file_keys)
                 if keep is not None:
-                    code[~keep] = -1
-            positions = np.flatnonzero(code >= 0)
+                    live = keep[positions]
+                    positions, hit = positions[live], hit[live]
             if len(positions) == 0:
                 continue
-            hit = code[positions]  # indices into `sought`
             found_index.append(sought_index[hit])
             found_rows.append(_old_rows(f, file_keys, positions, read_file, value_schema, others))
             found_positions.append(positions)
@@ -194,24 +193,62 @@ def match_keys(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.nda
     return np.where(row_code >= 0, index_of_code[np.maximum(row_code, 0)], -1)
 
 
+def match_rows(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `rows` whose key is among the (distinct) `sought` keys: their positions,
+    ascending, and the index of each one's key in `sought` (what `match_keys` gives, without an
+    array as long as `rows` where one ascending integer key is binary-searched)."""
+    if len(key_names) == 1:
+        found = _sorted_positions(sought.column(key_names[0]), rows.column(key_names[0]))
+        if found is not None:
+            return found
+    code = match_keys(sought, rows, key_names)
+    positions = np.flatnonzero(code >= 0)
+    return positions, code[positions]
+
+
+def _sorted_positions(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`match_rows` for one integer-like key column whose values ascend in the file (a data file
+    is sorted by key): each sought key binary-searched among the file's keys; None for other
+    types, nulls, or a file whose keys do not ascend."""
+    file_keys = _ascending_integers(column)
+    if file_keys is None or not _integer_like(sought.type) or sought.null_count:
+        return None
+    keys = _integers(sought)
+    at = np.searchsorted(file_keys, keys)
+    hit = np.flatnonzero(at < len(file_keys))
+    hit = hit[file_keys[at[hit]] == keys[hit]]
+    positions = at[hit]
+    if len(positions) > 1 and not bool(np.all(positions[1:] > positions[:-1])):
+        order = np.argsort(positions, kind="stable")  # (sought keys that did not come in key order)
+        positions, hit = positions[order], hit[order]
+    return positions, hit
+
+
+def _integer_like(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+            or pa.types.is_time(t))
+
+
+def _ascending_integers(column: pa.ChunkedArray) -> np.ndarray | None:
+    """A key column's values as int64 when it is integer-like, without nulls and strictly
+    ascending; else None."""
+    if not _integer_like(column.type) or column.null_count:
+        return None
+    values = _integers(column)
+    if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
+        return None
+    return values
+
+
 def _sorted_match(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> np.ndarray | None:
     """`match_keys` for one integer-like key column whose values in the file ascend (a data file is
     sorted by key): each sought key binary-searched among the file's keys, O(sought x log rows).
     None for other types, or a file whose keys do not ascend."""
-    t = column.type
-    if not (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
-            or pa.types.is_time(t)) or column.null_count or sought.null_count:
+    found = _sorted_positions(sought, column)
+    if found is None:
         return None
-    file_keys = _integers(column)
-    if len(file_keys) > 1 and not bool(np.all(file_keys[1:] > file_keys[:-1])):
-        return None
-    keys = _integers(sought)
-    at = np.searchsorted(file_keys, keys)
-    inside = at < len(file_keys)
-    hit = np.flatnonzero(inside)
-    hit = hit[file_keys[at[hit]] == keys[hit]]
-    code = np.full(len(file_keys), -1, np.int64)
-    code[at[hit]] = hit
+    code = np.full(len(column), -1, np.int64)
+    code[found[0]] = found[1]
     return code
 
 

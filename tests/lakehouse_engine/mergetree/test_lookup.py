@@ -138,3 +138,13 @@ def test_match_keys_finds_each_row_among_the_sought_keys(case: str) -> None:
     got = match_keys(sought, rows, names).tolist()
     assert got == _expected(sought, rows, names)
     assert any(i >= 0 for i in got) and any(i < 0 for i in got)
+    # match_rows: the same matches as (ascending positions, sought index), with sought keys in
+    # random order and in key order (the flush lookup's), without a per-row code array.
+    from lakehouse_engine.mergetree.lookup import match_rows
+
+    expected = np.asarray(_expected(sought, rows, names))
+    for order in (np.arange(sought.num_rows), np.argsort(sought_ids, kind="stable")):
+        ordered = sought.take(pa.array(order))
+        positions, hit = match_rows(ordered, rows, names)
+        assert positions.tolist() == np.flatnonzero(expected >= 0).tolist()
+        assert order[hit].tolist() == expected[positions].tolist()
