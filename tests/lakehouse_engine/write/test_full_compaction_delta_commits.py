@@ -82,3 +82,23 @@ def test_a_batch_writer_of_a_full_compaction_table_does_not_compact_fully_when_u
     assert change_tuples(t) == []
     t.compact(full=True)
     assert replay(change_tuples(t)) == _table_rows(t) == {0: "v0", 1: "x"}
+
+
+def test_a_full_compaction_commit_takes_every_bucket_written_since_the_last_one(catalog: Catalog) -> None:
+    """Paimon's GlobalFullCompactionSinkWrite compacts at a full-compaction identifier every bucket
+    written since the last full compaction, not only those written in that commit: the changelog
+    of a bucket written at identifier 1 and left alone at 2 is out at 2."""
+    t = keyed_table(catalog, **{"changelog-producer": "full-compaction", "full-compaction.delta-commits": "2"})
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows(*((i, "a") for i in range(1, 11))))  # both buckets
+    c.commit(w.prepare_commit(1), 1)
+    w.write_arrow(_rows((0, "b")))  # one bucket
+    compacted = [s for s in c.commit(w.prepare_commit(2), 2) if t.snapshot(s).commit_kind == "COMPACT"]
+    assert compacted
+    assert replay(change_tuples(t)) == _table_rows(t) == {0: "b", **{i: "a" for i in range(1, 11)}}
+    w.write_arrow(_rows((0, "c")))
+    c.commit(w.prepare_commit(3), 3)
+    w.write_arrow(_rows((0, "d")))
+    c.commit(w.prepare_commit(4), 4)
+    assert replay(change_tuples(t)) == _table_rows(t)
