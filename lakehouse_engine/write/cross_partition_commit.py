@@ -25,6 +25,7 @@ from lakehouse_engine.errors import CommitConflictError, LakehouseError, Snapsho
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -77,6 +78,17 @@ def check_keys_stay_put(table: FileStore, messages: Sequence[CommitMessage], lat
             raise _conflict(table, f"another writer committed keys of this write's partition {path}, "
                                    f"bucket {m.bucket} into another partition or bucket since this "
                                    f"write read where keys live")
+
+
+def dynamic_overwrite_partitions(table: FileStore, new_entries: Sequence[ManifestEntry]) -> set[bytes]:
+    """The partitions a dynamic overwrite replaces: those its new files write, except, on a
+    cross-partition table, a file of retractions only: the `-D` a key moved by the overwrite
+    leaves in its old partition, which is no data of that partition (replacing it would drop
+    the partition's other keys)."""
+    if table.bucket_mode() != BucketMode.CROSS_PARTITION:
+        return {e.partition for e in new_entries}
+    return {e.partition for e in new_entries if e.file.delete_row_count is None
+            or e.file.delete_row_count < e.file.row_count}
 
 
 def _conflict(table: FileStore, why: str) -> CommitConflictError:
