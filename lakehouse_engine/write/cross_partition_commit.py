@@ -9,9 +9,9 @@ it orders the records of one bucket. So an APPEND commit whose new files share a
 that other writers committed since its index was read, in another partition or bucket, conflicts;
 the writer writes again with a fresh index. An OVERWRITE routes its keys the same way and is
 checked the same way, except in the partitions it replaces (whatever others put there goes).
-Writers of a key in the same bucket are not refused
-(re-sequencing orders them), nor are the writer's own earlier commits (its index holds its own
-moves) or compactions (which move no key between buckets).
+Writers of a key in the same bucket are not refused (re-sequencing orders them), nor are the
+writer's own earlier commits (its index holds its own moves) or compactions (which move no key
+between buckets).
 """
 
 from __future__ import annotations
