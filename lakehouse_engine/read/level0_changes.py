@@ -45,11 +45,12 @@ def level0_with_changes_out(table: FileStore, snapshot: Snapshot, level0: list[M
             metas = mio.read_manifest_list(s.changelog_manifest_list, s.changelog_manifest_list_size)
             changelog_of.setdefault(commit, set()).update((e.partition, e.bucket) for e in mio.read_entries(metas))
         elif s.commit_kind == CommitKind.APPEND:
+            given = changelog_of.pop(commit, set())  # (batch commits of one user share an identifier)
             for e in mio.added_entries(s):
                 where = (e.partition, e.bucket, e.file.file_name)
                 if where in wanted:
                     wanted.discard(where)
-                    if (e.partition, e.bucket) in changelog_of.get(commit, ()):
+                    if (e.partition, e.bucket) in given:
                         out.add(e.file.file_name)
     return out
 
