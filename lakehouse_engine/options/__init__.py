@@ -284,7 +284,7 @@ COMPACTION_MAX_FILE_NUM = _compaction.integer("compaction.max.file-num", 50, "Ap
 COMPACTION_FILE_SIZE = _compaction.memory("compaction.file-size", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
 COMPACTION_TOTAL_SIZE_THRESHOLD = _compaction.memory("compaction.total-size-threshold", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
 COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _compaction.memory("compaction.incremental-size-threshold", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
-FULL_COMPACTION_DELTA_COMMITS = _compaction.integer("full-compaction.delta-commits", None, "Run a full compaction every this many commits.", _positive)
+FULL_COMPACTION_DELTA_COMMITS = _compaction.integer("full-compaction.delta-commits", None, "Run a full compaction every this many commits (a stream writer's commit identifiers; every batch commit). Unset with changelog-producer full-compaction: at every stream commit, as Paimon's Flink sink.", _positive)
 SORT_SPILL_BUFFER_SIZE = _compaction.memory("sort-spill-buffer-size", 64 << 20, "Memory of decoded rows one merge of a bucket (merge-on-read, compaction, rescale) holds at once, per merging thread: overlapping files are read and merged key range by key range within it.", _positive)
 WRITE_ONLY = _compaction.boolean("write-only", False, "Skip compaction and snapshot expiry after writes.")
 

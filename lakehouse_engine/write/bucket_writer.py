@@ -20,7 +20,6 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
-from lakehouse_engine.format.snapshot import is_full_compacted_identifier
 from lakehouse_engine.mergetree.changelog import input_changelog
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
@@ -140,6 +139,9 @@ class BucketWriter:
         self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
+        #: Written since this writer's last full compaction of it: the next commit that compacts
+        #: fully takes it too, written in that commit or not (Paimon's GlobalFullCompactionSinkWrite).
+        self.awaits_full_compaction = False
 
     # ---- the write buffer ------------------------------------------------------------------
     def write(self, rows: pa.Table, kinds: np.ndarray) -> int:
@@ -315,12 +317,12 @@ class BucketWriter:
                 self.compact_before.append(f)
         self.compact_after.extend(after)
 
-    def compact_at_commit(self, commit_identifier: int) -> None:
-        """The compaction before the commit of `commit_identifier`: full at the identifiers
-        `full-compaction.delta-commits` names (Paimon's isFullCompactedIdentifier)."""
-        n = self.context.full_compaction_delta_commits
-        self.compact(n is not None and is_full_compacted_identifier(commit_identifier, n),
-                     self.context.force_up_level0)
+    def compact_at_commit(self, full: bool) -> None:
+        """The compaction before the commit: `full` at the commits `full-compaction.delta-commits`
+        names (TableWrite decides); a `lookup` or first-row table's takes level 0 up."""
+        self.compact(full, self.context.force_up_level0)
+        if full:
+            self.awaits_full_compaction = False
 
     def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,

@@ -158,6 +158,9 @@ class OverwritePlanner(CommitPlanner):
         self.dynamic_partitions = dynamic_partitions
 
     def plan(self, latest: Snapshot | None) -> PlannedChanges:
+        # A cross-partition overwrite routes keys like an APPEND: another writer's key placed in a
+        # partition this commit keeps, meanwhile, conflicts (those it replaces go with the partition).
+        check_keys_stay_put(self.table, self.messages, latest, self.commit_user, replaced=self._replaces)
         live = self.table.manifest_io().live_entries(latest)
         overwritten = self._overwrite_deletes(live)
         changes, renamed = self._resequence(overwritten + self.entries, latest)
@@ -166,18 +169,16 @@ class OverwritePlanner(CommitPlanner):
         doomed = {e.partition for e in overwritten} | {e.partition for e in added}
         return PlannedChanges(changes, renamed, IndexChanges(added, lambda e: e.partition in doomed))
 
+    def _replaces(self, partition: bytes) -> bool:
+        """Whether this commit replaces `partition` (binary row)."""
+        if self.dynamic_partitions is not None:
+            return partition in self.dynamic_partitions
+        return self.table.partition_codec().from_binary(partition).matches(self.specs)
+
     def _overwrite_deletes(self, live: list[ManifestEntry]) -> list[ManifestEntry]:
         """DELETE entries for every live file in the partitions being overwritten."""
-        codec = self.table.partition_codec()
-        out = []
-        for e in live:
-            if self.dynamic_partitions is not None:
-                if e.partition not in self.dynamic_partitions:
-                    continue
-            elif not codec.from_binary(e.partition).matches(self.specs):
-                continue
-            out.append(ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file))
-        return out
+        return [ManifestEntry(FileKind.DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+                for e in live if self._replaces(e.partition)]
 
 
 class CompactPlanner(CommitPlanner):

@@ -7,14 +7,16 @@ partition or bucket. This commit's rows would then be routed on stale ground, an
 end up in two places (each bucket merges on its own, so both rows read). Re-sequencing cannot help:
 it orders the records of one bucket. So an APPEND commit whose new files share a key with files
 that other writers committed since its index was read, in another partition or bucket, conflicts;
-the writer writes again with a fresh index. Writers of a key in the same bucket are not refused
-(re-sequencing orders them), nor are the writer's own earlier commits (its index holds its own
-moves) or compactions (which move no key between buckets).
+the writer writes again with a fresh index. An OVERWRITE routes its keys the same way and is
+checked the same way, except in the partitions it replaces (whatever others put there goes).
+Writers of a key in the same bucket are not refused (re-sequencing orders them), nor are the
+writer's own earlier commits (its index holds its own moves) or compactions (which move no key
+between buckets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ from lakehouse_engine.errors import CommitConflictError, LakehouseError, Snapsho
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.format.snapshot import CommitKind, Snapshot
 from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
+from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.write.commit_message import CommitMessage
 
 if TYPE_CHECKING:
@@ -30,12 +33,14 @@ if TYPE_CHECKING:
 
 
 def check_keys_stay_put(table: FileStore, messages: Sequence[CommitMessage], latest: Snapshot | None,
-                        commit_user: str | None) -> None:
+                        commit_user: str | None, replaced: Callable[[bytes], bool] | None = None) -> None:
     """CommitConflictError when another writer committed a key of `messages`' new files, since
     their global index was read, into another partition or bucket than the message's.
 
     Args:
         commit_user: this commit's user; its own snapshots are not another writer's.
+        replaced: an overwrite's test of the partitions (binary rows) it replaces: what others
+            committed there goes with them, so it shares no key with this commit.
     """
     routed = [m for m in messages if m.route_snapshot is not None and m.new_files]
     if not routed or latest is None:
@@ -53,7 +58,7 @@ def check_keys_stay_put(table: FileStore, messages: Sequence[CommitMessage], lat
             raise _conflict(table, f"snapshot {sid}, committed since this write read its index, expired "
                                    f"meanwhile, so where it put keys is unknown") from None
         if s.commit_kind != CommitKind.COMPACT and s.commit_user != commit_user:
-            added += [(sid, e) for e in mio.added_entries(s)]
+            added += [(sid, e) for e in mio.added_entries(s) if replaced is None or not replaced(e.partition)]
     if not added:
         return
     key_names = list(table.schema.trimmed_primary_keys)
@@ -73,6 +78,17 @@ def check_keys_stay_put(table: FileStore, messages: Sequence[CommitMessage], lat
             raise _conflict(table, f"another writer committed keys of this write's partition {path}, "
                                    f"bucket {m.bucket} into another partition or bucket since this "
                                    f"write read where keys live")
+
+
+def dynamic_overwrite_partitions(table: FileStore, new_entries: Sequence[ManifestEntry]) -> set[bytes]:
+    """The partitions a dynamic overwrite replaces: those its new files write, except, on a
+    cross-partition table, a file of retractions only: the `-D` a key moved by the overwrite
+    leaves in its old partition, which is no data of that partition (replacing it would drop
+    the partition's other keys)."""
+    if table.bucket_mode() != BucketMode.CROSS_PARTITION:
+        return {e.partition for e in new_entries}
+    return {e.partition for e in new_entries if e.file.delete_row_count is None
+            or e.file.delete_row_count < e.file.row_count}
 
 
 def _conflict(table: FileStore, why: str) -> CommitConflictError:

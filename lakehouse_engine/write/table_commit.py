@@ -54,6 +54,7 @@ from lakehouse_engine.write.commit_retry import (
     publish_snapshot,
     storage_error,
 )
+from lakehouse_engine.write.cross_partition_commit import dynamic_overwrite_partitions
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
     DeletionVectorCompactor,
@@ -146,7 +147,7 @@ class TableCommit:
         data_kind: CommitKind | None = (CommitKind.OVERWRITE if self.overwrite_specs is not None
                                         else CommitKind.APPEND if new_entries else None)
         if self.dynamic_overwrite:
-            self._dynamic_partitions = {e.partition for e in new_entries}
+            self._dynamic_partitions = dynamic_overwrite_partitions(self.table, new_entries)
             if not new_entries:
                 data_kind = None  # nothing written: a dynamic overwrite replaces no partition
         landed = self._retries.filter_committed(messages, new_entries, compact_entries, commit_identifier,

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.errors import InvalidDataError, LakehouseError, SchemaError, UnsupportedError
 from lakehouse_engine.format.features import refused_options
-from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER
+from lakehouse_engine.format.snapshot import BATCH_COMMIT_IDENTIFIER, is_full_compacted_identifier
 from lakehouse_engine.mergetree.changelog import changelog_producer, check_producer_options
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge import ROW_KIND_CODES, take_rows
@@ -378,8 +378,12 @@ class TableWrite:
             parallel_map(compact, touched)
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
-            touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
-            parallel_map(lambda w: w.compact_at_commit(commit_identifier), touched)
+            full = self._compacts_fully(commit_identifier)
+            for w in self._writers.values():
+                w.awaits_full_compaction = w.awaits_full_compaction or (bool(w.new_files) and w.bucket >= 0)
+            touched = [w for w in self._writers.values()
+                       if w.bucket >= 0 and (w.new_files or (full and w.awaits_full_compaction))]
+            parallel_map(lambda w: w.compact_at_commit(full), touched)
         elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
             # An overwrite, a rescale or postpone compaction of a table whose readers skip level
             # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and
@@ -413,6 +417,16 @@ class TableWrite:
             for writer in self._writers.values():
                 writer.reset_levels()
         return messages
+
+    def _compacts_fully(self, commit_identifier: int) -> bool:
+        """Whether the commit of `commit_identifier` compacts every bucket written since the last
+        full one fully (Paimon's isFullCompactedIdentifier with `full-compaction.delta-commits`).
+        A stream commit of a `full-compaction` producer's table with the option unset does, every
+        time, as Paimon's Flink sink (max(-1, 1) = 1); a batch commit then does not, as Spark's."""
+        n = self.full_compaction_delta_commits
+        if n is None and self.changelog_producer == "full-compaction" and commit_identifier != BATCH_COMMIT_IDENTIFIER:
+            n = 1
+        return n is not None and is_full_compacted_identifier(commit_identifier, n)
 
     def abort(self, messages: Iterable[CommitMessage] | None = None) -> None:
         """Delete the files of messages that will never be committed; with no messages (pypaimon's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
@@ -14,7 +15,9 @@ from tests.lakehouse_engine.read.changes_helpers import put
 from tests.lakehouse_engine.write.test_changelog_producers import BATCHES
 
 PRODUCERS = {"input": {}, "lookup": {}, "lookup-dedupe": {"changelog-producer.row-deduplicate": "true"},
-             "full-compaction": {"write-only": "true"}}
+             "full-compaction": {"write-only": "true"},
+             # A stream writer (commit identifiers) compacts fully at every commit, no compact call.
+             "full-compaction-stream": {}}
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +27,17 @@ def streams(tmp_path_factory: pytest.TempPathFactory, judge: Judge) -> dict[str,
     catalog.create_database("db")
     tables = {}
     for name, extra in PRODUCERS.items():
-        producer = name.replace("-dedupe", "")
+        producer = name.replace("-dedupe", "").replace("-stream", "")
         t = create_table(catalog, name.replace("-", "_"), SCHEMA, primary_keys=["id"],
                          options={"bucket": "2", "rowkind.field": "k", "changelog-producer": producer, **extra})
+        if name.endswith("-stream"):
+            wb = t.new_stream_write_builder()
+            w, c = wb.new_write(), wb.new_commit()
+            for i, batch in enumerate(BATCHES, start=1):
+                w.write_arrow(pa.Table.from_pylist([{"id": r[0], "v": r[1], "k": r[2]} for r in batch], schema=SCHEMA))
+                c.commit(w.prepare_commit(i), i)
+            tables[name] = t
+            continue
         for i, batch in enumerate(BATCHES):
             put(t, *batch)
             if producer == "full-compaction" and i != 1:

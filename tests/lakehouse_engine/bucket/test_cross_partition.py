@@ -105,3 +105,15 @@ def test_deduplicate_matches_a_model_of_moving_keys(tmp_path_factory: Any, batch
         got = view(table)
         assert got == sorted(model.values())
         assert len({r[0] for r in got}) == len(got)  # never a key in two partitions
+
+
+def test_an_overwrite_moving_a_key_keeps_its_old_partitions_other_keys(catalog: Catalog) -> None:
+    """An overwrite of partition b takes key 1 from partition a: a `-D` goes to a, which the
+    overwrite does not replace, dynamic or static (a dynamic overwrite replaced a too, losing key 2)."""
+    for dynamic in ("true", "false"):
+        table = table_for(catalog, "deduplicate", **{"dynamic-partition-overwrite": dynamic})
+        write(table, batch((1, "a", 10, 1), (2, "a", 20, 2), (3, "b", 30, 3)))
+        fresh = catalog.get_table("db.deduplicate")
+        write(fresh, batch((1, "b", 11, 1)), overwrite={} if dynamic == "true" else {"dt": "b"})
+        assert view(table) == [(1, "b", 11, 1), (2, "a", 20, 2)], f"dynamic-partition-overwrite={dynamic}"
+        catalog.drop_table("db.deduplicate")

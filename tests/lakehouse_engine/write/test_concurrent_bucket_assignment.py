@@ -168,3 +168,48 @@ def test_a_commit_whose_index_window_expired_conflicts(catalog: Catalog) -> None
     table.expire_snapshots(retain_max=1, retain_min=1)
     conflicts_untouched(table, commit_b, messages_b, "expired meanwhile")
     assert view(table) == [(1, "a", 10), (3, "c", 30), (4, "c", 40)]
+
+
+def prepared_overwrite(table, data: pa.Table, partition: dict[str, str]) -> tuple[Any, list[CommitMessage]]:
+    """An INSERT OVERWRITE of `partition` written (its global index read now) but not committed yet."""
+    wb = table.new_batch_write_builder().overwrite(partition)
+    w = wb.new_write()
+    w.write_arrow(data)
+    return wb.new_commit(), w.prepare_commit()
+
+
+@pytest.mark.parametrize("producer", ["none", "lookup"])
+def test_an_overwrite_placing_a_key_another_writer_put_in_another_partition_conflicts(
+        catalog: Catalog, producer: str) -> None:
+    """The overwrite of partition b routed key 5 as new; an APPEND committed key 5 into partition a
+    meanwhile: the overwrite would leave the key in two partitions, so it conflicts (as an APPEND
+    would) and the table keeps the APPEND only."""
+    table = cross_partition_table(catalog, **{"changelog-producer": producer})
+    write(table, batch((2, "a", 20)))
+    commit_o, messages_o = prepared_overwrite(catalog.get_table("db.moves"), batch((5, "b", 50)), {"dt": "b"})
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((5, "a", 51)))
+    commit_a.commit(messages_a)
+    conflicts_untouched(table, commit_o, messages_o, "another partition or bucket")
+    assert view(table) == [(2, "a", 20), (5, "a", 51)]
+
+
+def test_an_append_after_an_overwrite_placed_the_key_elsewhere_conflicts(catalog: Catalog) -> None:
+    table = cross_partition_table(catalog)
+    write(table, batch((2, "a", 20)))
+    commit_o, messages_o = prepared_overwrite(catalog.get_table("db.moves"), batch((5, "b", 50)), {"dt": "b"})
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((5, "a", 51)))
+    commit_o.commit(messages_o)
+    conflicts_untouched(table, commit_a, messages_a, "another partition or bucket")
+    assert view(table) == [(2, "a", 20), (5, "b", 50)]
+
+
+def test_keys_others_put_in_the_partition_an_overwrite_replaces_do_not_conflict(catalog: Catalog) -> None:
+    """What another writer committed into the overwritten partition meanwhile goes with it: the
+    overwrite lands, and the key lives once, where the overwrite put it."""
+    table = cross_partition_table(catalog)
+    write(table, batch((2, "a", 20)))
+    commit_o, messages_o = prepared_overwrite(catalog.get_table("db.moves"), batch((5, "b", 50)), {"dt": "b"})
+    commit_a, messages_a = prepared(catalog.get_table("db.moves"), batch((5, "b", 51), (6, "b", 60)))
+    commit_a.commit(messages_a)
+    commit_o.commit(messages_o)
+    assert view(table) == [(2, "a", 20), (5, "b", 50)]
