@@ -15,6 +15,9 @@ primary-key table, per (partition, bucket):
    per message keeps the order of the message's own rows.
 3. The writer's compaction of such a bucket (`compact_before/after`) merged the old numbers: it
    is dropped (its rewritten outputs are deleted) and the COMPACT commit leaves the bucket alone.
+4. Where readers skip level 0 (deletion vectors, first-row), a writer compaction must also not
+   leave a level-0 file committed since it looked (numbered below this commit's rows, so not
+   re-sequenced) under its newer records of the same keys: `check_level0_stays_newest`.
 
 The table then reads as if commits were applied in snapshot order: for one key, the later commit
 wins. Nothing is rewritten when no one else wrote the bucket since the writer started (the usual
