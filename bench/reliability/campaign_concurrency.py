@@ -1,5 +1,5 @@
 """Concurrency campaign: writer processes upserting and deleting the same keys, fixed and dynamic
-bucket and cross-partition upsert, and with the `lookup` (also with deletion vectors, dynamic
+bucket (also with deletion vectors) and cross-partition upsert, and with the `lookup` (also with deletion vectors, dynamic
 buckets and cross-partition upsert) and `full-compaction` changelog producers.
 
 Each race starts N writer processes on one table; every writer commits rounds of a few same-key
@@ -25,7 +25,9 @@ def run(quick: bool) -> list[Outcome]:
     writers, rounds, keys = (3, 8, 8) if quick else (5, 40, 16)
     outcomes = []
     labels = {"fixed": "fixed bucket", "dynamic": "dynamic bucket",
-              "cross-partition": "cross-partition upsert over 3 partitions", "lookup": "lookup changelog",
+              "cross-partition": "cross-partition upsert over 3 partitions",
+              "dv": "deletion vectors, fixed bucket", "dv-dynamic": "deletion vectors, dynamic bucket",
+              "lookup": "lookup changelog",
               "lookup-dv": "lookup changelog, deletion vectors", "lookup-dynamic": "lookup changelog, dynamic bucket",
               "lookup-cross-partition": "lookup changelog, cross-partition upsert over 3 partitions",
               "full-compaction": "full-compaction changelog, stream writers and a compactor process"}

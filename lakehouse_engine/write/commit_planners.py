@@ -22,7 +22,11 @@ from lakehouse_engine.options import DELETION_VECTORS_ENABLED, MERGE_ENGINE
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.cross_partition_commit import check_keys_stay_put
 from lakehouse_engine.write.first_row_check import check_first_row_keys_once
-from lakehouse_engine.write.resequence import Resequencer, check_compaction_sees_older_files
+from lakehouse_engine.write.resequence import (
+    Resequencer,
+    check_compaction_sees_older_files,
+    check_level0_stays_newest,
+)
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -199,11 +203,15 @@ class CompactPlanner(CommitPlanner):
         check_levels_disjoint(self.table, changes, live)
         check_first_row_keys_once(self.table, self.messages, live)
         opts = self.table.options
-        if not opts.require(DELETION_VECTORS_ENABLED) and opts.require(MERGE_ENGINE) != "first-row":
-            # (A DV table's compaction drops deletes because it marked every older version of
-            # their keys; `deletion_vector_changes` checks the bucket is what it looked up. A
-            # first-row table's files hold no deletes, and its compaction may write nothing below
-            # the top level: every row it took up was a key already above.)
+        if opts.require(DELETION_VECTORS_ENABLED) or opts.require(MERGE_ENGINE) == "first-row":
+            # Their next compaction of level 0 trusts it to hold the newest records: none may
+            # stay there under newer ones this compaction takes up. (A DV table's compaction
+            # drops deletes because it marked every older version of their keys;
+            # `deletion_vector_changes` checks the bucket is what it looked up. A first-row
+            # table's files hold no deletes, and its compaction may write nothing below the top
+            # level: every row it took up was a key already above.)
+            check_level0_stays_newest(self.table, self.messages, live)
+        else:
             check_compaction_sees_older_files(self.table, changes, live)
         return PlannedChanges(changes, changelog=list(self.changelog),
                               index=deletion_vector_changes(self.table, self.messages, latest, live))

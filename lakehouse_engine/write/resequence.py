@@ -15,6 +15,9 @@ primary-key table, per (partition, bucket):
    per message keeps the order of the message's own rows.
 3. The writer's compaction of such a bucket (`compact_before/after`) merged the old numbers: it
    is dropped (its rewritten outputs are deleted) and the COMPACT commit leaves the bucket alone.
+4. Where readers skip level 0 (deletion vectors, first-row), a writer compaction must also not
+   leave a level-0 file committed since it looked (numbered below this commit's rows, so not
+   re-sequenced) under its newer records of the same keys: `check_level0_stays_newest`.
 
 The table then reads as if commits were applied in snapshot order: for one key, the later commit
 wins. Nothing is rewritten when no one else wrote the bucket since the writer started (the usual
@@ -129,35 +132,9 @@ class Resequencer:
         """True when a key of `m`'s new files is also in `files` (whose numbers overlap ours).
 
         Numbers only decide between records of the same key: writers of disjoint keys in one
-        bucket (the usual shape of parallel loads) need no rewrite. Key ranges from the metadata
-        settle most cases; otherwise the key columns are read, which costs far less than a rewrite.
-        When in doubt (a file that will not read), the answer is yes.
+        bucket (the usual shape of parallel loads) need no rewrite (see `files_share_keys`).
         """
-        if not files:
-            return False
-        schema = self.table.schema
-        key_names = schema.trimmed_primary_keys
-        key_types = schema.types_of(key_names)
-        files = files_meeting_keys(files, key_types, key_span(m.new_files, key_types))
-        if not files:
-            return False
-        bucket_dir = self.table.path_factory.bucket_dir(
-            self.table.partition_codec().from_binary(m.partition).spec, m.bucket)
-        try:
-            ours = self._keys(m.new_files, bucket_dir, key_names)
-            theirs = self._keys(files, bucket_dir, key_names)
-        except LakehouseError:
-            return True
-        return ours.join(theirs, key_names, join_type="inner").num_rows > 0
-
-    def _keys(self, files: list[DataFileMeta], bucket_dir: str, key_names: list[str]) -> pa.Table:
-        """The distinct keys of `files`."""
-        file_schema = self.table.schema.data_file_arrow_schema()
-        schema = pa.schema([file_schema.field(k) for k in key_names])
-        reader = self.table.file_reader()
-        tables = [reader.read(f"{bucket_dir}/{f.file_name}", key_names, schema, f) for f in files]
-        keys = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        return keys.group_by(key_names).aggregate([])
+        return files_share_keys(self.table, m.partition, m.bucket, m.new_files, files)
 
     # ---- rewriting -----------------------------------------------------------------------
     def _shift(self, m: CommitMessage, offset: int, live_names: set[str]) -> None:
@@ -232,6 +209,72 @@ class Resequencer:
                 # That changelog was the dropped compaction's own (deleted with its files above),
                 # not the data's: the data lands without it.
                 m.compact_changelog = []
+
+
+def files_share_keys(table: FileStore, partition: bytes, bucket: int, ours: list[DataFileMeta],
+                     theirs: list[DataFileMeta]) -> bool:
+    """True when a key of the bucket's files `ours` is also in its files `theirs`.
+
+    Key ranges from the metadata settle most cases; otherwise the key columns are read, which
+    costs far less than what a wrong answer would (a rewrite, a lost compaction). When in doubt
+    (a file that will not read), the answer is yes.
+    """
+    if not ours or not theirs:
+        return False
+    schema = table.schema
+    key_names = schema.trimmed_primary_keys
+    key_types = schema.types_of(key_names)
+    theirs = files_meeting_keys(theirs, key_types, key_span(ours, key_types))
+    ours = files_meeting_keys(ours, key_types, key_span(theirs, key_types)) if theirs else []
+    if not ours:
+        return False
+    bucket_dir = table.path_factory.bucket_dir(table.partition_codec().from_binary(partition).spec, bucket)
+    file_schema = schema.data_file_arrow_schema()
+    key_schema = pa.schema([file_schema.field(k) for k in key_names])
+    reader = table.file_reader()
+
+    def keys(files: list[DataFileMeta]) -> pa.Table:
+        tables = [reader.read(f"{bucket_dir}/{f.file_name}", key_names, key_schema, f) for f in files]
+        return (pa.concat_tables(tables) if len(tables) > 1 else tables[0]).group_by(key_names).aggregate([])
+
+    try:
+        mine, other = keys(ours), keys(theirs)
+    except LakehouseError:
+        return True
+    return mine.join(other, key_names, join_type="inner").num_rows > 0
+
+
+def check_level0_stays_newest(table: FileStore, messages: Sequence[CommitMessage],
+                              live: Sequence[ManifestEntry]) -> None:
+    """CommitConflictError when a compaction of `messages` would take records above level 0 (or
+    drop a delete there) while a level-0 file it did not see holds older records of those keys.
+
+    Where readers skip level 0 (a deletion-vector table; a first-row table for Paimon), the
+    compaction that later takes a level-0 file up trusts its records to be newer than every
+    record above: its lookup marks the rows it finds above as replaced (first-row: drops its
+    own). A writer's compaction looked at the bucket at `prepare_commit`; a level-0 file another
+    writer committed since, numbered below this commit's records (so nothing was re-sequenced),
+    would be left under records newer than its own, and the compaction taking it up would then
+    let the older record win (a replaced row shows, or a deleted one comes back). This
+    compaction loses instead; the committer compacts the bucket again with that file in it.
+
+    Only inputs numbered at or above the file's lowest number count, and only when they share a
+    key with it: a file committed while an input was live was re-sequenced above it where they
+    share keys, so the check fails only for inputs that landed after the file (this commit's own).
+    """
+    for m in messages:
+        if not (m.compact_before or m.compact_after):
+            continue
+        seen = {f.file_name for f in m.compact_before + m.compact_after} | set(m.compact_base or ())
+        unseen = [e.file for e in live if e.partition == m.partition and e.bucket == m.bucket
+                  and e.file.level == 0 and e.file.file_name not in seen]
+        for older in unseen:
+            newer = [f for f in m.compact_before if f.max_sequence_number >= older.min_sequence_number]
+            if files_share_keys(table, m.partition, m.bucket, newer, [older]):
+                raise CommitConflictError(
+                    f"table {table.name}, bucket {m.bucket}: level-0 file {older.file_name}, committed "
+                    f"since this compaction looked at the bucket, holds older records of keys it "
+                    f"compacts; nothing of it was committed (the bucket is compacted again with it)")
 
 
 def check_compaction_sees_older_files(table: FileStore, changes: Sequence[ManifestEntry],
