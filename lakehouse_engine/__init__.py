@@ -31,6 +31,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import ROW_KIND_CODES
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.schema import BucketMode, Schema
 from lakehouse_engine.schema_change import Move, SchemaChange
+from lakehouse_engine.store.consumer_manager import Consumer
 from lakehouse_engine.table import FileStoreTable
 
 #: The row kinds a `rowkind.field` column may hold: +I, -U, +U, -D.
@@ -38,7 +39,7 @@ ROW_KINDS: tuple[str, ...] = tuple(ROW_KIND_CODES)
 
 __all__ = [
     "POSTPONE_BUCKET", "ROW_KINDS", "BucketMode", "PostCommitError", "Snapshot",
-    "Catalog", "CatalogFactory", "ColumnAlreadyExistError", "ColumnNotExistError", "CommitConflictError",
+    "Catalog", "CatalogFactory", "ColumnAlreadyExistError", "Consumer", "ColumnNotExistError", "CommitConflictError",
     "CorruptFileError", "DatabaseNotExistError", "FileStoreTable", "Identifier", "InvalidArgumentError", "InvalidDataError",
     "InvalidIdentifierError", "InvalidOptionError", "LakehouseError", "Move", "Schema", "SchemaChange",
     "SchemaError", "SnapshotNotExistError", "StorageError", "TableAlreadyExistError", "TableNotExistError",

@@ -14,8 +14,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
-from lakehouse_engine.store.consumer_manager import Consumer
+from lakehouse_engine import POSTPONE_BUCKET, Consumer, FileStoreTable
 from pipelines.lib import keys, revenue
 from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
