@@ -145,12 +145,9 @@ def test_a_failing_check_leaves_main_and_the_consumer_so_the_retry_reads_the_sam
     assert wap.audit_branches(down.target()) == []            # the failed run's branch discarded
 
 
-def test_a_commit_on_main_between_write_and_publish_is_not_lost(
-        down: Downstream, monkeypatch: pytest.MonkeyPatch) -> None:
-    for batch in down.batches[:2]:
-        engine_write(down.lakehouse, batch)
-        down.passing_run()
-    engine_write(down.lakehouse, down.batches[2])
+def _compaction_before_publish(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make daily_revenue_publish find main moved: a full compaction of the revenue table commits
+    to main just before it publishes."""
     real_publish = wap.publish
     compactions: list[int] = []
 
@@ -159,6 +156,16 @@ def test_a_commit_on_main_between_write_and_publish_is_not_lost(
         return real_publish(table, branch, recheck)
 
     monkeypatch.setattr(publish_module.wap, "publish", compaction_then_publish)
+    return compactions
+
+
+def test_a_commit_on_main_between_write_and_publish_is_not_lost(
+        down: Downstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    for batch in down.batches[:2]:
+        engine_write(down.lakehouse, batch)
+        down.passing_run()
+    engine_write(down.lakehouse, down.batches[2])
+    compactions = _compaction_before_publish(monkeypatch)
     raced = down.passing_run()
     monkeypatch.undo()
     published = metadata_of(raced, "daily_revenue_publish")
@@ -212,3 +219,25 @@ def test_a_consumer_moved_by_another_run_meanwhile_fails_the_publish_and_leaves_
     failure = next(e for e in raced.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
     assert "another run published them" in str(failure.event_specific_data.error.message)
     assert down.main_snapshot() == main_before
+
+
+def test_a_recompute_is_not_rebased_when_main_moved_and_the_next_run_recomputes_again(
+        down: Downstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine_write(down.lakehouse, down.batches[0])
+    kept = down.lakehouse.get_table().latest_snapshot().id
+    down.passing_run()
+    engine_write(down.lakehouse, down.batches[1])
+    down.passing_run()
+    down.lakehouse.get_table().rollback_to(kept)              # the next run recomputes (an OVERWRITE)
+    consumed = down.consumer()
+    compactions = _compaction_before_publish(monkeypatch)
+    raced = down.run()
+    monkeypatch.undo()
+    assert not raced.success and compactions
+    assert str(metadata_of(raced, "daily_revenue")["mode"]).startswith("full (recomputed")
+    failure = next(e for e in raced.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
+    assert "cannot be rebased" in str(failure.event_specific_data.error.message)
+    assert down.main_snapshot() == compactions[-1] and down.consumer() == consumed
+    again = down.passing_run()
+    assert str(metadata_of(again, "daily_revenue")["mode"]).startswith("full (recomputed")
+    assert down.equals_recompute() and wap.audit_branches(down.target()) == []
