@@ -19,7 +19,6 @@ import dagster as dg
 import pyarrow as pa
 
 from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
-from lakehouse_engine.store.consumer_manager import Consumer
 from pipelines.lib import keys, revenue, wap
 from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
@@ -72,20 +71,20 @@ def _last_committed(table: FileStoreTable) -> int | None:
     return None
 
 
-def cannot_continue(orders: FileStoreTable, consumer: Consumer | None, target: FileStoreTable) -> str | None:
-    """Why the revenue table cannot go on from the consumer's position (it must be recomputed in
-    full), or None: orders rolled back below the position, the position's snapshots expired (a
+def cannot_continue(orders: FileStoreTable, position: int | None, target: FileStoreTable) -> str | None:
+    """Why the revenue table cannot go on from the consumer's position (its next snapshot; None: no
+    consumer) and must be recomputed in full, or None: orders rolled back below the position, the position's snapshots expired (a
     consumer that `consumer.expiration-time` dropped), or sums without any position to continue."""
     latest = orders.latest_snapshot()
     latest_id = latest.id if latest is not None else 0
-    if consumer is None:
+    if position is None:
         if target.latest_snapshot() is not None and revenue.read_all(target).num_rows:
             return "the revenue table holds sums but orders has no consumer to continue from"
         return None
-    if consumer.next_snapshot > latest_id + 1:
+    if position > latest_id + 1:
         return (f"orders was rolled back to snapshot {latest_id}, before what was consumed "
-                f"(up to {consumer.next_snapshot - 1})")
-    read_last = orders.snapshot_manager().get_snapshot_by_id(consumer.next_snapshot - 1)
+                f"(up to {position - 1})")
+    read_last = orders.snapshot_manager().get_snapshot_by_id(position - 1)
     moved = orders.consumer_manager().modified_millis(CONSUMER_ID)
     if read_last is not None and moved is not None and read_last.time_millis > moved + CLOCK_SLACK_MILLIS:
         # The snapshot the consumer read last was committed after the consumer moved past it: a
@@ -93,8 +92,8 @@ def cannot_continue(orders: FileStoreTable, consumer: Consumer | None, target: F
         return (f"orders snapshot {read_last.id} was committed after it was consumed (orders was "
                 f"rolled back and written again)")
     earliest = orders.snapshot_manager().earliest_readable_id()
-    if earliest is not None and consumer.next_snapshot < earliest:
-        return (f"the orders snapshots from {consumer.next_snapshot} on expired before they were "
+    if earliest is not None and position < earliest:
+        return (f"the orders snapshots from {position} on expired before they were "
                 f"read (the earliest is {earliest})")
     return None
 
@@ -158,7 +157,7 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         consumers.reset_consumer(CONSUMER_ID, committed)
         consumer = consumers.consumer(CONSUMER_ID)
     latest = orders.latest_snapshot()
-    rebuild = cannot_continue(orders, consumer, target)
+    rebuild = cannot_continue(orders, consumer.next_snapshot if consumer is not None else None, target)
     if rebuild is not None:
         context.log.warning(f"daily_revenue is recomputed in full: {rebuild}")
     if consumer is None or rebuild is not None:
