@@ -241,3 +241,28 @@ def test_a_recompute_is_not_rebased_when_main_moved_and_the_next_run_recomputes_
     again = down.passing_run()
     assert str(metadata_of(again, "daily_revenue")["mode"]).startswith("full (recomputed")
     assert down.equals_recompute() and wap.audit_branches(down.target()) == []
+
+
+def test_the_check_on_its_own_reads_main_and_only_reports(down: Downstream) -> None:
+    engine_write(down.lakehouse, down.batches[0])
+    down.passing_run()
+
+    def check_alone() -> Any:
+        return dg.materialize([daily_revenue, revenue_equals_full_recompute, daily_revenue_publish],
+                              selection=dg.AssetSelection.checks(revenue_equals_full_recompute),
+                              resources={"lakehouse": down.lakehouse}, instance=down.instance, raise_on_error=False)
+
+    verdict = check_results(check_alone())[CHECK]
+    assert verdict.passed and verdict.metadata["branch"].value == "main"
+    # Another writer adds to a sum on main: the check says so, and rolls nothing back (that
+    # writer's commit is not the pipeline's to drop).
+    target = down.target()
+    extra = revenue.live_groups(revenue.read_all(target)).slice(0, 1)
+    builder = target.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(extra)
+    commit.commit(write.prepare_commit())
+    moved = down.main_snapshot()
+    verdict = check_results(check_alone())[CHECK]
+    assert not verdict.passed and "1 (dt, status) groups differ" in (verdict.description or "")
+    assert down.main_snapshot() == moved
