@@ -3,7 +3,8 @@
     ingested_events -> bucket_assignment -> lsm_write -> lsm_publish -> postpone_compaction -> rescale -> snapshot_expiry
                        (audit branch; blocking checks)  (fast-forward) -> sorted_run_compaction (sensor) -----^
                                                                        -> full_compaction (on_cron 02:00) ----^
-                                                                       -> daily_revenue (eager; changelog) ---^
+                                                                       -> daily_revenue -> daily_revenue_publish ^
+                                                     (eager; changelog into an audit branch) (fast-forward; consumer)
 
 `dg.load_from_defs_folder` finds every asset, check, job, sensor, schedule and resource under
 `pipelines/defs/` (the `[tool.dg.project]` of pyproject.toml names the folder); the executor is

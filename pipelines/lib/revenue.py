@@ -9,6 +9,8 @@ full recompute and the comparison leave such rows out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -73,6 +75,37 @@ def full_aggregate(rows: pa.Table) -> pa.Table:
 def live_groups(table: pa.Table) -> pa.Table:
     """The groups of a revenue table that hold orders, sorted: what a full recompute gives."""
     return sort(table.select(REVENUE_SCHEMA.names).cast(REVENUE_SCHEMA).filter(pc.not_equal(table.column(ORDERS), 0)))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A revenue table (or branch) against the aggregate recomputed from the orders in full."""
+
+    got: pa.Table
+    expected: pa.Table
+
+    @property
+    def same(self) -> bool:
+        return self.got.equals(self.expected)
+
+    @property
+    def groups_differing(self) -> int:
+        """The (dt, status) groups whose sums or counts differ, or that only one side has."""
+        if self.same:
+            return 0
+        joined = self.got.join(self.expected, list(GROUP), join_type="full outer", right_suffix="_expected",
+                               coalesce_keys=True)
+        same = pc.and_(pc.equal(joined.column(REVENUE), joined.column(f"{REVENUE}_expected")),
+                       pc.equal(joined.column(ORDERS), joined.column(f"{ORDERS}_expected")))
+        return joined.num_rows - int(pc.sum(pc.fill_null(same, False).cast(pa.int64())).as_py() or 0)
+
+    def describe(self, at: int) -> str:
+        return f"{self.groups_differing} (dt, status) groups differ from the full recompute at orders snapshot {at}"
+
+
+def compare_with_recompute(table: FileStoreTable, orders: FileStoreTable, at: int) -> Comparison:
+    """The live groups of `table` against the aggregate of every row of `orders` at snapshot `at`."""
+    return Comparison(live_groups(read_all(table)), full_aggregate(read_all(orders, at)))
 
 
 def sort(table: pa.Table) -> pa.Table:

@@ -1,4 +1,5 @@
-"""Write-audit-publish on `shop.orders`: each run's rows go to a branch made for that run, the
+"""Write-audit-publish, for `shop.orders` (`lsm_write`, `lsm_publish`) and `shop.daily_revenue`
+(`daily_revenue`, `daily_revenue_publish`): each run's rows go to a branch made for that run, the
 blocking checks read the branch, and only a passing audit fast-forwards main (docs/pipelines.md).
 
 A run's branch is `audit-<run id>`, started from the tag `audit-<run id>-base` on main's latest

@@ -23,6 +23,8 @@ SHOWN = {
     "lsm_publish": ("published", "rebased", "main_snapshot_before", "main_snapshot_id", "snapshots_published"),
     "daily_revenue": ("mode", "snapshot_range", "changes", "changes_insert", "changes_update_before",
                       "changes_update_after", "changes_delete", "groups_changed", "total_orders"),
+    "daily_revenue_publish": ("published", "rebased", "main_snapshot_before", "main_snapshot_id",
+                              "consumer_next_snapshot"),
     "sorted_run_compaction": ("buckets_compacted", "compaction_trigger", "max_sorted_runs"),
     "full_compaction": ("buckets_compacted", "max_sorted_runs"),
     "postpone_compaction": ("bucket_mode", "rows_moved"),

@@ -245,25 +245,33 @@ def test_the_automation_sensor_starts_stopped_and_covers_every_asset() -> None:
     conditions = {k.to_user_string(): a.automation_conditions_by_key.get(k)
                   for a in defs.assets or [] for k in a.keys}
     assert {name for name, c in conditions.items() if c is not None} == {"full_compaction", "snapshot_expiry",
-                                                                         "daily_revenue"}
+                                                                         "daily_revenue", "daily_revenue_publish"}
 
 
-def test_daily_revenue_is_requested_once_when_orders_are_published() -> None:
+def test_daily_revenue_and_its_publish_are_requested_together_once_when_orders_are_published() -> None:
     """Eager on lsm_publish: a publish of any day (the window is never complete) requests one run
-    of daily_revenue; nothing new, no request."""
+    of daily_revenue and daily_revenue_publish (the branch it publishes is that run's); nothing new,
+    no request; a daily_revenue materialized without its publish (a failed audit) is not published
+    on its own."""
     from pipelines.definitions import defs
     from pipelines.defs.downstream.assets import daily_revenue
+    from pipelines.defs.downstream.publish import daily_revenue_publish
     from pipelines.lib import keys
     from tests.pipelines.conftest import DAY
 
     instance = dg.DagsterInstance.ephemeral()
-    selection = dg.AssetSelection.assets(daily_revenue)
+    selection = dg.AssetSelection.assets(daily_revenue, daily_revenue_publish)
     first = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection)
     assert first.total_requested == 0
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=keys.LSM_PUBLISH, partition=DAY))
     published = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection,
                                                   cursor=first.cursor)
-    assert published.total_requested == 1
+    assert published.total_requested == 2
+    assert published.get_requested_partitions(keys.DAILY_REVENUE_PUBLISH) == {None}
     idle = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection,
                                              cursor=published.cursor)
     assert idle.total_requested == 0
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=keys.DAILY_REVENUE))
+    audit_failed = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection,
+                                                     cursor=idle.cursor)
+    assert audit_failed.total_requested == 0

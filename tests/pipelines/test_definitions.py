@@ -13,7 +13,8 @@ from pipelines.definitions import defs
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = {"ingested_events", "bucket_assignment", "lsm_write", "lsm_publish", "sorted_run_compaction",
-          "full_compaction", "postpone_compaction", "rescale", "snapshot_expiry", "daily_revenue"}
+          "full_compaction", "postpone_compaction", "rescale", "snapshot_expiry", "daily_revenue",
+          "daily_revenue_publish"}
 CHECKS = {"lsm_write:bucket_row_counts_match_snapshot", "lsm_write:dynamic_buckets_within_target",
           "lsm_write:no_duplicate_primary_key", "lsm_write:bucket_skew", "lsm_write:contract_keys_on_branch",
           "daily_revenue:revenue_equals_full_recompute",
@@ -43,10 +44,10 @@ def test_the_definitions_hold_the_graph_checks_jobs_and_automation() -> None:
                 for k in graph.get_all_asset_keys()}
     assert upstream == {
         "ingested_events": set(), "bucket_assignment": {"ingested_events"}, "lsm_write": {"bucket_assignment"},
-        "lsm_publish": {"lsm_write"}, "daily_revenue": {"lsm_publish"},
+        "lsm_publish": {"lsm_write"}, "daily_revenue": {"lsm_publish"}, "daily_revenue_publish": {"daily_revenue"},
         "postpone_compaction": {"lsm_publish"}, "sorted_run_compaction": {"lsm_publish"},
         "full_compaction": {"lsm_publish"}, "rescale": {"postpone_compaction"},
-        "snapshot_expiry": {"rescale", "sorted_run_compaction", "full_compaction", "daily_revenue"}}
+        "snapshot_expiry": {"rescale", "sorted_run_compaction", "full_compaction", "daily_revenue_publish"}}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {
         "main_job", "ingest_job", "compaction_job", "maintenance_job", "snapshot_expiry_job"}
     assert {s.name for s in defs.sensors or []} == {"sorted_runs_sensor", "lakehouse_automation"}
@@ -77,9 +78,9 @@ def test_every_asset_that_commits_to_the_table_holds_its_pool_and_the_instance_a
 
     graph = defs.resolve_asset_graph()
     pools = {k.to_user_string(): graph.get(k).pools for k in graph.get_all_asset_keys()}
-    assert {name for name, p in pools.items() if p} == COMMITTING | {"daily_revenue"}
+    assert {name for name, p in pools.items() if p} == COMMITTING | {"daily_revenue", "daily_revenue_publish"}
     assert {frozenset(p) for name, p in pools.items() if p and name in COMMITTING} == {frozenset({"paimon-shop.orders"})}
-    assert pools["daily_revenue"] == {"paimon-shop.daily_revenue"}
+    assert pools["daily_revenue"] == pools["daily_revenue_publish"] == {"paimon-shop.daily_revenue"}
     settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
     assert settings["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
 

@@ -1,7 +1,7 @@
 """`daily_revenue` when its consumer cannot simply go on: the orders table was rolled back under it
-(and written again), the consumer was dropped while the revenue table keeps its sums, the snapshots
-it had to read expired, or a run died between its commit and moving the consumer. Each run must
-leave the revenue table equal to the full recompute its blocking check makes."""
+(and written again), the consumer was dropped while the revenue table keeps its sums, or the
+snapshots it had to read expired. Each run must leave the revenue table equal to the full
+recompute its blocking check makes (test_downstream_wap.py: the audit and the publish)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ import pyarrow as pa
 
 from pipelines.defs.downstream.assets import CONSUMER_ID, daily_revenue, revenue_table_name
 from pipelines.defs.downstream.checks import revenue_equals_full_recompute
+from pipelines.defs.downstream.publish import daily_revenue_publish
 from pipelines.lib import revenue
 from pipelines.lib.resources import LakehouseResource
 from tests.pipelines.conftest import engine_write, events, metadata_of
 
 
 def _run(lakehouse: LakehouseResource) -> Any:
-    result = dg.materialize([daily_revenue, revenue_equals_full_recompute], resources={"lakehouse": lakehouse},
-                            raise_on_error=False)
+    result = dg.materialize([daily_revenue, revenue_equals_full_recompute, daily_revenue_publish],
+                            resources={"lakehouse": lakehouse}, raise_on_error=False)
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert result.success and checks and all(c.passed for c in checks), [c.description for c in checks]
     return result
@@ -104,30 +105,4 @@ def test_a_position_whose_snapshots_expired_is_recomputed_not_failed_forever(
     orders.expire_snapshots(retain_max=1, retain_min=1)
     meta = metadata_of(_run(lakehouse), "daily_revenue")
     assert "expired before they were read" in str(meta["mode"])
-    assert _equals_recompute(lakehouse)
-
-
-def test_a_failing_check_undoes_the_run_so_readers_keep_the_last_verified_sums(
-        lakehouse: LakehouseResource, monkeypatch: Any) -> None:
-    from pipelines.defs.downstream import assets as downstream
-
-    a, b, _ = _batches()
-    engine_write(lakehouse, a)
-    _run(lakehouse)
-    verified = revenue.read_all(lakehouse.catalog().get_table(revenue_table_name(lakehouse)))
-    consumed = lakehouse.get_table().consumer_manager().consumer(CONSUMER_ID)
-    engine_write(lakehouse, b)
-    # A run that counts every change twice: its check fails.
-    real = revenue.deltas
-    monkeypatch.setattr(downstream.revenue, "deltas", lambda changes: real(pa.concat_tables([changes, changes])))
-    failed = dg.materialize([daily_revenue, revenue_equals_full_recompute], resources={"lakehouse": lakehouse},
-                            raise_on_error=False)
-    monkeypatch.setattr(downstream.revenue, "deltas", real)
-    assert not failed.success
-    # Before: the wrong sums stayed in the revenue table for every reader, and the consumer had
-    # moved past the changes, so the next run could not repair them.
-    target = lakehouse.catalog().get_table(revenue_table_name(lakehouse))
-    assert revenue.read_all(target).equals(verified)
-    assert lakehouse.get_table().consumer_manager().consumer(CONSUMER_ID) == consumed
-    _run(lakehouse)
     assert _equals_recompute(lakehouse)

@@ -23,6 +23,7 @@ import pytest
 from pipelines.defs.compaction.assets import full_compaction, sorted_run_compaction
 from pipelines.defs.compaction.sensors import sorted_runs_sensor
 from pipelines.defs.downstream.assets import CONSUMER_ID, daily_revenue
+from pipelines.defs.downstream.publish import daily_revenue_publish
 from pipelines.defs.ingestion.assets import ingested_events
 from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
 from pipelines.defs.lsm.publish import lsm_publish
@@ -50,7 +51,7 @@ from tests.pipelines.conftest import (
 pytestmark = pytest.mark.spark
 
 ASSETS = [ingested_events, bucket_assignment, lsm_write, lsm_publish, sorted_run_compaction, full_compaction,
-          postpone_compaction, rescale, daily_revenue, snapshot_expiry]
+          postpone_compaction, rescale, daily_revenue, daily_revenue_publish, snapshot_expiry]
 RANGE = {"dagster/asset_partition_range_start": DAYS[0], "dagster/asset_partition_range_end": DAYS[-1]}
 
 
@@ -95,7 +96,7 @@ def test_one_run_materializes_every_asset_and_passes_every_check(pipeline: Pipel
                           for e in pipeline.first.get_asset_materialization_events())
     per_day = [(a, d) for a in ("bucket_assignment", "ingested_events", "lsm_write", "lsm_publish") for d in DAYS]
     once = [(a, None) for a in ("full_compaction", "postpone_compaction", "rescale", "snapshot_expiry",
-                                "sorted_run_compaction", "daily_revenue")]
+                                "sorted_run_compaction", "daily_revenue", "daily_revenue_publish")]
     assert materialized == sorted(per_day + once)
     checks = check_results(pipeline.first)
     assert len(checks) == len(ASSET_CHECKS)
@@ -254,8 +255,9 @@ def test_snapshot_expiry_keeps_the_retained_snapshots_and_removes_orphans(pipeli
     assert meta["snapshots_retained"] == kept and meta["latest_snapshot"] == latest.id
     assert meta["snapshots_expired"] == meta["snapshots_before"] - kept
     assert kept > 2  # the compactions after the last daily_revenue run are not read yet
-    # Once daily_revenue has read them, expiry keeps only the retained two.
-    assert pipeline.materialize(dg.AssetSelection.assets(daily_revenue)).success
+    # Once daily_revenue has read them (and published: the consumer moves then), expiry keeps
+    # only the retained two.
+    assert pipeline.materialize(dg.AssetSelection.assets(daily_revenue, daily_revenue_publish)).success
     again = pipeline.materialize(dg.AssetSelection.assets(snapshot_expiry), run_config=config)
     assert metadata_of(again, "snapshot_expiry")["snapshots_retained"] == 2
     assert meta["orphan_files_removed"] == 1 and not orphan.exists()

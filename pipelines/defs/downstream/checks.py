@@ -1,68 +1,44 @@
-"""The blocking check of `daily_revenue`: the incrementally kept table equals the aggregate
-recomputed from `shop.orders` in full at the snapshot the asset consumed up to. A failing check
-undoes the run it checked (the revenue table rolled back to before its commit, the consumer moved
-back to where that commit started), so readers see the last verified aggregate and the next run
-reads the same changes again."""
-
-from typing import Any
+"""The blocking check of `daily_revenue`: the run's audit branch of the revenue table equals the
+aggregate recomputed from `shop.orders` in full at the snapshot the run consumed up to. It reads
+the branch before anyone else can: a failure stops the run before `daily_revenue_publish`, so
+main and the consumer stay where they were and the next run reads the same changes again."""
 
 import dagster as dg
 
-from lakehouse_engine import FileStoreTable, TableNotExistError
-from pipelines.defs.downstream.assets import CONSUMER_ID, revenue_table_name
-from pipelines.lib import keys, revenue
+from lakehouse_engine import TableNotExistError
+from pipelines.defs.downstream.assets import CONSUMER_ID, consumed_in_run, revenue_table_name
+from pipelines.lib import keys, revenue, wap
 from pipelines.lib.resources import LakehouseResource
 
 
 @dg.asset_check(asset=keys.DAILY_REVENUE, blocking=True,
                 description="daily_revenue equals revenue and order counts per (dt, status) recomputed "
-                            "from every row of shop.orders at the snapshot its consumer has read up to.")
-def revenue_equals_full_recompute(lakehouse: LakehouseResource) -> dg.AssetCheckResult:
+                            "from every row of shop.orders at the snapshot it consumed up to (on the "
+                            "run's audit branch; on main at the consumer's position when daily_revenue "
+                            "did not run in this run).")
+def revenue_equals_full_recompute(context: dg.AssetCheckExecutionContext,
+                                  lakehouse: LakehouseResource) -> dg.AssetCheckResult:
     try:
         target = lakehouse.catalog().get_table(revenue_table_name(lakehouse))
         orders = lakehouse.get_table()
     except TableNotExistError:
         return dg.AssetCheckResult(passed=True, metadata={"note": "no table yet"})
-    consumer = orders.consumer_manager().consumer(CONSUMER_ID)
-    if consumer is None or consumer.next_snapshot <= 1:
-        return dg.AssetCheckResult(passed=True, metadata={"note": "nothing consumed yet"})
-    at = consumer.next_snapshot - 1
-    expected = revenue.full_aggregate(revenue.read_all(orders, at))
-    got = revenue.live_groups(revenue.read_all(target))
-    same = got.equals(expected)
-    differ = 0
-    if not same:
-        key = {tuple(r[c] for c in revenue.GROUP): r for r in expected.to_pylist()}
-        mine = {tuple(r[c] for c in revenue.GROUP): r for r in got.to_pylist()}
-        differ = sum(1 for k in key.keys() | mine.keys() if key.get(k) != mine.get(k))
-    undone: dict[str, Any] = {} if same else undo_last_run(target, orders)
+    consumed = consumed_in_run(context.instance, context.run.run_id)
+    branch = wap.audit_branch_name(context.run.run_id)
+    if consumed is not None and branch in target.list_branches():
+        table, at = target.branch_table(branch), consumed.at
+    else:  # the check on its own: what main's readers see, as of what the consumer has read
+        consumer = orders.consumer_manager().consumer(CONSUMER_ID)
+        if consumer is None or consumer.next_snapshot <= 1:
+            return dg.AssetCheckResult(passed=True, metadata={"note": "nothing consumed yet"})
+        table, at = target, consumer.next_snapshot - 1
+    found = revenue.compare_with_recompute(table, orders, at)
+    main = target.latest_snapshot()
     return dg.AssetCheckResult(
-        passed=same,
-        description=None if same else f"{differ} (dt, status) groups differ from the full recompute at "
-                                      f"snapshot {at}",
-        metadata={"orders_snapshot": at, "groups": got.num_rows, "groups_expected": expected.num_rows,
-                  "groups_differing": differ,
-                  "orders_counted": int(sum(got.column(revenue.ORDERS).to_pylist())), **undone})
-
-
-def undo_last_run(target: FileStoreTable, orders: FileStoreTable) -> dict[str, Any]:
-    """Roll the revenue table back to before the last run's commit and move the consumer back
-    to where that run started; what was done, as check metadata."""
-    consumers = orders.consumer_manager()
-    consumer = consumers.consumer(CONSUMER_ID)
-    runs = [s for s in target.snapshots() if s.commit_user == CONSUMER_ID]
-    if consumer is None or not runs or runs[-1].commit_identifier != consumer.next_snapshot:
-        return {"undone": "no: the last commit is not the consumed position's"}
-    # A run's commit may be an APPEND and the COMPACT after it, both under its identifier.
-    first = min(s.id for s in runs if s.commit_identifier == consumer.next_snapshot)
-    earliest = target.snapshot_manager().earliest_snapshot_id() or first
-    if first - 1 < earliest:
-        return {"undone": f"no: snapshot {first - 1} of the revenue table is not retained"}
-    target.rollback_to(first - 1)
-    earlier = [s for s in runs if s.id < first]
-    before = earlier[-1].commit_identifier if earlier else None
-    if before is not None:
-        consumers.reset_consumer(CONSUMER_ID, before)
-    else:
-        consumers.delete_consumer(CONSUMER_ID)  # the next run recomputes in full
-    return {"undone": f"yes: revenue rolled back to snapshot {first - 1}, consumer to {before}"}
+        passed=found.same,
+        description=None if found.same else f"{found.describe(at)} on {table.branch}",
+        metadata={"orders_snapshot": at, "branch": table.branch, "groups": found.got.num_rows,
+                  "groups_expected": found.expected.num_rows, "groups_differing": found.groups_differing,
+                  "orders_counted": int(sum(found.got.column(revenue.ORDERS).to_pylist())),
+                  # What readers of main see while the run is audited (untouched until the publish).
+                  "main_snapshot_id": main.id if main is not None else 0})

@@ -46,6 +46,7 @@ from pipelines.lib.resources import (
     LakehouseSparkResource,
     table_pool,
 )
+from pipelines.lib.runs import run_is_running
 from pipelines.lib.staging import read_staged
 
 BUCKET = "bucket"
@@ -179,12 +180,6 @@ def bucket_assignment(context: dg.AssetExecutionContext, spark: LakehouseSparkRe
                                           "plan": dg.MetadataValue.path(str(path))})
 
 
-def _still_running(instance: dg.DagsterInstance, run_id: str) -> bool:
-    """Whether a run exists and has not finished (its audit branch is an open audit)."""
-    run = instance.get_run_by_id(run_id)
-    return run is not None and not run.is_finished
-
-
 # ---- the LSM write -----------------------------------------------------------------------------
 WRITTEN_TABLE_SCHEMA = dg.TableSchema(columns=[
     dg.TableColumn("partition", "string"), dg.TableColumn("bucket", "string"),
@@ -223,7 +218,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
     import lakehouse_engine.spark as lakehouse_spark
 
     main = lakehouse.get_or_create_table()
-    for gone in wap.discard_finished(main, lambda run_id: _still_running(context.instance, run_id)):
+    for gone in wap.discard_finished(main, run_is_running(context.instance)):
         context.log.info(f"discarded audit branch {gone} of a finished run")
     branch = wap.audit_branch_name(context.run.run_id)
     table = wap.open_audit_branch(main, context.run.run_id)

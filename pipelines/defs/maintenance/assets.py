@@ -201,7 +201,7 @@ class ExpiryConfig(dg.Config):
     # Table-wide, one run anyway; the policy lets `dagster asset materialize --partition-range`
     # select it together with the daily assets (the CLI requires it of every selected asset).
     backfill_policy=SINGLE_RUN,
-    deps=[keys.RESCALE, keys.SORTED_RUN_COMPACTION, keys.FULL_COMPACTION, keys.DAILY_REVENUE],
+    deps=[keys.RESCALE, keys.SORTED_RUN_COMPACTION, keys.FULL_COMPACTION, keys.DAILY_REVENUE_PUBLISH],
     pool=TABLE_POOL,
     # The full compaction's daily tick (02:00 UTC): once full_compaction has run after it (or is
     # requested in the same evaluation: one run does both), expiry runs, and the snapshots the
