@@ -115,9 +115,13 @@ class LookupChangelog:
         updated = np.zeros(new.num_rows, bool)
         updated[found.key_index[live]] = True
         kinds = np.where(updated, UPDATE_AFTER, INSERT).astype(np.int8)
-        # The old rows come in key_index order; the changelog lists them in the run's order.
+        # The old rows come in key_index order (level by level); the changelog file is sorted by
+        # key, as the run is. Most often (one sorted run holds them all) they already are.
         live_index = found.key_index[live]
-        before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
+        if live.all() and bool(np.all(live_index[1:] > live_index[:-1])):
+            before = old
+        else:
+            before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
         before = before.select(new.column_names).cast(new.schema)
         before = before.set_column(before.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
                                    pa.array(np.full(before.num_rows, UPDATE_BEFORE, np.int8)))
