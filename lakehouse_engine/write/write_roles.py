@@ -127,5 +127,5 @@ class FlushLookup(Protocol):
                       run: pa.Table) -> BeforeImages | None:
         """Where the run's data files can be the after-image half of its changelog, the kinds its
         rows take and the before-images to write beside it; None where they cannot (then
-        `lookup` makes the changelog)."""
+        `lookup` makes the changelog). Asked only of a lookup that `takes_run`."""
         ...
