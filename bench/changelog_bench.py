@@ -74,9 +74,11 @@ def _changelog_files(work: Path) -> set[Path]:
 
 
 def _encode_cpu(table: FileStoreTable, files: set[Path]) -> float:
-    """CPU seconds to encode the rows of changelog `files` again as the table's writer does."""
+    """CPU seconds to encode the rows of changelog `files` again as the table's writer does; a
+    file that is a second name of a data file (a hard link: encoded once, as the data file) is
+    not counted."""
     writer = DataFileWriter(table.file_io, table.schema, "", lambda ext: "", 1 << 62)
-    tables = [pq.read_table(f) for f in sorted(files)]
+    tables = [pq.read_table(f) for f in sorted(files) if f.stat().st_nlink == 1]
     cpu = time.process_time()
     for rows in tables:
         sink = pa.BufferOutputStream()

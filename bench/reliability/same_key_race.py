@@ -189,7 +189,11 @@ def _changelog(table: Any, partitioned: bool) -> tuple[dict[int, int], list[str]
     state: dict[Any, int] = {}
     errors: list[str] = []
     changes = table.changes(0)
-    pending: tuple[Any, int] | None = None  # the -U just read: (key, value)
+    # Per key, its -U read and not yet followed by its +U: a key's -U and +U are in order in one
+    # snapshot with no other change of the key between them, not necessarily adjacent (a lookup
+    # changelog lists a bucket's before-images, then the run's data files as its after-images).
+    pending: dict[Any, int] = {}
+    snapshot: int | None = -1
     ids = changes.column("id").to_pylist()
     keys = list(zip(changes.column("p").to_pylist(), ids, strict=True)) if partitioned else ids
     columns = [changes.column(c).to_pylist() for c in ("_snapshot_id", "_row_kind")]
@@ -197,6 +201,10 @@ def _changelog(table: Any, partitioned: bool) -> tuple[dict[int, int], list[str]
     touched: tuple[int, set[Any]] = (-1, set())
     rows = list(zip(*columns, keys, changes.column("v").to_pylist(), strict=True))
     for sid, kind, k, v in rows + [(None, None, None, None)]:
+        if sid != snapshot:
+            if pending:
+                errors.append(f"snapshot {snapshot}: the -U of keys {sorted(pending, key=repr)} has no +U")
+            pending, snapshot = {}, sid
         if partitioned and sid != touched[0]:
             for key in sorted({key for _, key in touched[1]}):
                 if sum(1 for p in range(PARTITIONS) if (p, key) in state) > 1:
@@ -207,9 +215,9 @@ def _changelog(table: Any, partitioned: bool) -> tuple[dict[int, int], list[str]
         if partitioned:
             touched[1].add(k)
         where = f"snapshot {sid}: {kind} of key {k} = {v}"
-        if kind == "+U" and (pending is None or pending[0] != k):
+        if kind == "+U" and k not in pending:
             errors.append(f"{where} follows no -U of its key")
-        elif kind != "+U" and pending is not None:
+        elif kind != "+U" and k in pending:
             errors.append(f"{where}: the -U before it has no +U")
         if kind in ("-U", "-D") and (k not in state or state[k] != v):
             errors.append(f"{where}, but the key's row was {state.get(k)}")
@@ -219,9 +227,9 @@ def _changelog(table: Any, partitioned: bool) -> tuple[dict[int, int], list[str]
             state[k] = v
         else:
             state.pop(k, None)
-        pending = (k, v) if kind == "-U" else None
-    if pending is not None:
-        errors.append(f"the last -U (key {pending[0]}) has no +U")
+        pending.pop(k, None)
+        if kind == "-U":
+            pending[k] = v
     # (A key in two partitions at the end was reported with its snapshot above.)
     replayed = {(k[1] if partitioned else k): v for k, v in state.items()}
     return replayed, errors, changes.num_rows

@@ -213,8 +213,8 @@ class BucketWriter:
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
         if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
-            written, found = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
-                                               self.bucket, older, run)
+            written, found, run = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
+                                                    self.bucket, older, run)
         else:
             written = writer.write_run(rows, level=0, min_sequence=first_seq)
             found = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,6 +30,7 @@ from lakehouse_engine.mergetree.changelog import (
 from lakehouse_engine.mergetree.lookup import LookupResult as LookupFound
 from lakehouse_engine.mergetree.lookup import lookup
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
+from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from lakehouse_engine.mergetree.merge_order import merge_order
 from lakehouse_engine.options import MERGE_ENGINE
 from lakehouse_engine.read.deletion_vectors import (
@@ -38,7 +40,7 @@ from lakehouse_engine.read.deletion_vectors import (
     snapshot_deletion_files,
 )
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.write.write_roles import LookupResult
+from lakehouse_engine.write.write_roles import BeforeImages, LookupResult
 
 if TYPE_CHECKING:
     from lakehouse_engine.format.snapshot import Snapshot
@@ -76,6 +78,54 @@ class LookupChangelog:
         merge_function = self.merge_function
         self.newest_wins = (self.engine == "deduplicate" and not merge_function.sequence_fields
                             and not merge_function.ignore_delete)
+        self._reuses_runs = self.newest_wins and not self.row_deduplicate and not deletion_vectors_enabled(opts)
+
+    def reuses_run(self, run: pa.Table) -> bool:
+        """Whether the run's data files, with +U for keys that have a live older row and +I for
+        the others, are exactly the after-images of Paimon's lookup changelog of the run (so the
+        changelog is the -U rows, written apart, then the data files under changelog names).
+
+        Each reason it is not:
+        - a merge engine other than deduplicate, `sequence.field` or `ignore-delete`: a key's row
+          after the change is a merge of its records (or may be the old one), not the run's row;
+        - `changelog-producer.row-deduplicate`: an update equal to its old row gives no -U/+U,
+          yet its run row stays in the data file;
+        - deletion vectors: their flush marks older rows while it looks up; that path stays one;
+        - a -D or -U in the run: a retraction is written to the data file but its changelog is the
+          -D of the old row (or nothing), never the run's row.
+        """
+        if not self._reuses_runs or run.num_rows == 0:
+            return False
+        kinds = run.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+        return bool(((kinds == INSERT) | (kinds == UPDATE_AFTER)).all())
+
+    def before_images(self, partition: Partition, bucket: int, older: list[DataFileMeta],
+                      run: pa.Table) -> BeforeImages | None:
+        """For a run `reuses_run` accepts: its rows' kinds (+U where the key has a live older row,
+        +I else) and those older rows as -U, in the run's order; None for any other run."""
+        if not self.reuses_run(run):
+            return None
+        new = run.select(self.columns)
+        found = self._lookup_newest(new.select(self.key_names), older, self._read_of(partition, bucket))
+        old = found.old_rows
+        live = np.zeros(old.num_rows, bool)
+        if old.num_rows:
+            old_kinds = old.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+            live = (old_kinds == INSERT) | (old_kinds == UPDATE_AFTER)
+        updated = np.zeros(new.num_rows, bool)
+        updated[found.key_index[live]] = True
+        kinds = np.where(updated, UPDATE_AFTER, INSERT).astype(np.int8)
+        # The old rows come in key_index order (level by level); the changelog file is sorted by
+        # key, as the run is. Most often (one sorted run holds them all) they already are.
+        live_index = found.key_index[live]
+        if live.all() and bool(np.all(live_index[1:] > live_index[:-1])):
+            before = old
+        else:
+            before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
+        before = before.select(new.column_names).cast(new.schema)
+        before = before.set_column(before.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
+                                   pa.array(np.full(before.num_rows, UPDATE_BEFORE, np.int8)))
+        return BeforeImages(kinds=kinds, rows=before)
 
     def cached_reader(self) -> CachedFileReader:
         """Reads the table's data files through this process's lookup cache of the table."""
@@ -87,21 +137,7 @@ class LookupChangelog:
         """The changelog files of the run `flushed` (its rows `run`, in file layout, when the
         writer holds them) against the bucket's `older` files."""
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
-
-        vectors = self._deletion_files().get((partition.binary, bucket), {})
-        reader = self.cached_reader()
-
-        def read(f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
-            cols = columns or self.columns
-            schema = pa.schema([self.read_schema.field(c) for c in cols])
-            rows = reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
-            deletion = vectors.get(f.file_name)
-            if deletion is None:
-                return rows
-            # A row its deletion vector marks is an older version of a key, replaced or deleted.
-            keep = self._vector_reader.keep_mask(deletion, f.row_count)
-            return rows if keep.all() else rows.filter(pa.array(keep))
-
+        read = self._read_of(partition, bucket)
         parts = [run.select(self.columns)] if run is not None else [read(f) for f in flushed]
         if not parts or not parts[0].num_rows:
             return LookupResult()
@@ -130,6 +166,26 @@ class LookupChangelog:
                                 self.table.path_factory.new_changelog_file_name, self.target_file_size,
                                 changes)
         return LookupResult(changelog_files=files)
+
+    def _read_of(self, partition: Partition, bucket: int) -> Callable[..., pa.Table]:
+        """Reads columns of the bucket's data files through the lookup cache, without the rows
+        their deletion vectors mark."""
+        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
+        vectors = self._deletion_files().get((partition.binary, bucket), {})
+        reader = self.cached_reader()
+
+        def read(f: DataFileMeta, columns: list[str] | None = None) -> pa.Table:
+            cols = columns or self.columns
+            schema = pa.schema([self.read_schema.field(c) for c in cols])
+            rows = reader.read(f"{bucket_dir}/{f.file_name}", cols, schema, f)
+            deletion = vectors.get(f.file_name)
+            if deletion is None:
+                return rows
+            # A row its deletion vector marks is an older version of a key, replaced or deleted.
+            keep = self._vector_reader.keep_mask(deletion, f.row_count)
+            return rows if keep.all() else rows.filter(pa.array(keep))
+
+        return read
 
     def _deletion_files(self) -> BucketDeletionFiles:
         """The deletion vectors of the snapshot the older files come from (none without vectors)."""

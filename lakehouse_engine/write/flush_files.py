@@ -1,5 +1,6 @@
 """The files a bucket's flush writes beside its run: the flush lookup's changelog written while the
-run is encoded, the input changelog, and the cleanup that leaves nothing behind when one fails."""
+run is encoded (or, where the run's data files are its after-images, only its before-images), the
+input changelog, and the cleanup that leaves nothing behind when one fails."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import write_changelog
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.partition import Partition
-from lakehouse_engine.write.write_roles import FlushLookup, LookupResult
+from lakehouse_engine.schema import VALUE_KIND
+from lakehouse_engine.write.write_roles import BeforeImages, FlushLookup, LookupResult
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -25,14 +28,18 @@ __all__ = ["delete_lookup_files", "input_changelog_files", "looked_up", "write_a
 
 def write_and_look_up(table: FileStore, flush_lookup: FlushLookup, writer: DataFileWriter, rows: pa.Table,
                       partition: Partition, bucket: int, older: list[DataFileMeta],
-                      run: pa.Table) -> tuple[list[DataFileMeta], LookupResult]:
-    """Write the run's data files and look it up (the changelog files it makes) at once.
+                      run: pa.Table) -> tuple[list[DataFileMeta], LookupResult, pa.Table]:
+    """Write the run's data files and look it up (the changelog files it makes) at once; also
+    the run as written (its kinds those of its changelog where its files are the after-images).
 
     The two are independent files and both encodes release the GIL, so they overlap on two cores;
     memory is what the flush holds anyway (the run, its changelog). If either fails, the files the
     other wrote are deleted and the error raised: the flush leaves nothing behind.
     """
     bucket_dir = table.path_factory.bucket_dir(partition.spec, bucket)
+    images = flush_lookup.before_images(partition, bucket, older, run)
+    if images is not None:
+        return _write_after_images(table, writer, rows, run, images, bucket_dir)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
         data = pool.submit(writer.write_run, rows, 0)
         try:
@@ -49,7 +56,52 @@ def write_and_look_up(table: FileStore, flush_lookup: FlushLookup, writer: DataF
         except BaseException:
             delete_lookup_files(table, bucket_dir, found)
             raise
-    return written, found
+    return written, found, run
+
+
+def _write_after_images(table: FileStore, writer: DataFileWriter, rows: pa.Table, run: pa.Table,
+                        images: BeforeImages, bucket_dir: str) -> tuple[list[DataFileMeta], LookupResult, pa.Table]:
+    """The run's data files written with the changelog's kinds (+I/+U), the before-images (-U)
+    written at once as changelog files of their own, then the data files under changelog names.
+
+    The commit lists the -U files before the after-image files: a key's -U precedes its +U in
+    the snapshot's changelog, as readers read a bucket's changelog files in order (Paimon's own
+    rolling changelog writer can split a key's pair across files too). A failure deletes every
+    file of the flush.
+    """
+    rows, run = _with_kinds(rows, images.kinds), _with_kinds(run, images.kinds)
+    paths = table.path_factory
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
+        data = pool.submit(writer.write_run, rows, 0)
+        try:
+            before = write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
+                                     writer.target_file_size, images.rows)
+        except BaseException:
+            written: list[DataFileMeta] = []
+            with contextlib.suppress(Exception):  # (the changelog's error is the one raised)
+                written = data.result()
+            _delete_files(table, bucket_dir, written)
+            raise
+        try:
+            written = data.result()
+        except BaseException:
+            _delete_files(table, bucket_dir, before)
+            raise
+    after: list[DataFileMeta] = []
+    try:
+        for f in written:
+            name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
+            table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
+            after.append(replace(f, file_name=name))
+    except BaseException:
+        _delete_files(table, bucket_dir, before + after + written)
+        raise
+    return written, LookupResult(changelog_files=before + after), run
+
+
+def _with_kinds(rows: pa.Table, kinds: np.ndarray) -> pa.Table:
+    at = rows.column_names.index(VALUE_KIND)
+    return rows.set_column(at, rows.schema.field(at), pa.array(kinds, rows.schema.field(at).type))
 
 
 def looked_up(table: FileStore, written: list[DataFileMeta], look_up: Callable[[], LookupResult],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
     from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
@@ -93,6 +94,17 @@ class LookupResult:
     changelog_files: list[DataFileMeta] = field(default_factory=list)
 
 
+@dataclass
+class BeforeImages:
+    """A run whose data files are the after-image half of its `lookup` changelog: the kinds its
+    rows take (+U where the key has a live older row, +I else) and the -U rows to write beside it."""
+
+    #: Per row of the run, its `_VALUE_KIND` in the data file and in the changelog.
+    kinds: np.ndarray
+    #: The older rows of the updated keys as -U, in the run's key order (file layout).
+    rows: pa.Table
+
+
 class FlushLookup(Protocol):
     """Looks up the keys of a level-0 run just flushed in the bucket's older levels (the deletion
     vectors and the `lookup` changelog producer both need this).
@@ -109,4 +121,11 @@ class FlushLookup(Protocol):
         """The index and changelog files that `flushed` makes, given the bucket's `older` files;
         `run`: the flushed rows in file layout when the caller holds them (then `flushed` is not
         read, and may be empty: the files are still being written)."""
+        ...
+
+    def before_images(self, partition: Partition, bucket: int, older: list[DataFileMeta],
+                      run: pa.Table) -> BeforeImages | None:
+        """Where the run's data files can be the after-image half of its changelog, the kinds its
+        rows take and the before-images to write beside it; None where they cannot (then
+        `lookup` makes the changelog). Asked only of a lookup that `takes_run`."""
         ...

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse_engine import Catalog
+from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.read.changes import CHANGELOG, ChangeScan
 from lakehouse_engine.read.incremental import IncrementalRead, IncrementalScan
 from lakehouse_engine.table import FileStoreTable
@@ -176,37 +177,42 @@ def test_java_incremental_between_reads_our_one_bucket_changelog_range_as_we_do(
 
 
 @pytest.mark.parametrize("producer", INCREMENTAL)
-def test_java_incremental_between_on_two_buckets_keeps_a_stale_insert_of_our_table_as_of_its_own(
+def test_java_incremental_between_on_two_buckets_keeps_a_stale_insert_where_a_file_holds_a_keys_pair(
         streams: dict[str, Any], producer: str) -> None:
-    """On two buckets Java 0.9 returns key 3 (alone in bucket 1) twice: its `+I c1` of snapshot 2
-    and its `+U c3` of snapshot 6, on our table and on the same table Java writes itself. Its
-    batch read merges a bucket's changelog files with a min-heap ordered by key and sequence
-    number, assuming one record per key per file; the later file's `-U c1` carries the sequence
-    number of the `+I c1` it retracts, the tie falls to the `+I` (kept, the `-U` dropped) and the
-    `+U` then forms a group of its own. Ours merges per key: the row the range ends with."""
+    """On two buckets Java 0.9 returns key 3 (alone in bucket 1) twice on a table whose changelog
+    file holds a key's `-U` and `+U` together (Java's own lookup table, our full-compaction one):
+    its `+I c1` of snapshot 2 and its `+U c3` of snapshot 6. Its batch read merges a bucket's
+    changelog files with a min-heap ordered by key and sequence number, assuming one record per
+    key per file; the later file's `-U c1` carries the sequence number of the `+I c1` it
+    retracts, the tie falls to the `+I` (kept, the `-U` dropped) and the `+U` then forms a group
+    of its own. Our lookup changelog of a run of adds puts a key's `-U` and `+U` in two files
+    (the before-images, then the run's data file): one record per key per file, as that merge
+    assumes, and Java returns the row the range ends with, as ours does (ours merges per key)."""
     tag = producer.replace("-", "_")
     table, answer = streams[f"two_{tag}"]
     java_of_ours = sorted(ok(answer)["rows"], key=repr)
     java_of_java = sorted(ok(streams[f"java_{tag}"][1])["rows"], key=repr)
-    assert java_of_ours == java_of_java, "Java reads our range as it reads its own table's"
     mine = _incremental(table)
     assert len(mine) == 5, "every key changed in the range"
-    assert java_of_ours == sorted(mine + [STALE_INSERT], key=repr)
+    assert java_of_java == sorted(mine + [STALE_INSERT], key=repr)
+    assert java_of_ours == (mine if producer == "lookup" else java_of_java)
 
 
 @pytest.mark.parametrize("producer", INCREMENTAL)
 def test_java_incremental_between_keeps_the_stale_insert_of_a_key_updated_once_on_one_bucket(
         streams: dict[str, Any], producer: str) -> None:
     """Not a matter of buckets: one key inserted in one commit and updated in the next, on one
-    bucket, reads from Java 0.9 as its `+I` and its `+U` (its own table and ours alike; the only
-    record tied with the `-U` is the `+I`, and it wins the tie), and as the `+U` from ours."""
+    bucket, reads from Java 0.9 as its `+I` and its `+U` where one changelog file holds the
+    key's pair (the only record tied with the `-U` is the `+I`, and it wins the tie), and as the
+    `+U` from ours, and from Java on our lookup table (the pair in two files, as above)."""
     tag = producer.replace("-", "_")
     table, answer = streams[f"one_key_{tag}"]
     java_of_ours = sorted(ok(answer)["rows"], key=repr)
-    assert java_of_ours == sorted(ok(streams[f"java_one_key_{tag}"][1])["rows"], key=repr)
+    java_of_java = sorted(ok(streams[f"java_one_key_{tag}"][1])["rows"], key=repr)
     mine = _incremental(table, len(ONE_KEY))
     assert mine == [["+U", 3, "c3", None]]
-    assert java_of_ours == sorted(mine + [STALE_INSERT], key=repr)
+    assert java_of_java == sorted(mine + [STALE_INSERT], key=repr)
+    assert java_of_ours == (mine if producer == "lookup" else java_of_java)
 
 
 def _changelog_files(table: FileStoreTable) -> list[tuple[int, str, int, list[tuple[Any, ...]]]]:
@@ -223,22 +229,44 @@ def _changelog_files(table: FileStoreTable) -> list[tuple[int, str, int, list[tu
     return out
 
 
+def _per_bucket(changelog: list[tuple[int, str, int, list[tuple[Any, ...]]]], key_types: list[Any]) -> list[tuple[Any, ...]]:
+    """Per snapshot, per bucket: its changelog files together (rows, deletes, sequence range, key
+    range, total buckets, schema, file source)."""
+    out: list[tuple[Any, ...]] = []
+    for sid, kind, count, files in changelog:
+        buckets: dict[int, list[tuple[Any, ...]]] = {}
+        for f in files:
+            buckets.setdefault(f[0], []).append(f)
+        for bucket, fs in sorted(buckets.items()):
+            keys = [tuple(deserialize_row(f[k], key_types)) for f in fs for k in (3, 4)]
+            out.append((sid, kind, count, bucket, {f[1] for f in fs}, sum(f[2] for f in fs), min(keys), max(keys),
+                        min(f[6] for f in fs), max(f[7] for f in fs), sum(f[8] for f in fs),
+                        {(f[9], f[10]) for f in fs}))
+    return out
+
+
 @pytest.mark.parametrize("producer", INCREMENTAL)
 def test_our_changelog_files_carry_what_javas_carry_for_the_same_writes(
         streams: dict[str, Any], producer: str) -> None:
     """The changelog of our two-bucket table is Java's for the same commits in every field its
     incremental planning and merge read use (bucket, totalBuckets, key range and stats, row,
-    delete and sequence counts): the stale row above is Java's, not ours. Two differences, neither
-    changing what that read returns: a lookup changelog file of ours is at level 0 (our lookup
-    producer does not compact; Java's file takes its compaction's output level), and an APPEND
-    snapshot of ours leaves changelogRecordCount out where Java writes 0."""
+    delete and sequence counts): the stale row above is Java's, not ours. Differences, none
+    changing what a stream read returns: an APPEND snapshot of ours leaves changelogRecordCount
+    out where Java writes 0; a lookup changelog file of ours is at level 0 (our lookup producer
+    does not compact; Java's file takes its compaction's output level); and our lookup changelog
+    of a run of adds is a bucket's before-images, then the run's data file under a changelog name,
+    where Java writes one file: per bucket the files together carry what Java's carries."""
     tag = producer.replace("-", "_")
     catalog = streams["warehouse"][0]
     ours = _changelog_files(streams[f"two_{tag}"][0])
     java = _changelog_files(catalog.get_table(f"db.java_{tag}"))
     if producer == "lookup":
         assert {f[-1] for _, _, _, files in ours for f in files} == {0}
-        java = [(s, k, n, [f[:-1] + (0,) for f in files]) for s, k, n, files in java]
+        key_types = streams[f"two_{tag}"][0].schema.types_of(["id"])
+        assert _per_bucket(ours, key_types) == _per_bucket(java, key_types)
+        # Bucket 0: key 1 updated, key 5 new; key 3 alone in bucket 1: a -U file, then the run's file.
+        assert [(f[0], f[2], f[8]) for f in ours[-1][3]] == [(0, 1, 1), (0, 2, 0), (1, 1, 1), (1, 1, 0)]
+        return
     assert ours == java
     assert [f[0] for f in ours[-1][3]] == [0, 1] and ours[-1][3][1][3] == ours[-1][3][1][4], (
         "key 3 is alone in bucket 1")

@@ -1,7 +1,7 @@
 """Property, stricter than replaying to the table: whatever the interleaving of writers of the
 same keys, compactions and deletes, the `lookup` and `full-compaction` changelogs hold Paimon's
 before-images. Read in snapshot order, every `-U` and `-D` carries the key's row as the changes
-before it left it, a `+U` follows its `-U`, a `+I` is for an absent key (a changelog computed
+before it left it, a `+U` follows its key's `-U` in the same snapshot, a `+I` is for an absent key (a changelog computed
 against a stale base would break one of these), and `row-deduplicate` leaves no pair unchanged."""
 
 from __future__ import annotations
@@ -28,15 +28,24 @@ def _strict_replay(table: Any) -> dict[int, int]:
     dedupe = table.options.raw.get("changelog-producer.row-deduplicate") == "true"
     state: dict[int, int] = {}
     changes = table.changes(0)
-    pending: tuple[int, int] | None = None  # the -U just read: (key, value)
+    # Per key, its -U read and not yet followed by its +U. A key's -U and +U need not be
+    # adjacent (a snapshot lists a bucket's before-images, then its after-images, as Paimon's
+    # rolling changelog writer may split a pair across files), but they are in order and in
+    # one snapshot, with no other change of the key between them.
+    pending: dict[int, int] = {}
+    snapshot = None
     for sid, kind, k, v in zip(*(changes.column(c).to_pylist() for c in ("_snapshot_id", "_row_kind", "id", "v")),
                                strict=True):
+        if sid != snapshot:
+            assert not pending, f"snapshot {snapshot}: the -U of keys {sorted(pending)} has no +U"
+            snapshot = sid
         where = f"snapshot {sid}: {kind} of key {k} = {v}"
         if kind == "+U":
-            assert pending is not None and pending[0] == k, f"{where} follows no -U of its key"
-            assert not (dedupe and pending[1] == v), f"{where}: an unchanged pair under row-deduplicate"
+            assert k in pending, f"{where} follows no -U of its key"
+            assert not (dedupe and pending[k] == v), f"{where}: an unchanged pair under row-deduplicate"
+            del pending[k]
         else:
-            assert pending is None, f"{where}: the -U before it has no +U"
+            assert k not in pending, f"{where}: the -U before it has no +U"
         if kind in ("-U", "-D"):
             assert k in state and state[k] == v, f"{where}, but the key's row was {state.get(k)}"
             del state[k]
@@ -44,8 +53,9 @@ def _strict_replay(table: Any) -> dict[int, int]:
             assert k not in state, f"{where}, but the key holds {state[k]}"
         if kind in ("+I", "+U"):
             state[k] = v
-        pending = (k, v) if kind == "-U" else None
-    assert pending is None
+        if kind == "-U":
+            pending[k] = v
+    assert not pending, f"snapshot {snapshot}: the -U of keys {sorted(pending)} has no +U"
     return state
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import StorageError
+from lakehouse_engine.io import FileIO
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.mergetree.lookup_cache import clear_caches
-from lakehouse_engine.write import bucket_writer, changelog_producers
+from lakehouse_engine.write import bucket_writer, changelog_producers, flush_files
 from lakehouse_engine.write.bucket_writer import BucketWriter
 from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, keyed_table, put
@@ -51,7 +52,9 @@ def test_a_failing_changelog_write_fails_the_commit_and_leaves_no_file(
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("changelog file: disk full")
 
+    # (Every bucket's: a bucket without the -D writes only its before-images, in flush_files.)
     monkeypatch.setattr(changelog_producers, "write_changelog", fail)
+    monkeypatch.setattr(flush_files, "write_changelog", fail)
     with pytest.raises(StorageError, match="disk full"):
         _upsert(t)
     assert len(list(t.snapshots())) == snapshots
@@ -123,3 +126,83 @@ def test_the_overlapped_flush_writes_what_a_flush_reading_its_files_back_writes(
         assert sorted(x.num_rows for x in a[where]) == sorted(x.num_rows for x in b[where]), where
         assert pa.concat_tables(a[where]).sort_by(order).equals(pa.concat_tables(b[where]).sort_by(order)), where
     assert _rows(overlapped) == _rows(sequential)
+
+
+# ---- a run of adds: its data files are the after-images -----------------------------------------
+def _upsert_adds(table: Any) -> None:
+    put(table, *[(i, f"w{i}", "+I") for i in range(10, 30)])
+
+
+def test_a_run_of_adds_is_written_once_with_its_before_images_listed_first(catalog: Catalog) -> None:
+    t = _seed(catalog, "t")
+    write = t.new_batch_write_builder().new_write()
+    write.write_arrow(pa.Table.from_pylist([{"id": i, "v": f"w{i}", "k": "+I"} for i in range(10, 30)],
+                                           schema=SCHEMA))
+    messages = write.prepare_commit()
+    root = Path(t.store.path_factory.table_path)
+    for m in messages:
+        bucket_dir = root / f"bucket-{m.bucket}"
+        before, *after = m.compact_changelog
+        (data,) = m.new_files
+        # The data file holds the changelog's kinds: +U for a key the bucket held, +I else.
+        rows = pq.read_table(bucket_dir / data.file_name).to_pylist()
+        assert rows and all(r["_VALUE_KIND"] == (2 if r["id"] < 20 else 0) for r in rows)
+        # The before-images: the old rows of the updated keys, as -U, in key order.
+        olds = pq.read_table(bucket_dir / before.file_name).to_pylist()
+        assert [(r["id"], r["v"], r["_VALUE_KIND"]) for r in olds] == [
+            (r["id"], f"v{r['id']}", 1) for r in rows if r["id"] < 20]
+        # The after-images: the data file itself under a changelog name (no second encode).
+        assert len(after) == 1 and after[0].file_name.startswith("changelog-")
+        assert (bucket_dir / after[0].file_name).samefile(bucket_dir / data.file_name)
+    t.new_batch_write_builder().new_commit().commit(messages)
+    assert _rows(t) == {**{i: f"v{i}" for i in range(10)}, **{i: f"w{i}" for i in range(10, 30)}}
+
+
+@pytest.mark.parametrize("fails", ["before-images", "data", "link"])
+def test_a_failure_in_a_run_of_adds_fails_the_commit_and_leaves_no_file(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    t = _seed(catalog, "t")
+    before_files, before_rows, snapshots = _files(t), _rows(t), len(list(t.snapshots()))
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError(f"{fails}: disk full")
+
+    class FailingWriter(DataFileWriter):
+        def write_run(self, *args: Any, **kwargs: Any) -> Any:
+            fail()
+
+    if fails == "before-images":
+        monkeypatch.setattr(flush_files, "write_changelog", fail)
+    elif fails == "data":
+        monkeypatch.setattr(bucket_writer, "DataFileWriter", FailingWriter)
+    else:
+        monkeypatch.setattr(FileIO, "copy_file", fail)
+    with pytest.raises(StorageError, match="disk full"):
+        _upsert_adds(t)
+    assert len(list(t.snapshots())) == snapshots
+    assert _rows(t) == before_rows
+    assert _files(t) == before_files
+    monkeypatch.undo()
+    _upsert_adds(t)
+    assert _rows(t)[15] == "w15"
+
+
+def test_a_run_of_adds_rolled_into_several_files_lists_each_as_an_after_image(catalog: Catalog) -> None:
+    t = keyed_table(catalog, "t", **{"changelog-producer": "lookup", "bucket": "1", "target-file-size": "16 kb"})
+    put(t, *[(i, f"v{i}", "+I") for i in range(6000)])
+    write = t.new_batch_write_builder().new_write()
+    write.write_arrow(pa.Table.from_pylist([{"id": i, "v": f"w{i}", "k": "+I"} for i in range(3000, 9000)],
+                                           schema=SCHEMA))
+    (m,) = write.prepare_commit()
+    assert len(m.new_files) > 1
+    root = Path(t.store.path_factory.table_path) / "bucket-0"
+    afters = m.compact_changelog[-len(m.new_files):]
+    assert all((root / a.file_name).samefile(root / d.file_name) for a, d in zip(afters, m.new_files, strict=True))
+    befores = pa.concat_tables([pq.read_table(root / f.file_name) for f in m.compact_changelog[:-len(m.new_files)]])
+    assert befores.column("id").to_pylist() == list(range(3000, 6000))
+    assert set(befores.column("_VALUE_KIND").to_pylist()) == {1}
+    start = max(s.id for s in t.snapshots())
+    t.new_batch_write_builder().new_commit().commit([m])
+    changes = t.changes(start)
+    assert changes.num_rows == 9000
+    assert changes.filter(pa.compute.equal(changes.column("_row_kind"), "+U")).num_rows == 3000
