@@ -63,6 +63,16 @@ def _rows(ids: range, version: int) -> pa.Table:
     }, schema=SCHEMA)
 
 
+def _commit(table: FileStoreTable, ids: range, version: int) -> None:
+    """One batch commit of `ids` at `version`."""
+    wb = table.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows(ids, version))
+    c.commit(w.prepare_commit())
+    w.close()
+    c.close()
+
+
 def _build(root: Path, name: str = "db.t", **options: str) -> FileStoreTable:
     catalog = Catalog(str(root / "warehouse"))
     catalog.create_database("db", ignore_if_exists=True)
@@ -71,12 +81,7 @@ def _build(root: Path, name: str = "db.t", **options: str) -> FileStoreTable:
                                               "write-only": "true", **options}))
     table = catalog.get_table(name)
     for ids, version in ((range(0, 20), 1), (range(10, 30), 2)):
-        wb = table.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        w.write_arrow(_rows(ids, version))
-        c.commit(w.prepare_commit())
-        w.close()
-        c.close()
+        _commit(table, ids, version)
         if version == 1:
             table.create_tag("first", 1)
     return table
@@ -137,12 +142,7 @@ def _build_streaming(root: Path, name: str = "db.s") -> FileStoreTable:
         "changelog.num-retained.min": "10", "changelog.num-retained.max": "20"}))
     table = catalog.get_table(name)
     for ids, version in ((range(0, 20), 1), (range(10, 30), 2), (range(5, 15), 3), (range(25, 35), 4)):
-        wb = table.new_batch_write_builder()
-        w, c = wb.new_write(), wb.new_commit()
-        w.write_arrow(_rows(ids, version))
-        c.commit(w.prepare_commit())
-        w.close()
-        c.close()
+        _commit(table, ids, version)
     table.consumer_manager().reset_consumer("etl", table.snapshot_manager().latest_snapshot_id() or 1)
     return table
 
