@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,8 @@ from lakehouse_engine.write.write_roles import BeforeImages, FlushLookup, Lookup
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
+
+_T = TypeVar("_T")
 
 __all__ = ["delete_lookup_files", "input_changelog_files", "looked_up", "write_and_look_up"]
 
@@ -40,22 +42,9 @@ def write_and_look_up(table: FileStore, flush_lookup: FlushLookup, writer: DataF
     images = flush_lookup.before_images(partition, bucket, older, run)
     if images is not None:
         return _write_after_images(table, writer, rows, run, images, bucket_dir)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
-        data = pool.submit(writer.write_run, rows, 0)
-        try:
-            found = flush_lookup.lookup(partition, bucket, [], older, run=run)
-        except BaseException:
-            # Wait for the data files, then delete them: this flush is not committed.
-            written: list[DataFileMeta] = []
-            with contextlib.suppress(Exception):  # (the lookup's error is the one raised)
-                written = data.result()
-            _delete_files(table, bucket_dir, written)
-            raise
-        try:
-            written = data.result()
-        except BaseException:
-            delete_lookup_files(table, bucket_dir, found)
-            raise
+    written, found = _beside_data(table, writer, rows, bucket_dir,
+                                  lambda: flush_lookup.lookup(partition, bucket, [], older, run=run),
+                                  lambda f: delete_lookup_files(table, bucket_dir, f))
     return written, found, run
 
 
@@ -71,32 +60,57 @@ def _write_after_images(table: FileStore, writer: DataFileWriter, rows: pa.Table
     """
     rows, run = _with_kinds(rows, images.kinds), _with_kinds(run, images.kinds)
     paths = table.path_factory
+    written, before = _beside_data(
+        table, writer, rows, bucket_dir,
+        lambda: write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
+                                writer.target_file_size, images.rows),
+        lambda files: _delete_files(table, bucket_dir, files))
+    try:
+        after = _as_changelog(table, bucket_dir, written)
+    except BaseException:
+        _delete_files(table, bucket_dir, before + written)
+        raise
+    return written, LookupResult(changelog_files=before + after), run
+
+
+def _beside_data(table: FileStore, writer: DataFileWriter, rows: pa.Table, bucket_dir: str,
+                 other: Callable[[], _T], delete_other: Callable[[_T], None]) -> tuple[list[DataFileMeta], _T]:
+    """The run `rows`' data files, encoded on a second thread while `other()` writes the flush's
+    other files (both encodes release the GIL); if either fails, what the other wrote is deleted
+    and the error raised."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
         data = pool.submit(writer.write_run, rows, 0)
         try:
-            before = write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
-                                     writer.target_file_size, images.rows)
+            result = other()
         except BaseException:
+            # Wait for the data files, then delete them: this flush is not committed.
             written: list[DataFileMeta] = []
-            with contextlib.suppress(Exception):  # (the changelog's error is the one raised)
+            with contextlib.suppress(Exception):  # (other's error is the one raised)
                 written = data.result()
             _delete_files(table, bucket_dir, written)
             raise
         try:
             written = data.result()
         except BaseException:
-            _delete_files(table, bucket_dir, before)
+            delete_other(result)
             raise
-    after: list[DataFileMeta] = []
+    return written, result
+
+
+def _as_changelog(table: FileStore, bucket_dir: str, written: list[DataFileMeta]) -> list[DataFileMeta]:
+    """The data files `written` copied (linked where the file system can) under changelog names:
+    the same bytes as changelog files. A failure deletes the copies made and raises."""
+    paths = table.path_factory
+    files: list[DataFileMeta] = []
     try:
         for f in written:
             name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
             table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
-            after.append(replace(f, file_name=name))
+            files.append(replace(f, file_name=name))
     except BaseException:
-        _delete_files(table, bucket_dir, before + after + written)
+        _delete_files(table, bucket_dir, files)
         raise
-    return written, LookupResult(changelog_files=before + after), run
+    return files
 
 
 def _with_kinds(rows: pa.Table, kinds: np.ndarray) -> pa.Table:
@@ -134,12 +148,7 @@ def input_changelog_files(table: FileStore, target_file_size: int, changelog: pa
     if changelog is not run and (changelog.num_rows != run.num_rows or not changelog.equals(run)):
         return write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
                                target_file_size, changelog)
-    files = []
-    for f in written:
-        name = paths.new_changelog_file_name(f.file_name.rsplit(".", 1)[-1])
-        table.file_io.copy_file(f"{bucket_dir}/{f.file_name}", f"{bucket_dir}/{name}")
-        files.append(replace(f, file_name=name))
-    return files
+    return _as_changelog(table, bucket_dir, written)
 
 
 def _delete_files(table: FileStore, bucket_dir: str, files: list[DataFileMeta]) -> None:
