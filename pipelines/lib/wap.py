@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lakehouse_engine import CommitConflictError, FileStoreTable, UnsupportedError
 
@@ -133,6 +134,12 @@ class Published:
     snapshots_published: int
     rebased_from: str | None = None
     main_commits_kept: str = ""
+
+    def metadata(self) -> dict[str, Any]:
+        """The publish step's materialization metadata (the same keys for every table)."""
+        return {"published": True, "published_branch": self.branch, "rebased": self.rebased_from is not None,
+                "main_commits_kept": self.main_commits_kept or "none", "main_snapshot_before": self.main_before,
+                "main_snapshot_id": self.main_after, "snapshots_published": self.snapshots_published}
 
 
 def gained_since(table: FileStoreTable, base: int) -> str:

@@ -85,8 +85,5 @@ def daily_revenue_publish(context: dg.AssetExecutionContext, lakehouse: Lakehous
     context.log.info(f"published {done.branch}: main {done.main_before} -> {done.main_after} "
                      f"({done.snapshots_published} snapshots); consumer {CONSUMER_ID} -> {consumed.after}")
     return dg.MaterializeResult(metadata={
-        "published": True, "audit_branch": branch, "published_branch": done.branch,
-        "rebased": done.rebased_from is not None, "main_commits_kept": done.main_commits_kept or "none",
-        "main_snapshot_before": done.main_before, "main_snapshot_id": done.main_after,
-        "snapshots_published": done.snapshots_published, "consumer_before": consumed.before,
+        **done.metadata(), "audit_branch": branch, "consumer_before": consumed.before,
         "consumer_next_snapshot": consumed.after})

@@ -61,9 +61,5 @@ def lsm_publish(context: dg.AssetExecutionContext, lakehouse: LakehouseResource)
                          f"the audit's conditions there")
     context.log.info(f"published {done.branch}: main {done.main_before} -> {done.main_after} "
                      f"({done.snapshots_published} snapshots)")
-    return dg.MaterializeResult(metadata={
-        "published": True, "audit_branch": branch, "published_branch": done.branch,
-        "rebased": done.rebased_from is not None, "main_commits_kept": done.main_commits_kept or "none",
-        "main_snapshot_before": done.main_before,
-        "main_snapshot_id": done.main_after, "snapshots_published": done.snapshots_published,
-        "batches_written": len(written)})
+    return dg.MaterializeResult(metadata={**done.metadata(), "audit_branch": branch,
+                                          "batches_written": len(written)})
