@@ -17,13 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 INTEROP_PYTHON = Path(os.environ.get("LAKEHOUSE_INTEROP_PYTHON", ROOT / ".venv-interop" / "bin" / "python"))
 
 PREAMBLE = """
-import json, sys
+import json, os, sys
 import pyarrow as pa
 import pypaimon
 from pypaimon import CatalogFactory, Schema
 ARGS = json.loads(sys.stdin.read())
-def emit(obj):
+def emit(obj):  # the script's last statement: leave without the interpreter's teardown
     sys.stdout.write("\\n@@RESULT@@" + json.dumps(obj, default=str))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 """
 
 
