@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lakehouse_engine import Catalog
-from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError
 from tests.lakehouse_engine.read.changes_helpers import keyed_table, put
 
 
@@ -42,3 +42,12 @@ def test_the_changelog_of_the_same_range_reads_through_the_long_lived_changelog(
         == [(i, f"b{i}") for i in range(3, 9)]
     assert _read(expired, **{"incremental-between": "4,6", "incremental-between-scan-mode": "delta"}) \
         == [(i, f"c{i}") for i in range(4)]
+
+
+def test_the_delta_changes_of_an_expired_snapshot_name_it(expired: Any) -> None:
+    # The change read (`table.changes`, the Spark source, `lakehouse changes --mode delta`) read the
+    # long-lived changelog's delta list the same way: a data file "missing, damaged".
+    with pytest.raises(SnapshotNotExistError, match=r"snapshot 3 of table db.t expired: .*read its changes as 'changelog'"):
+        expired.changes(2, 4, mode="delta")
+    assert expired.changes(2, 4, mode="changelog").num_rows == 9
+    assert expired.changes(4, 6, mode="delta").num_rows == 4
