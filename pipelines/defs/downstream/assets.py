@@ -63,6 +63,32 @@ def consumed_in_run(instance: dg.DagsterInstance, run_id: str) -> Consumed | Non
     return found
 
 
+#: How many audits in a row may fail on the changes from one consumer position before the next
+#: run recomputes in full (the first retry reads the same changes again: a failure may be passing).
+FAILED_AUDITS_BEFORE_RECOMPUTE = 2
+
+
+def audit_failed_at(instance: dg.DagsterInstance, position: int) -> bool:
+    """Whether the latest `FAILED_AUDITS_BEFORE_RECOMPUTE` evaluations of
+    `revenue_equals_full_recompute` all failed on sums that went on from the consumer position
+    `position` (their `consumer_before`): adding the same changes to the same sums again would fail
+    the same way (whatever made them wrong: a revenue table rolled back by hand, a rewrite of
+    orders no signal caught), so the next run recomputes."""
+    key = dg.AssetCheckKey(keys.DAILY_REVENUE, "revenue_equals_full_recompute")
+    # Evaluated ones, newest first (this run's own check is planned already, not evaluated; a run
+    # that died before its check left one planned too).
+    evaluations = []
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=20):
+        event = record.event.dagster_event if record.event is not None else None
+        if event is not None and isinstance(event.event_specific_data, dg.AssetCheckEvaluation):
+            evaluations.append(event.event_specific_data)
+            if len(evaluations) == FAILED_AUDITS_BEFORE_RECOMPUTE:
+                break
+    return len(evaluations) == FAILED_AUDITS_BEFORE_RECOMPUTE and all(
+        not e.passed and getattr(e.metadata.get("consumer_before"), "value", None) == position
+        for e in evaluations)
+
+
 def _last_commit(table: FileStoreTable) -> Snapshot | None:
     """The revenue table's last snapshot this asset committed (its identifier: the orders
     snapshot after the last one it counted)."""
@@ -174,6 +200,9 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         consumer = consumers.consumer(CONSUMER_ID)
     latest = orders.latest_snapshot()
     rebuild = cannot_continue(orders, consumer.next_snapshot if consumer is not None else None, target)
+    if rebuild is None and consumer is not None and audit_failed_at(context.instance, consumer.next_snapshot):
+        rebuild = (f"the last audits of the changes from orders snapshot {consumer.next_snapshot} failed "
+                   f"{FAILED_AUDITS_BEFORE_RECOMPUTE} times in a row (adding them again fails the same way)")
     if rebuild is not None:
         context.log.warning(f"daily_revenue is recomputed in full: {rebuild}")
     if consumer is None or rebuild is not None:
