@@ -16,17 +16,17 @@ __all__ = ["buckets_awaiting_full_compaction"]
 
 
 def buckets_awaiting_full_compaction(table: FileStore, commit_user: str,
-                                     delta_commits: int) -> set[tuple[bytes, int]]:
+                                     delta_commits: int) -> dict[tuple[bytes, int], int]:
     """(partition, bucket) of every file `commit_user`'s APPEND snapshots added after its last
-    full compaction (its COMPACT snapshot at an identifier `delta_commits` names), newest first
-    back to the earliest retained snapshot. Buckets another commit emptied since are left to the
-    caller (they hold no live file)."""
+    full compaction (its COMPACT snapshot at an identifier `delta_commits` names), each with the
+    newest commit identifier that wrote it; searched newest first back to the earliest retained
+    snapshot. Buckets another commit emptied since are left to the caller (no live file)."""
     sm = table.snapshot_manager()
     latest, earliest = sm.latest_snapshot_id(), sm.earliest_snapshot_id()
     if latest is None or earliest is None:
         return set()
     mio = table.manifest_io()
-    buckets: set[tuple[bytes, int]] = set()
+    buckets: dict[tuple[bytes, int], int] = {}
     for sid in range(latest, earliest - 1, -1):
         snapshot = sm.get_snapshot_by_id(sid)
         if snapshot is None or snapshot.commit_user != commit_user:
@@ -35,5 +35,7 @@ def buckets_awaiting_full_compaction(table: FileStore, commit_user: str,
                 snapshot.commit_identifier, delta_commits):
             break
         if snapshot.commit_kind == CommitKind.APPEND:
-            buckets.update((e.partition, e.bucket) for e in mio.added_entries(snapshot) if e.bucket >= 0)
+            for e in mio.added_entries(snapshot):
+                if e.bucket >= 0:
+                    buckets.setdefault((e.partition, e.bucket), snapshot.commit_identifier)
     return buckets
