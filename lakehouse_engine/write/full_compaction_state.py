@@ -24,7 +24,7 @@ def buckets_awaiting_full_compaction(table: FileStore, commit_user: str,
     sm = table.snapshot_manager()
     latest, earliest = sm.latest_snapshot_id(), sm.earliest_snapshot_id()
     if latest is None or earliest is None:
-        return set()
+        return {}
     mio = table.manifest_io()
     buckets: dict[tuple[bytes, int], int] = {}
     for sid in range(latest, earliest - 1, -1):
