@@ -377,6 +377,9 @@ class CoreOptions:
                 raise InvalidOptionError(
                     f"option 'changelog.num-retained.min' ({low}) must not exceed "
                     f"'changelog.num-retained.max' ({high}) (each defaults to its snapshot.* option)")
+        from lakehouse_engine.options.startup import check_startup_options
+
+        check_startup_options(self.raw)
         trigger = self.require(NUM_SORTED_RUN_COMPACTION_TRIGGER)
         if self.stop_trigger < trigger:
             raise InvalidOptionError(

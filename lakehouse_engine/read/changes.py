@@ -109,8 +109,16 @@ class ChangeScan:
             raise UnsupportedError(f"table {self.table.name} has 'bucket' = -2 (postpone): its changes "
                                    f"are read from a changelog only; a delta read would miss the rows "
                                    f"postpone compaction moves")
+        paths = self.table.path_factory
+        if (kind == DELTA and changelog_producer(self.table) != "none"
+                and snapshot.file == paths.long_lived_changelog_path(snapshot.id)):
+            # A table with a producer keeps only the changelog past a snapshot's expiry: the
+            # delta's data files went with it (a compaction replaced them).
+            raise SnapshotNotExistError(
+                f"snapshot {snapshot.id} of table {self.table.name} expired: its changelog is kept "
+                f"(changelog/changelog-{snapshot.id}), its delta is not; read its changes as 'changelog'")
         mio = self.table.manifest_io()
-        snapshot_file = snapshot.file or self.table.path_factory.snapshot_path(snapshot.id)
+        snapshot_file = snapshot.file or paths.snapshot_path(snapshot.id)
         name: str | None = snapshot.delta_manifest_list
         size = snapshot.delta_manifest_list_size
         if kind == CHANGELOG:

@@ -142,12 +142,16 @@ def incremental_range(table: FileStore) -> IncrementalRange | None:
         # The tags hold both snapshots: no retained snapshot is needed (Paimon's
         # IncrementalTagStartingScanner checks none).
         return IncrementalRange(start, end, resolved, tagged)
-    if resolved != DIFF:
-        # Changes are read through long-lived changelogs where the snapshots have expired.
+    delta_of_producer = resolved == DELTA and changelog_producer(table) != "none"
+    if resolved == CHANGELOG or (resolved == DELTA and not delta_of_producer):
+        # Changes are read through long-lived changelogs where the snapshots have expired; a
+        # delta of a table with a producer is not: its expired snapshots' data files are gone.
         earliest = sm.earliest_readable_id() or earliest
     if start < earliest - 1 or end > latest:
         raise InvalidOptionError(f"table {table.name}: the incremental range ({start}, {end}] is outside "
-                                 f"the retained snapshots [{earliest}, {latest}]")
+                                 f"the retained snapshots [{earliest}, {latest}]"
+                                 + (" (a delta is not kept past its snapshot when the table has a changelog "
+                                    "producer: read the range as 'changelog')" if delta_of_producer else ""))
     return IncrementalRange(start, end, resolved)
 
 

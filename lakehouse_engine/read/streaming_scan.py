@@ -56,6 +56,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def check_stream_options(table: FileStore) -> None:
+    """UnsupportedError naming a table option a streaming read of this engine (Python or Spark)
+    would not apply: `streaming-read-overwrite` = true, `scan.bounded.watermark`."""
+    raw = table.options.raw
+    if raw.get("streaming-read-overwrite", "false").strip().lower() != "false" or "scan.bounded.watermark" in raw:
+        key = "scan.bounded.watermark" if "scan.bounded.watermark" in raw else "streaming-read-overwrite"
+        raise UnsupportedError(f"table {table.name}: option '{key}' = {raw[key]!r} is not applied by "
+                               f"this engine's streaming read (it skips overwrites and never ends); "
+                               f"remove it")
+
+
 class StreamingTableScan:
     """Plans a table's changes snapshot by snapshot (pypaimon's AsyncStreamingTableScan, with
     Java's `plan` / `checkpoint` / `restore` / `notify_checkpoint_complete` too)."""
@@ -72,12 +83,7 @@ class StreamingTableScan:
         consumer_id = consumer_id if consumer_id is not None else table.options.get(CONSUMER_ID)
         self.consumer_id = check_consumer_id(consumer_id) if consumer_id is not None else None
         self._consumers = table.consumer_manager() if self.consumer_id is not None else None
-        raw = table.options.raw
-        if raw.get("streaming-read-overwrite", "false").strip().lower() != "false" or "scan.bounded.watermark" in raw:
-            key = "scan.bounded.watermark" if "scan.bounded.watermark" in raw else "streaming-read-overwrite"
-            raise UnsupportedError(f"table {table.name}: option '{key}' = {raw[key]!r} is not applied by "
-                                   f"this engine's streaming read (it skips overwrites and never ends); "
-                                   f"remove it")
+        check_stream_options(table)
         self.kind = follow_up_kind(table)
         self._changes = ChangeScan(table, predicate, bucket_filter)
         #: The id of the next snapshot whose changes are read; None before the first plan.

@@ -48,6 +48,7 @@ from lakehouse_engine.read.changes import (
 )
 from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
 from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
 from lakehouse_engine.spark.tables import TableRef
 from lakehouse_engine.store.consumer_manager import check_consumer_id
@@ -274,6 +275,7 @@ class ChangesDataSource(DataSource):
         settings = self._settings()
         if settings.merged:
             raise InvalidOptionError(f"format('{CHANGES_FORMAT}'): option 'merged' is for batch reads")
+        check_stream_options(settings.ref.open().store)  # refused as the Python stream refuses them
         consumer = self.options.get("consumer-id")
         start = self._int("start-snapshot")
         if start is None:

@@ -41,6 +41,7 @@ from lakehouse_engine.write.deletion_vectors import (
     LookupPrefetch,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.full_compaction_state import buckets_awaiting_full_compaction
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -139,6 +140,7 @@ class TableWrite:
         # The lookup at commit reads the older files' keys: read them while rows still come in.
         self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
+        self._awaiting_restored = False
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
@@ -379,6 +381,8 @@ class TableWrite:
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             full = self._compacts_fully(commit_identifier)
+            if full and not self._awaiting_restored:
+                self._restore_awaiting_full_compaction(commit_identifier)
             for w in self._writers.values():
                 w.awaits_full_compaction = w.awaits_full_compaction or (bool(w.new_files) and w.bucket >= 0)
             touched = [w for w in self._writers.values()
@@ -417,6 +421,23 @@ class TableWrite:
             for writer in self._writers.values():
                 writer.reset_levels()
         return messages
+
+    def _restore_awaiting_full_compaction(self, commit_identifier: int) -> None:
+        """At this writer's first full compaction, also the buckets its commit user wrote since
+        its last one (a restarted stream writer: Paimon's keeps them in its Flink state)."""
+        self._awaiting_restored = True
+        if commit_identifier == BATCH_COMMIT_IDENTIFIER:
+            return
+        state = self._restore()
+        for key in buckets_awaiting_full_compaction(self.table, self.commit_user,
+                                                    self.full_compaction_delta_commits or 1):
+            if key in self._writers or not state.bucket_files.get(key):
+                continue  # written by this writer, or emptied since (a dropped partition)
+            writer = BucketWriter(self._context, self.partitions.from_binary(key[0]), key[1],
+                                  state.bucket_counts.get(key[0], self.options.bucket),
+                                  state.max_sequence.get(key, -1) + 1)
+            writer.awaits_full_compaction = True
+            self._writers[key] = writer
 
     def _compacts_fully(self, commit_identifier: int) -> bool:
         """Whether the commit of `commit_identifier` compacts every bucket written since the last

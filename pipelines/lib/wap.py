@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lakehouse_engine import CommitConflictError, FileStoreTable, UnsupportedError
+from lakehouse_engine import CommitConflictError, FileStoreTable, Snapshot, UnsupportedError
 
 AUDIT_PREFIX = "audit-"
 BASE_SUFFIX = "-base"
@@ -99,10 +99,22 @@ def open_audit_branch(table: FileStoreTable, run_id: str) -> FileStoreTable:
     return table.branch_table(name)
 
 
+def _base_snapshot(table: FileStoreTable, branch: str) -> Snapshot | None:
+    """Main's snapshot at the branch point (None: main had none), as the branch keeps it: its copy
+    of the base tag (made with the branch, as Paimon copies the tag), else main's. Main's own goes
+    when main is rolled back below it (a rollback deletes the later tags)."""
+    name = base_tag_name(branch)
+    if branch in table.list_branches():
+        kept = table.branch_table(branch).tags().get(name)
+        if kept is not None:
+            return kept
+    return table.tags().get(name)
+
+
 def branch_base(table: FileStoreTable, branch: str) -> int:
     """Main's snapshot id at the branch point (0: main had no snapshot)."""
-    tag = table.tags().get(base_tag_name(branch))
-    return tag.id if tag is not None else 0
+    base = _base_snapshot(table, branch)
+    return base.id if base is not None else 0
 
 
 def carry_tags(main: FileStoreTable, branch: FileStoreTable, base: int) -> list[str]:
@@ -140,6 +152,11 @@ class Published:
         return {"published": True, "published_branch": self.branch, "rebased": self.rebased_from is not None,
                 "main_commits_kept": self.main_commits_kept or "none", "main_snapshot_before": self.main_before,
                 "main_snapshot_id": self.main_after, "snapshots_published": self.snapshots_published}
+
+
+def _same(a: Snapshot, b: Snapshot) -> bool:
+    """Whether two snapshots of one id are the same commit (not one made after a rollback)."""
+    return (a.time_millis, a.commit_user, a.commit_identifier) == (b.time_millis, b.commit_user, b.commit_identifier)
 
 
 def gained_since(table: FileStoreTable, base: int) -> str:
@@ -180,12 +197,16 @@ def publish(table: FileStoreTable, branch: str, recheck: Recheck | None = None) 
     fast-forwarded to it (the audited branch is dropped once the rebased one holds the batch);
     RecheckFailedError (main untouched, both branches kept) when it fails. Without `recheck`, or
     when the rebase is refused or main moved again meanwhile, MainMovedError (main untouched)."""
-    base = branch_base(table, branch)
+    point = _base_snapshot(table, branch)
+    base = point.id if point is not None else 0
     latest = table.latest_snapshot()
     main_before = latest.id if latest is not None else 0
     rebased_from, kept = None, ""
-    if main_before != base:
-        kept = gained_since(table, base)
+    # Main rolled back below the branch point and written again up to its id holds another
+    # snapshot under that id: a fast-forward would drop it.
+    rewritten = point is not None and latest is not None and latest.id == base and not _same(latest, point)
+    if main_before != base or rewritten:
+        kept = gained_since(table, base - 1 if rewritten else base) or f"rolled back to snapshot {main_before}"
         if recheck is None:
             raise MainMovedError(
                 f"main of {table.identifier} moved after audit branch {branch} was made at snapshot {base}: "

@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable
+from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
 from pipelines.lib import keys, revenue, wap
 from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
@@ -63,12 +63,45 @@ def consumed_in_run(instance: dg.DagsterInstance, run_id: str) -> Consumed | Non
     return found
 
 
-def _last_committed(table: FileStoreTable) -> int | None:
-    """The orders snapshot after the last one this asset committed (its commit identifier)."""
+#: How many audits in a row may fail on the changes from one consumer position before the next
+#: run recomputes in full (the first retry reads the same changes again: a failure may be passing).
+FAILED_AUDITS_BEFORE_RECOMPUTE = 2
+
+
+def audit_failed_at(instance: dg.DagsterInstance, position: int) -> bool:
+    """Whether the latest `FAILED_AUDITS_BEFORE_RECOMPUTE` evaluations of
+    `revenue_equals_full_recompute` all failed on sums that went on from the consumer position
+    `position` (their `consumer_before`): adding the same changes to the same sums again would fail
+    the same way (whatever made them wrong: a revenue table rolled back by hand, a rewrite of
+    orders no signal caught), so the next run recomputes."""
+    key = dg.AssetCheckKey(keys.DAILY_REVENUE, "revenue_equals_full_recompute")
+    # Evaluated ones, newest first (this run's own check is planned already, not evaluated; a run
+    # that died before its check left one planned too).
+    evaluations = []
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=20):
+        event = record.event.dagster_event if record.event is not None else None
+        if event is not None and isinstance(event.event_specific_data, dg.AssetCheckEvaluation):
+            evaluations.append(event.event_specific_data)
+            if len(evaluations) == FAILED_AUDITS_BEFORE_RECOMPUTE:
+                break
+    return len(evaluations) == FAILED_AUDITS_BEFORE_RECOMPUTE and all(
+        not e.passed and getattr(e.metadata.get("consumer_before"), "value", None) == position
+        for e in evaluations)
+
+
+def _last_commit(table: FileStoreTable) -> Snapshot | None:
+    """The revenue table's last snapshot this asset committed (its identifier: the orders
+    snapshot after the last one it counted)."""
     for snapshot in reversed(table.snapshots()):
         if snapshot.commit_user == CONSUMER_ID:
-            return snapshot.commit_identifier
+            return snapshot
     return None
+
+
+def _last_committed(table: FileStoreTable) -> int | None:
+    """The orders snapshot after the last one this asset committed (its commit identifier)."""
+    last = _last_commit(table)
+    return last.commit_identifier if last is not None else None
 
 
 def cannot_continue(orders: FileStoreTable, position: int | None, target: FileStoreTable) -> str | None:
@@ -85,6 +118,15 @@ def cannot_continue(orders: FileStoreTable, position: int | None, target: FileSt
         return (f"orders was rolled back to snapshot {latest_id}, before what was consumed "
                 f"(up to {position - 1})")
     read_last = orders.snapshot_manager().get_snapshot_by_id(position - 1)
+    counted = _last_commit(target)
+    if (read_last is not None and counted is not None and counted.commit_identifier == position
+            and read_last.time_millis > counted.time_millis):
+        # The revenue commit that counted the changes up to the snapshot was made after that
+        # snapshot was read, so after it was committed: a later one took its id (both times are
+        # writers' clocks; the consumer file's time below is the file system's, and it moves only
+        # at the publish, which missed a rewrite in the audit and the slack).
+        return (f"orders snapshot {read_last.id} was committed after the revenue commit that counted "
+                f"it (orders was rolled back and written again)")
     moved = orders.consumer_manager().modified_millis(CONSUMER_ID)
     if read_last is not None and moved is not None and read_last.time_millis > moved + CLOCK_SLACK_MILLIS:
         # The snapshot the consumer read last was committed after the consumer moved past it: a
@@ -158,6 +200,9 @@ def daily_revenue(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         consumer = consumers.consumer(CONSUMER_ID)
     latest = orders.latest_snapshot()
     rebuild = cannot_continue(orders, consumer.next_snapshot if consumer is not None else None, target)
+    if rebuild is None and consumer is not None and audit_failed_at(context.instance, consumer.next_snapshot):
+        rebuild = (f"the last audits of the changes from orders snapshot {consumer.next_snapshot} failed "
+                   f"{FAILED_AUDITS_BEFORE_RECOMPUTE} times in a row (adding them again fails the same way)")
     if rebuild is not None:
         context.log.warning(f"daily_revenue is recomputed in full: {rebuild}")
     if consumer is None or rebuild is not None:

@@ -26,18 +26,20 @@ def revenue_equals_full_recompute(context: dg.AssetCheckExecutionContext,
     consumed = consumed_in_run(context.instance, context.run.run_id)
     branch = wap.audit_branch_name(context.run.run_id)
     if consumed is not None and branch in target.list_branches():
-        table, at = target.branch_table(branch), consumed.at
+        table, at, position = target.branch_table(branch), consumed.at, consumed.before
     else:  # the check on its own: what main's readers see, as of what the consumer has read
         consumer = orders.consumer_manager().consumer(CONSUMER_ID)
         if consumer is None or consumer.next_snapshot <= 1:
             return dg.AssetCheckResult(passed=True, metadata={"note": "nothing consumed yet"})
-        table, at = target, consumer.next_snapshot - 1
+        table, at, position = target, consumer.next_snapshot - 1, consumer.next_snapshot
     found = revenue.compare_with_recompute(table, orders, at)
     main = target.latest_snapshot()
     return dg.AssetCheckResult(
         passed=found.same,
         description=None if found.same else f"{found.describe(at)} on {table.branch}",
-        metadata={"orders_snapshot": at, "branch": table.branch, "groups": found.got.num_rows,
+        # consumer_before: the position the audited sums went on from (the next daily_revenue
+        # recomputes in full when an audit from its position failed: assets.audit_failed_at).
+        metadata={"orders_snapshot": at, "branch": table.branch, "consumer_before": position, "groups": found.got.num_rows,
                   "groups_expected": found.expected.num_rows, "groups_differing": found.groups_differing,
                   "orders_counted": int(sum(found.got.column(revenue.ORDERS).to_pylist())),
                   # What readers of main see while the run is audited (untouched until the publish).

@@ -35,8 +35,10 @@ def test_other_defaults_resolve_as_paimons(catalog: Catalog) -> None:
     assert startup_mode(t.copy({"scan.snapshot-id": "1"}).store) == "from-snapshot"
     assert startup_mode(t.copy({"scan.timestamp-millis": "1"}).store) == "from-timestamp"
     assert startup_mode(t.copy({"scan.mode": "full"}).store) == "latest-full"
-    # An explicit mode wins over the range options.
-    assert startup_mode(t.copy({"scan.mode": "latest", "incremental-between": "0,1"}).store) == "latest"
+    # An explicit mode with another mode's options is refused, as Paimon's SchemaValidation
+    # refuses it (test_startup_option_conflicts.py).
+    with pytest.raises(InvalidOptionError, match="'incremental-between' must not be set with scan.mode 'latest'"):
+        t.copy({"scan.mode": "latest", "incremental-between": "0,1"})
 
 
 def test_from_snapshot_full_of_a_snapshot_kept_only_as_a_changelog_starts_at_the_earliest_snapshot(
