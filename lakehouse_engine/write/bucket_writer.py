@@ -77,6 +77,10 @@ class WriteContext:
     #: What the latest snapshot holds now (read at most once per commit cycle): a stream writer's
     #: later lookups check their levels against it.
     current: Callable[[], RestoredState] | None = None
+    #: A first-row table with `changelog-producer` = lookup whose writer takes level 0 up at every
+    #: commit: the flush looks nothing up; the compaction that takes level 0 up writes the `+I`
+    #: changelog of its new keys (`mergetree.compact.first_row_lookup.FirstRowChangelog`).
+    first_row_changelog: bool = False
 
     @property
     def schema(self) -> TableSchema:
@@ -142,6 +146,9 @@ class BucketWriter:
         #: Written since this writer's last full compaction of it: the next commit that compacts
         #: fully takes it too, written in that commit or not (Paimon's GlobalFullCompactionSinkWrite).
         self.awaits_full_compaction = False
+        #: A first-row lookup-changelog writer: the first sequence number of the flushed rows whose
+        #: changelog no compaction of this writer wrote yet (None: none waits).
+        self.first_row_unlogged: int | None = None
 
     # ---- the write buffer ------------------------------------------------------------------
     def write(self, rows: pa.Table, kinds: np.ndarray) -> int:
@@ -193,6 +200,10 @@ class BucketWriter:
         writer = DataFileWriter(table.file_io, schema, bucket_dir, namer, ctx.target_file_size)
         first_seq = None if ctx.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
+        if looks_up and ctx.first_row_changelog and self.first_row_unlogged is None:
+            # The compaction taking level 0 up writes this run's changelog (it looks the keys up
+            # anyway). The buffer stands in sequence order: its first row has the lowest number.
+            self.first_row_unlogged = int(given.column(SEQUENCE_NUMBER)[0].as_py())
         older: list[DataFileMeta] = []
         if looks_up:
             older = self.levels().all_files()
@@ -212,7 +223,10 @@ class BucketWriter:
                         self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
-        if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
+        if looks_up and ctx.first_row_changelog:
+            # (The base is still recorded: the commit checks no other writer's keys landed since.)
+            written, found = writer.write_run(rows, level=0, min_sequence=first_seq), None
+        elif looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
             written, found, run = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
                                                     self.bucket, older, run)
         else:
@@ -286,12 +300,18 @@ class BucketWriter:
         unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
-        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog)
+        unlogged = self.first_row_unlogged if any(f.level == 0 for f in unit.files) else None
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog, unlogged)
         seen = {f.file_name for f in levels.all_files()}
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
+            if unlogged is not None:
+                self.first_row_unlogged = None  # (a compaction with level 0 takes all of it up)
         except DataFileMissingError as e:
+            if unlogged is not None:
+                # This compaction was to write the changelog of the writer's new keys: no skipping.
+                raise
             # The bucket's files changed under this writer (a dedicated compaction replaced them and
             # expiry removed them). Compaction here is an optimisation: write the data without it.
             # A file that is there but will not decode still fails the write.

@@ -163,7 +163,10 @@ class TableWrite:
             # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
             force_up_level0=(self.primary_key and not self.deletion_vectors
                              and (producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")),
-            current=self._current)
+            current=self._current,
+            # Its compaction at every commit takes level 0 up: the +I changelog comes from there.
+            first_row_changelog=(self.changelog_producer == "lookup" and not self.write_only
+                                 and not role.replaces and opts.require(MERGE_ENGINE) == "first-row"))
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
