@@ -29,7 +29,11 @@ from lakehouse_engine.mergetree.changelog import (
     row_deduplicate,
     write_changelog,
 )
-from lakehouse_engine.mergetree.compact.first_row_lookup import FirstRowChangelog, FirstRowLookup, without_keys
+from lakehouse_engine.mergetree.compact.first_row_lookup import (
+    FirstRowChangelog,
+    FirstRowLookup,
+    without_keys,
+)
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
