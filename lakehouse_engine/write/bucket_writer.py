@@ -143,9 +143,12 @@ class BucketWriter:
         self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
-        #: Written since this writer's last full compaction of it: the next commit that compacts
-        #: fully takes it too, written in that commit or not (Paimon's GlobalFullCompactionSinkWrite).
+        #: Written since this writer's last full compaction of it landed: the next commit that
+        #: compacts fully takes it too, written in that commit or not (Paimon's
+        #: GlobalFullCompactionSinkWrite; `write.full_compaction_cadence` clears it).
         self.awaits_full_compaction = False
+        #: The identifier of the last commit that wrote the bucket, while it awaits a full compaction.
+        self.written_at: int | None = None
         #: A first-row lookup-changelog writer: the first sequence number of the flushed rows whose
         #: changelog no compaction of this writer wrote yet (None: none waits).
         self.first_row_unlogged: int | None = None
@@ -341,8 +344,24 @@ class BucketWriter:
         """The compaction before the commit: `full` at the commits `full-compaction.delta-commits`
         names (TableWrite decides); a `lookup` or first-row table's takes level 0 up."""
         self.compact(full, self.context.force_up_level0)
-        if full:
-            self.awaits_full_compaction = False
+
+    def realign_levels(self, live: list[DataFileMeta]) -> None:
+        """Take the bucket's levels from `live` (its files in the latest snapshot) and this commit's
+        own new files, when the levels hold a file `live` lacks: an earlier compaction of this
+        writer never landed (its messages thrown away, or its commit lost). What this commit's
+        compactions did on those levels is dropped (files deleted), its new files kept."""
+        names = {f.file_name for f in live}
+        own = {f.file_name for f in self.new_files} | {f.file_name for f in self.compact_after}
+        if all(f.file_name in names or f.file_name in own for f in self.levels().all_files()):
+            return
+        bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        kept = {f.file_name for f in self.new_files}
+        for f in self.compact_after + self.compact_changelog:
+            if f.file_name not in kept:
+                self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+        self.compact_before, self.compact_after, self.compact_changelog = [], [], []
+        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
+                              self.context.options.num_levels)
 
     def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,

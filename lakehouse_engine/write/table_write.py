@@ -41,6 +41,7 @@ from lakehouse_engine.write.deletion_vectors import (
     LookupPrefetch,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.full_compaction_cadence import FullCompactionCadence
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -139,6 +140,7 @@ class TableWrite:
         # The lookup at commit reads the older files' keys: read them while rows still come in.
         self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
+        self._full_cadence = FullCompactionCadence(table, commit_user)
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
@@ -382,11 +384,22 @@ class TableWrite:
         elif self.primary_key and not self.write_only and not self.role.replaces:
             # (An overwrite replaces the partition anyway: compacting what it deletes is waste.)
             full = self._compacts_fully(commit_identifier)
+            # A bucket owes a full compaction until one of this writer's lands (Paimon's sink).
+            self._full_cadence.confirm(self._writers.values())
             for w in self._writers.values():
-                w.awaits_full_compaction = w.awaits_full_compaction or (bool(w.new_files) and w.bucket >= 0)
+                if w.new_files and w.bucket >= 0:
+                    w.awaits_full_compaction, w.written_at = True, commit_identifier
             touched = [w for w in self._writers.values()
                        if w.bucket >= 0 and (w.new_files or (full and w.awaits_full_compaction))]
+            if full and self._full_cadence.unconfirmed(commit_identifier):
+                # One of its earlier full compactions never landed: the levels may hold its outputs.
+                files = self._current().bucket_files
+                for w in touched:
+                    if w.awaits_full_compaction:
+                        w.realign_levels(files.get((w.partition.binary, w.bucket), []))
             parallel_map(lambda w: w.compact_at_commit(full), touched)
+            if full and any(w.awaits_full_compaction for w in touched):
+                self._full_cadence.submitted(commit_identifier)
         elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
             # An overwrite, a rescale or postpone compaction of a table whose readers skip level
             # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and
