@@ -360,6 +360,9 @@ class BucketWriter:
             if f.file_name not in kept:
                 self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
         self.compact_before, self.compact_after, self.compact_changelog = [], [], []
+        if self.context.first_row_changelog and self.new_files:
+            # Their first-row changelog went with the dropped compactions: the next one writes it.
+            self.first_row_unlogged = min(f.min_sequence_number for f in self.new_files)
         self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
                               self.context.options.num_levels)
 
