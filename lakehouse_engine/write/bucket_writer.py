@@ -77,6 +77,10 @@ class WriteContext:
     #: What the latest snapshot holds now (read at most once per commit cycle): a stream writer's
     #: later lookups check their levels against it.
     current: Callable[[], RestoredState] | None = None
+    #: A first-row table with `changelog-producer` = lookup whose writer takes level 0 up at every
+    #: commit: the flush looks nothing up; the compaction that takes level 0 up writes the `+I`
+    #: changelog of its new keys (`mergetree.compact.first_row_lookup.FirstRowChangelog`).
+    first_row_changelog: bool = False
 
     @property
     def schema(self) -> TableSchema:
@@ -139,9 +143,15 @@ class BucketWriter:
         self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
-        #: Written since this writer's last full compaction of it: the next commit that compacts
-        #: fully takes it too, written in that commit or not (Paimon's GlobalFullCompactionSinkWrite).
+        #: Written since this writer's last full compaction of it landed: the next commit that
+        #: compacts fully takes it too, written in that commit or not (Paimon's
+        #: GlobalFullCompactionSinkWrite; `write.full_compaction_cadence` clears it).
         self.awaits_full_compaction = False
+        #: The identifier of the last commit that wrote the bucket, while it awaits a full compaction.
+        self.written_at: int | None = None
+        #: A first-row lookup-changelog writer: the first sequence number of the flushed rows whose
+        #: changelog no compaction of this writer wrote yet (None: none waits).
+        self.first_row_unlogged: int | None = None
 
     # ---- the write buffer ------------------------------------------------------------------
     def write(self, rows: pa.Table, kinds: np.ndarray) -> int:
@@ -193,6 +203,10 @@ class BucketWriter:
         writer = DataFileWriter(table.file_io, schema, bucket_dir, namer, ctx.target_file_size)
         first_seq = None if ctx.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
         looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
+        if looks_up and ctx.first_row_changelog and self.first_row_unlogged is None:
+            # The compaction taking level 0 up writes this run's changelog (it looks the keys up
+            # anyway). The buffer stands in sequence order: its first row has the lowest number.
+            self.first_row_unlogged = int(given.column(SEQUENCE_NUMBER)[0].as_py())
         older: list[DataFileMeta] = []
         if looks_up:
             older = self.levels().all_files()
@@ -212,7 +226,10 @@ class BucketWriter:
                         self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
-        if looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
+        if looks_up and ctx.first_row_changelog:
+            # (The base is still recorded: the commit checks no other writer's keys landed since.)
+            written, found = writer.write_run(rows, level=0, min_sequence=first_seq), None
+        elif looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
             written, found, run = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
                                                     self.bucket, older, run)
         else:
@@ -286,12 +303,18 @@ class BucketWriter:
         unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
-        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog)
+        unlogged = self.first_row_unlogged if any(f.level == 0 for f in unit.files) else None
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog, unlogged)
         seen = {f.file_name for f in levels.all_files()}
         try:
             before, after = compactor.compact(levels, unit)
             self.compact_changelog.extend(compactor.changelog_files)
+            if unlogged is not None:
+                self.first_row_unlogged = None  # (a compaction with level 0 takes all of it up)
         except DataFileMissingError as e:
+            if unlogged is not None:
+                # This compaction was to write the changelog of the writer's new keys: no skipping.
+                raise
             # The bucket's files changed under this writer (a dedicated compaction replaced them and
             # expiry removed them). Compaction here is an optimisation: write the data without it.
             # A file that is there but will not decode still fails the write.
@@ -321,8 +344,27 @@ class BucketWriter:
         """The compaction before the commit: `full` at the commits `full-compaction.delta-commits`
         names (TableWrite decides); a `lookup` or first-row table's takes level 0 up."""
         self.compact(full, self.context.force_up_level0)
-        if full:
-            self.awaits_full_compaction = False
+
+    def realign_levels(self, live: list[DataFileMeta]) -> None:
+        """Take the bucket's levels from `live` (its files in the latest snapshot) and this commit's
+        own new files, when the levels hold a file `live` lacks: an earlier compaction of this
+        writer never landed (its messages thrown away, or its commit lost). What this commit's
+        compactions did on those levels is dropped (files deleted), its new files kept."""
+        names = {f.file_name for f in live}
+        own = {f.file_name for f in self.new_files} | {f.file_name for f in self.compact_after}
+        if all(f.file_name in names or f.file_name in own for f in self.levels().all_files()):
+            return
+        bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        kept = {f.file_name for f in self.new_files}
+        for f in self.compact_after + self.compact_changelog:
+            if f.file_name not in kept:
+                self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+        self.compact_before, self.compact_after, self.compact_changelog = [], [], []
+        if self.context.first_row_changelog and self.new_files:
+            # Their first-row changelog went with the dropped compactions: the next one writes it.
+            self.first_row_unlogged = min(f.min_sequence_number for f in self.new_files)
+        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
+                              self.context.options.num_levels)
 
     def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,

@@ -41,6 +41,7 @@ from lakehouse_engine.write.deletion_vectors import (
     LookupPrefetch,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.full_compaction_cadence import FullCompactionCadence
 from lakehouse_engine.write.full_compaction_state import buckets_awaiting_full_compaction
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
@@ -141,6 +142,7 @@ class TableWrite:
         self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._awaiting_restored = False
+        self._full_cadence = FullCompactionCadence(table, commit_user)
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
@@ -165,7 +167,10 @@ class TableWrite:
             # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
             force_up_level0=(self.primary_key and not self.deletion_vectors
                              and (producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")),
-            current=self._current)
+            current=self._current,
+            # Its compaction at every commit takes level 0 up: the +I changelog comes from there.
+            first_row_changelog=(self.changelog_producer == "lookup" and not self.write_only
+                                 and not role.replaces and opts.require(MERGE_ENGINE) == "first-row"))
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -383,11 +388,22 @@ class TableWrite:
             full = self._compacts_fully(commit_identifier)
             if full and not self._awaiting_restored:
                 self._restore_awaiting_full_compaction(commit_identifier)
+            # A bucket owes a full compaction until one of this writer's lands (Paimon's sink).
+            self._full_cadence.confirm(self._writers.values())
             for w in self._writers.values():
-                w.awaits_full_compaction = w.awaits_full_compaction or (bool(w.new_files) and w.bucket >= 0)
+                if w.new_files and w.bucket >= 0:
+                    w.awaits_full_compaction, w.written_at = True, commit_identifier
             touched = [w for w in self._writers.values()
                        if w.bucket >= 0 and (w.new_files or (full and w.awaits_full_compaction))]
+            if full and self._full_cadence.unconfirmed(commit_identifier):
+                # One of its earlier full compactions never landed: the levels may hold its outputs.
+                files = self._current().bucket_files
+                for w in touched:
+                    if w.awaits_full_compaction:
+                        w.realign_levels(files.get((w.partition.binary, w.bucket), []))
             parallel_map(lambda w: w.compact_at_commit(full), touched)
+            if full and any(w.awaits_full_compaction for w in touched):
+                self._full_cadence.submitted(commit_identifier)
         elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
             # An overwrite, a rescale or postpone compaction of a table whose readers skip level
             # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and
@@ -429,14 +445,14 @@ class TableWrite:
         if commit_identifier == BATCH_COMMIT_IDENTIFIER:
             return
         state = self._restore()
-        for key in buckets_awaiting_full_compaction(self.table, self.commit_user,
-                                                    self.full_compaction_delta_commits or 1):
+        for key, written_at in buckets_awaiting_full_compaction(self.table, self.commit_user,
+                                                                self.full_compaction_delta_commits or 1).items():
             if key in self._writers or not state.bucket_files.get(key):
                 continue  # written by this writer, or emptied since (a dropped partition)
             writer = BucketWriter(self._context, self.partitions.from_binary(key[0]), key[1],
                                   state.bucket_counts.get(key[0], self.options.bucket),
                                   state.max_sequence.get(key, -1) + 1)
-            writer.awaits_full_compaction = True
+            writer.awaits_full_compaction, writer.written_at = True, written_at
             self._writers[key] = writer
 
     def _compacts_fully(self, commit_identifier: int) -> bool:

@@ -17,8 +17,15 @@ dropped. How, vectorised:
    the rows are the same).
 
 Memory: the distinct keys of the rewrite's level-0 files and one file's key columns at a time.
-The `+I` changelog of the new keys (`changelog-producer` = lookup) is the flush lookup's
-(`write.changelog_producers`), which compares each flushed key with every older file of the bucket.
+
+The `+I` changelog of a `changelog-producer` = lookup table (`FirstRowChangelog`) comes out of the
+same compaction, with no second lookup (Paimon's FirstRowMergeFunctionWrapper: +I for a level-0
+record whose key no higher level holds): a writer's compaction takes all of level 0 up, so the rows
+it keeps numbered at or above the first sequence number its changelog does not cover yet are
+exactly its new keys' first rows. A key's older row (a level above, the bucket's files before the
+writer, an earlier compaction's output) is numbered below those and wins the first-row merge; a key
+above the output level is dropped. The writer's flush then looks nothing up
+(`write.bucket_writer`).
 """
 
 from __future__ import annotations
@@ -35,13 +42,15 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.lookup import lookup, match_keys
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
+from lakehouse_engine.mergetree.merge_engines.ordering import INSERT
+from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 
 if TYPE_CHECKING:
     from lakehouse_engine.mergetree.compact.levels import Levels
     from lakehouse_engine.mergetree.evolution import EvolvingFileReader
     from lakehouse_engine.schema import TableSchema
 
-__all__ = ["FirstRowLookup", "without_keys"]
+__all__ = ["FirstRowChangelog", "FirstRowLookup", "without_keys"]
 
 
 class FirstRowLookup:
@@ -99,6 +108,42 @@ class FirstRowLookup:
     def _range(self, f: DataFileMeta) -> tuple[Any, Any]:
         return (comparable_key(deserialize_row(f.min_key, self.key_types)),
                 comparable_key(deserialize_row(f.max_key, self.key_types)))
+
+
+class FirstRowChangelog:
+    """The `+I` changelog of a first-row compaction that takes a writer's level 0 up: the rows it
+    keeps numbered from `first_sequence` on (the writer's rows no changelog covers yet)."""
+
+    def __init__(self, first_sequence: int, reader: CachedFileReader, bucket_dir: str, read_schema: pa.Schema):
+        """`reader`/`read_schema`: read a level-0 file the compaction moves up without rewriting."""
+        self.first_sequence = first_sequence
+        self._reader = reader
+        self._bucket_dir = bucket_dir
+        self._read_schema = read_schema
+        self._parts: list[pa.Table] = []
+
+    def kept(self, rows: pa.Table) -> pa.Table:
+        """Take note of merged rows the compaction writes (key ranges in key order); returns them."""
+        if rows.num_rows:
+            seq = rows.column(SEQUENCE_NUMBER).combine_chunks().to_numpy(zero_copy_only=False)
+            new = seq >= self.first_sequence
+            if new.any():
+                self._parts.append(rows if new.all() else rows.filter(pa.array(new)))
+        return rows
+
+    def moved(self, f: DataFileMeta) -> None:
+        """Take note of a level-0 file moved up as it is (none of its keys is elsewhere)."""
+        if f.level == 0 and f.max_sequence_number >= self.first_sequence:
+            self.kept(self._reader.read(f"{self._bucket_dir}/{f.file_name}", self._read_schema.names,
+                                        self._read_schema, f))
+
+    def rows(self) -> pa.Table | None:
+        """The changelog, sorted by key, every row `+I`; None when no key is new."""
+        if not self._parts:
+            return None
+        rows = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
+        kind = rows.schema.get_field_index(VALUE_KIND)
+        return rows.set_column(kind, rows.schema.field(kind), pa.array(np.full(rows.num_rows, INSERT, np.int8)))
 
 
 def without_keys(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa.Table:

@@ -6,7 +6,9 @@ upgraded to the output level without rewriting when it is large (at least `compa
 by default 70% of `target-file-size`); small lone files are rewritten with their neighbours.
 Deletes are dropped only when the output is the highest level holding data.
 A first-row table's compaction that takes level-0 rows up drops those whose keys already live
-above its output level (`mergetree.compact.first_row_lookup`), as Paimon's lookup rewriter does.
+above its output level (`mergetree.compact.first_row_lookup`), as Paimon's lookup rewriter does;
+given the first sequence number its writer's lookup changelog does not cover yet, it also writes
+that changelog (`FirstRowChangelog`: the new keys' first rows, `+I`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ from lakehouse_engine.mergetree.changelog import (
     row_deduplicate,
     write_changelog,
 )
-from lakehouse_engine.mergetree.compact.first_row_lookup import FirstRowLookup, without_keys
+from lakehouse_engine.mergetree.compact.first_row_lookup import (
+    FirstRowChangelog,
+    FirstRowLookup,
+    without_keys,
+)
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
@@ -71,9 +77,12 @@ _REWRITE_BATCH_FACTOR = 4
 class BucketCompactor:
     """Runs compaction units for one (partition, bucket) and reports the files before and after."""
 
-    def __init__(self, table: BucketFiles, partition: Partition, bucket: int, changelog: bool = True):
+    def __init__(self, table: BucketFiles, partition: Partition, bucket: int, changelog: bool = True,
+                 first_row_changelog_from: int | None = None):
         """A compactor of `bucket` of `partition`; without `changelog` a full-compaction table's
-        compaction writes none (an overwrite's own files: Paimon commits no overwrite changelog)."""
+        compaction writes none (an overwrite's own files: Paimon commits no overwrite changelog);
+        `first_row_changelog_from`: a first-row table's compaction that takes level 0 up writes
+        the lookup changelog of the rows numbered from it on (its writer looked nothing up)."""
         self.table = table
         schema = table.schema
         opts = schema.core_options
@@ -101,6 +110,9 @@ class BucketCompactor:
         self._first_row = opts.require(MERGE_ENGINE) == "first-row"
         #: The running compaction's first-row lookup (a first-row table taking level 0 up).
         self._first_row_lookup: FirstRowLookup | None = None
+        self._first_row_changelog_from = first_row_changelog_from if self._first_row else None
+        #: The running compaction's first-row changelog (see `first_row_changelog_from`).
+        self._first_row_changelog: FirstRowChangelog | None = None
 
     def _older_fields(self, f: DataFileMeta) -> bool:
         if f.schema_id == self.table.schema.id:
@@ -125,6 +137,11 @@ class BucketCompactor:
             self._first_row_lookup = FirstRowLookup(self.table.schema, self.table.path_factory.table_path,
                                                     self.bucket_dir, self.reader, levels, output_level)
         first_row = self._first_row_lookup
+        self._first_row_changelog = None
+        if first_row is not None and self._first_row_changelog_from is not None:
+            self._first_row_changelog = FirstRowChangelog(self._first_row_changelog_from, first_row.reader,
+                                                          self.bucket_dir, self.read_schema)
+        first_row_changelog = self._first_row_changelog
 
         def upgrade(f: DataFileMeta) -> None:
             if f.level == output_level:
@@ -142,6 +159,8 @@ class BucketCompactor:
                 # files of old schema versions do not stay forever.
                 self._rewrite([[f]], output_level, drop_delete, before, after)
             else:
+                if first_row_changelog is not None:
+                    first_row_changelog.moved(f)
                 before.append(f)
                 after.append(f.upgrade(output_level))
 
@@ -162,6 +181,13 @@ class BucketCompactor:
                     rewrite()
                     upgrade(section[0])
             rewrite()
+            new_keys = first_row_changelog.rows() if first_row_changelog is not None else None
+            if new_keys is not None:
+                # Written at the output level, as Paimon's compaction writes its changelog.
+                self.changelog_files += write_changelog(
+                    self.table.file_io, self.table.schema, self.bucket_dir,
+                    self.table.path_factory.new_changelog_file_name, self.target_file_size, new_keys,
+                    output_level)
         except Exception:
             # Nothing of a failed compaction may stay behind: delete what it wrote so far.
             kept = {f.file_name for f in before}
@@ -171,7 +197,7 @@ class BucketCompactor:
             self.changelog_files = []
             raise
         finally:
-            self._first_row_lookup = None
+            self._first_row_lookup = self._first_row_changelog = None
         levels.update(before, after)
         return before, after
 
@@ -207,6 +233,8 @@ class BucketCompactor:
             return merged if dropped is None else without_keys(merged, dropped, self.key_names)
 
         ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key)
+        if self._first_row_changelog is not None:
+            ranges = map(self._first_row_changelog.kept, ranges)
         writer = RollingRunWriter(
             DataFileWriter(self.table.file_io, self.table.schema, self.bucket_dir,
                            self.table.path_factory.new_data_file_name, self.target_file_size),

@@ -1,0 +1,79 @@
+"""Which buckets a stream writer's next full compaction takes (`full-compaction.delta-commits`, the
+`full-compaction` producer's cadence), as Paimon's Flink sink tracks them (GlobalFullCompactionSinkWrite).
+
+A bucket written at commit identifier `i` owes a full compaction (its changelog comes out of one).
+The writer compacts every owing bucket fully at each commit whose identifier is a full-compaction
+one, and remembers that identifier. A bucket stops owing only once a COMPACT snapshot of this
+commit user with such an identifier `c >= i` is seen in the table, checked when the next commit is
+prepared: a full compaction whose messages were thrown away, or whose COMPACT commit lost to a
+concurrent change, is done again at the next full-compaction identifier, so the changelog of those
+buckets is late, never lost.
+
+Such a bucket's levels (the writer's picture of its files) may hold the lost compaction's outputs:
+before compacting it fully again, the writer takes its files from the latest snapshot
+(`BucketWriter.realign_levels`).
+
+A new writer owes nothing for what earlier writers wrote: as Paimon's sink started without Flink
+state (its written buckets live in the checkpoint, not the table); a dedicated
+`compact(full=True)` gives those buckets' changelog (docs/changelog.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.errors import SnapshotNotExistError
+from lakehouse_engine.format.snapshot import CommitKind
+
+if TYPE_CHECKING:
+    from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.write.bucket_writer import BucketWriter
+
+__all__ = ["FullCompactionCadence"]
+
+
+class FullCompactionCadence:
+    """The full compactions a stream writer submitted and has not seen land yet."""
+
+    def __init__(self, table: FileStore, commit_user: str):
+        """The cadence of `commit_user`'s writer of `table`."""
+        self.table = table
+        self.commit_user = commit_user
+        #: Identifier of each submitted full compaction not seen landed -> the latest snapshot id
+        #: when it was submitted (its COMPACT snapshot can only come after).
+        self.to_check: dict[int, int] = {}
+
+    def confirm(self, writers: Iterable[BucketWriter]) -> None:
+        """Look for the newest COMPACT snapshot of a submitted full compaction (newest first, back
+        to the oldest submission); the buckets written at or before its identifier owe no more."""
+        if not self.to_check:
+            return
+        snapshots = self.table.snapshot_manager()
+        floor = min(self.to_check.values())
+        sid = snapshots.latest_snapshot_id() or 0
+        landed = None
+        while sid > floor and landed is None:
+            try:
+                s = snapshots.snapshot(sid)
+            except SnapshotNotExistError:
+                break  # expired meanwhile: not seen, so compacted again (late, not lost)
+            if (s.commit_user == self.commit_user and s.commit_kind == CommitKind.COMPACT.value
+                    and s.commit_identifier in self.to_check):
+                landed = s.commit_identifier
+            sid -= 1
+        if landed is None:
+            return
+        for w in writers:
+            if w.written_at is not None and w.written_at <= landed:
+                w.awaits_full_compaction = False
+                w.written_at = None
+        self.to_check = {i: since for i, since in self.to_check.items() if i > landed}
+
+    def submitted(self, identifier: int) -> None:
+        """Remember the full compaction of the commit `identifier` (prepared now)."""
+        self.to_check.setdefault(identifier, self.table.snapshot_manager().latest_snapshot_id() or 0)
+
+    def unconfirmed(self, before: int) -> bool:
+        """Whether a full compaction submitted before the commit `before` was not seen landed."""
+        return any(i < before for i in self.to_check)
