@@ -99,6 +99,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     found_files: list[str] = []
     found_file_index: list[np.ndarray] = []
     found_positions: list[np.ndarray] = []
+    last = next((level[-1] for level in reversed(levels) if level), None)
     for level in levels:
         if sought.num_rows == 0:
             break
@@ -125,6 +126,8 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
             found_positions.append(positions)
             found_file_index.append(np.full(len(positions), len(found_files), np.int64))
             found_files.append(f.file_name)
+            if f is last:
+                break  # (no file is left to seek the other keys in)
             still = np.ones(sought.num_rows, dtype=bool)
             still[hit] = False
             sought, sought_index = sought.filter(pa.array(still)), sought_index[still]
@@ -143,6 +146,25 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
         order = np.argsort(index, kind="stable")
         old, index, file_index, positions = old.take(pa.array(order)), index[order], file_index[order], positions[order]
     return LookupResult(exists, index, old, found_files, file_index, positions)
+
+
+def rows_at(found: LookupResult, files: Sequence[DataFileMeta], read_file: ReadFile,
+            schema: pa.Schema) -> pa.Table:
+    """The `schema` columns of the rows a lookup found (`found`'s files and positions, its
+    `key_index` order), read by `read_file` from `files` (the files looked up, by name): a
+    lookup run with only some columns gathers the others after, for the rows it found."""
+    if not found.files:
+        return schema.empty_table()
+    by_name = {f.file_name: f for f in files}
+    if len(found.files) == 1:
+        return read_file(by_name[found.files[0]], schema.names).take(pa.array(found.positions))
+    parts, order = [], []
+    for i, name in enumerate(found.files):
+        at = np.flatnonzero(found.file_index == i)
+        parts.append(read_file(by_name[name], schema.names).take(pa.array(found.positions[at])))
+        order.append(at)
+    rows = pa.concat_tables(parts)
+    return rows.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
 
 def _old_rows(f: DataFileMeta, file_keys: pa.Table, positions: np.ndarray, read_file: ReadFile,
