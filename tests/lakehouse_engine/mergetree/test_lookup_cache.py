@@ -13,7 +13,12 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, LookupCache, cache_for, clear_caches
+from lakehouse_engine.mergetree.lookup_cache import (
+    CachedFileReader,
+    LookupCache,
+    cache_for,
+    clear_caches,
+)
 from lakehouse_engine.options import CoreOptions
 from tests.lakehouse_engine.conftest import create_table, read
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, put, replay
