@@ -221,7 +221,9 @@ class LookupChangelog:
         levels: list[list[DataFileMeta]] = [[f] for f in level0]
         for level in sorted({f.level for f in older if f.level > 0}):
             levels.append([f for f in older if f.level == level])
-        return lookup(keys, levels, read, self.key_names, schema or self.read_schema, self._range, comparable_key)
+        # The kind (one byte a row) comes with the keys: no read of its own for a kind-only lookup.
+        return lookup(keys, levels, read, self.key_names, schema or self.read_schema, self._range, comparable_key,
+                      read_with_keys=[VALUE_KIND])
 
     def _range(self, f: DataFileMeta) -> tuple[Any, Any]:
         return (comparable_key(deserialize_row(f.min_key, self.key_types)),
