@@ -84,12 +84,14 @@ def row_deduplicate(options: CoreOptions) -> bool:
 
 
 def write_changelog(file_io: FileIO, schema: TableSchema, bucket_dir: str, new_file_name: Callable[[str], str],
-                    target_file_size: int, rows: pa.Table, level: int = 0) -> list[DataFileMeta]:
-    """Write `rows` (fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND`; sorted by key) as changelog files."""
+                    target_file_size: int, rows: pa.Table, level: int = 0,
+                    dictionary: bool | list[str] | None = None) -> list[DataFileMeta]:
+    """Write `rows` (fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND`; sorted by key) as changelog files
+    (`dictionary`: as `DataFileWriter.write_run`'s)."""
     if rows.num_rows == 0:
         return []
     writer = DataFileWriter(file_io, schema, bucket_dir, new_file_name, target_file_size)
-    return writer.write_run(rows, level=level)
+    return writer.write_run(rows, level=level, dictionary=dictionary)
 
 
 def input_changelog(rows: pa.Table, key_names: Sequence[str]) -> pa.Table:

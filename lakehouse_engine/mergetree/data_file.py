@@ -86,8 +86,10 @@ class DataFileWriter:
         return pa.Table.from_arrays(cols, schema=self.file_schema)
 
     def write_run(self, table: pa.Table, level: int, min_sequence: int | None = None,
-                  file_source: int = FILE_SOURCE_APPEND) -> list[DataFileMeta]:
-        """Write one sorted run (already merged, sorted by key) as one or more files."""
+                  file_source: int = FILE_SOURCE_APPEND,
+                  dictionary: bool | list[str] | None = None) -> list[DataFileMeta]:
+        """Write one sorted run (already merged, sorted by key) as one or more files; `dictionary`:
+        the parquet columns to dictionary-encode, when already judged (`dictionary_for`)."""
         if table.num_rows == 0:
             return []
         table = self.to_file_layout(table)
@@ -104,7 +106,10 @@ class DataFileWriter:
             chunk = max(1024, int(self.target_file_size / row_bytes))  # ORC/Avro: one chunk per file
         metas: list[DataFileMeta] = []
         # One dictionary choice for the run (judged on all its rows), not one per rolled file.
-        dictionary = dictionary_columns(table, self.options_raw) if file_format == PARQUET else False
+        if file_format != PARQUET:
+            dictionary = False
+        elif dictionary is None:
+            dictionary = dictionary_columns(table, self.options_raw)
         start = 0
         while start < n:
             name = self.new_file_name(file_format)
@@ -127,6 +132,11 @@ class DataFileWriter:
             metas.append(self.file_meta(name, size, table.slice(file_start, start - file_start), level,
                                         min_sequence, file_source))
         return metas
+
+    def dictionary_for(self, table: pa.Table) -> bool | list[str]:
+        """The dictionary columns `write_run` would judge for the run `table` (its layout: rows
+        of the table's fields, `_SEQUENCE_NUMBER` and `_VALUE_KIND`)."""
+        return dictionary_columns(self.to_file_layout(table), self.options_raw)
 
     def _write_file(self, path: str, table: pa.Table, start: int, chunk: int,
                     dictionary: bool | list[str]) -> int:

@@ -76,7 +76,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
            key_names: Sequence[str], value_schema: pa.Schema,
            key_range: Callable[[DataFileMeta], tuple[Any, Any]],
            comparable: Callable[[tuple[Any, ...]], Any],
-           live_rows: LiveRows | None = None) -> LookupResult:
+           live_rows: LiveRows | None = None, read_with_keys: Sequence[str] = ()) -> LookupResult:
     """Look `keys` (distinct rows of the `key_names` columns) up in `levels` (level 1 first, each
     a list of key-disjoint files); see the module docstring.
 
@@ -87,10 +87,13 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
             key range only for keys without FLOAT/DOUBLE fields (Arrow's sort and Java's order
             disagree on -0.0 and NaN); other files are read and matched all the same.
         live_rows: for a file and its columns, the mask of rows that are live (None: all).
+        read_with_keys: columns of `value_schema` read with the key columns, in one read (small
+            ones a lookup wants of every matched row, such as the kind: no read of their own).
     """
     key_names = list(key_names)
     value_columns = value_schema.names
-    others = [c for c in value_columns if c not in key_names]  # read only for files with a match
+    first_read = key_names + [c for c in read_with_keys if c not in key_names]
+    others = [c for c in value_columns if c not in first_read]  # read only for files with a match
     prune = not any(pa.types.is_floating(keys.schema.field(k).type) for k in key_names)
     sought = keys.select(key_names)
     sought_index = np.arange(keys.num_rows, dtype=np.int64)  # the input index of each key sought
@@ -99,6 +102,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     found_files: list[str] = []
     found_file_index: list[np.ndarray] = []
     found_positions: list[np.ndarray] = []
+    last = next((level[-1] for level in reversed(levels) if level), None)
     for level in levels:
         if sought.num_rows == 0:
             break
@@ -111,7 +115,7 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
                 f_low, f_high = key_range(f)
                 if f_high < low or f_low > high:
                     continue  # the file's key statistics miss every key sought
-            file_keys = read_file(f, key_names)
+            file_keys = read_file(f, first_read)
             positions, hit = match_rows(sought, file_keys, key_names)  # `hit`: indices into `sought`
             if live_rows is not None and len(positions):
                 keep = live_rows(f, file_keys)
@@ -125,6 +129,8 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
             found_positions.append(positions)
             found_file_index.append(np.full(len(positions), len(found_files), np.int64))
             found_files.append(f.file_name)
+            if f is last:
+                break  # (no file is left to seek the other keys in)
             still = np.ones(sought.num_rows, dtype=bool)
             still[hit] = False
             sought, sought_index = sought.filter(pa.array(still)), sought_index[still]
@@ -145,10 +151,30 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     return LookupResult(exists, index, old, found_files, file_index, positions)
 
 
+def rows_at(found: LookupResult, files: Sequence[DataFileMeta], read_file: ReadFile,
+            schema: pa.Schema) -> pa.Table:
+    """The `schema` columns of the rows a lookup found (`found`'s files and positions, its
+    `key_index` order), read by `read_file` from `files` (the files looked up, by name): a
+    lookup run with only some columns gathers the others after, for the rows it found."""
+    if not found.files:
+        return schema.empty_table()
+    by_name = {f.file_name: f for f in files}
+    if len(found.files) == 1:
+        return read_file(by_name[found.files[0]], schema.names).take(pa.array(found.positions))
+    parts, order = [], []
+    for i, name in enumerate(found.files):
+        at = np.flatnonzero(found.file_index == i)
+        parts.append(read_file(by_name[name], schema.names).take(pa.array(found.positions[at])))
+        order.append(at)
+    rows = pa.concat_tables(parts)
+    return rows.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
 def _old_rows(f: DataFileMeta, file_keys: pa.Table, positions: np.ndarray, read_file: ReadFile,
               value_schema: pa.Schema, others: list[str]) -> pa.Table:
-    """The `value_schema` columns of the rows at `positions` of file `f`, whose key columns are
-    `file_keys` (the other columns are read only now that the file holds a key sought)."""
+    """The `value_schema` columns of the rows at `positions` of file `f`, whose key columns (and
+    any read with them) are `file_keys` (the others are read only now that the file holds a key
+    sought)."""
     at = pa.array(positions)
     taken = {k: file_keys.column(k).take(at) for k in file_keys.column_names}
     if others:

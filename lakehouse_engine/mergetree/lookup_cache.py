@@ -88,6 +88,16 @@ class LookupCache:
             self.hits += 1
             return pa.Table.from_arrays([entry.columns[c] for c in schema.names], schema=schema)
 
+    def cached_columns(self, path: str, schema_id: int, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+        """Those columns of `schema` cached for the file at `path` (read as schema `schema_id`)
+        with exactly their type: a read of more columns decodes only the others."""
+        with self._lock:
+            entry = self._entries.get((path, schema_id))
+            if entry is None:
+                return {}
+            return {c: entry.columns[c] for c in schema.names
+                    if c in entry.columns and entry.columns[c].type == schema.field(c).type}
+
     def put(self, path: str, schema_id: int, table: pa.Table) -> None:
         """Cache the columns of `table` (the whole file's rows, in file order) for `path`."""
         if self.max_bytes <= 0:
@@ -214,9 +224,19 @@ class CachedFileReader:
         cached = self.cache.get(path, self.schema_id, read_schema)
         if cached is not None and cached.num_rows == meta.row_count:
             return cached
-        rows = self.reader.read(path, columns, read_schema, meta)
+        have = {} if list(columns) != read_schema.names else {
+            c: v for c, v in self.cache.cached_columns(path, self.schema_id, read_schema).items()
+            if len(v) == meta.row_count}
+        if not have:
+            rows = self.reader.read(path, columns, read_schema, meta)
+            self.cache.put(path, self.schema_id, rows)
+            return rows
+        # Only the columns not cached are decoded (a lookup reads the keys first, then the rest).
+        missing = [c for c in columns if c not in have]
+        rows = self.reader.read(path, missing, pa.schema([read_schema.field(c) for c in missing]), meta)
         self.cache.put(path, self.schema_id, rows)
-        return rows
+        return pa.Table.from_arrays([have[c] if c in have else rows.column(c) for c in columns],
+                                    schema=read_schema)
 
     def put_written(self, path: str, rows: pa.Table) -> None:
         """Cache the rows of a file this process just wrote (in the reader's schema)."""

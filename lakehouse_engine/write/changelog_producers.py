@@ -28,7 +28,7 @@ from lakehouse_engine.mergetree.changelog import (
     write_changelog,
 )
 from lakehouse_engine.mergetree.lookup import LookupResult as LookupFound
-from lakehouse_engine.mergetree.lookup import lookup
+from lakehouse_engine.mergetree.lookup import lookup, rows_at
 from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
 from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from lakehouse_engine.mergetree.merge_order import merge_order
@@ -69,6 +69,7 @@ class LookupChangelog:
         self.columns = self.fields + [SEQUENCE_NUMBER, VALUE_KIND]
         file_schema = schema.data_file_arrow_schema()
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
+        self._kind_schema = pa.schema([file_schema.field(VALUE_KIND)])
         self.engine = opts.require(MERGE_ENGINE)
         self.row_deduplicate = row_deduplicate(opts)
         self.merge_function = table.merge_function()
@@ -102,30 +103,37 @@ class LookupChangelog:
     def before_images(self, partition: Partition, bucket: int, older: list[DataFileMeta],
                       run: pa.Table) -> BeforeImages | None:
         """For a run `reuses_run` accepts: its rows' kinds (+U where the key has a live older row,
-        +I else) and those older rows as -U, in the run's order; None for any other run."""
+        +I else) and those older rows as -U, in the run's order; None for any other run.
+
+        The keys are matched and only the old rows' kinds read now; their other columns are
+        gathered when the -U rows are asked for (while the run's data files encode)."""
         if not self.reuses_run(run):
             return None
         new = run.select(self.columns)
-        found = self._lookup_newest(new.select(self.key_names), older, self._read_of(partition, bucket))
-        old = found.old_rows
-        live = np.zeros(old.num_rows, bool)
-        if old.num_rows:
-            old_kinds = old.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
+        read = self._read_of(partition, bucket)
+        found = self._lookup_newest(new.select(self.key_names), older, read, self._kind_schema)
+        live = np.zeros(found.old_rows.num_rows, bool)
+        if found.old_rows.num_rows:
+            old_kinds = found.old_rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             live = (old_kinds == INSERT) | (old_kinds == UPDATE_AFTER)
         updated = np.zeros(new.num_rows, bool)
         updated[found.key_index[live]] = True
         kinds = np.where(updated, UPDATE_AFTER, INSERT).astype(np.int8)
-        # The old rows come in key_index order (level by level); the changelog file is sorted by
-        # key, as the run is. Most often (one sorted run holds them all) they already are.
-        live_index = found.key_index[live]
-        if live.all() and bool(np.all(live_index[1:] > live_index[:-1])):
-            before = old
-        else:
-            before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
-        before = before.select(new.column_names).cast(new.schema)
-        before = before.set_column(before.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
-                                   pa.array(np.full(before.num_rows, UPDATE_BEFORE, np.int8)))
-        return BeforeImages(kinds=kinds, rows=before)
+
+        def gather() -> pa.Table:
+            old = rows_at(found, older, read, self.read_schema)
+            # The old rows come in key_index order (level by level); the changelog file is sorted
+            # by key, as the run is. Most often (one sorted run holds them all) they already are.
+            live_index = found.key_index[live]
+            if live.all() and bool(np.all(live_index[1:] > live_index[:-1])):
+                before = old
+            else:
+                before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
+            before = before.select(new.column_names).cast(new.schema)
+            return before.set_column(before.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
+                                     pa.array(np.full(before.num_rows, UPDATE_BEFORE, np.int8)))
+
+        return BeforeImages(kinds=kinds, gather=gather)
 
     def cached_reader(self) -> CachedFileReader:
         """Reads the table's data files through this process's lookup cache of the table."""
@@ -204,14 +212,18 @@ class LookupChangelog:
         found = self._lookup_newest(keys, older, read)
         return found.old_rows if found.old_rows.num_rows else None
 
-    def _lookup_newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any) -> LookupFound:
-        """The shared lookup of `keys` in `older`: level-0 runs newest first, then levels 1, 2, ..."""
+    def _lookup_newest(self, keys: pa.Table, older: list[DataFileMeta], read: Any,
+                       schema: pa.Schema | None = None) -> LookupFound:
+        """The shared lookup of `keys` in `older`: level-0 runs newest first, then levels 1, 2, ...;
+        the old rows with the columns of `schema` (default: every column read)."""
         level0 = sorted((f for f in older if f.level == 0),
                         key=lambda f: (f.max_sequence_number, f.min_sequence_number), reverse=True)
         levels: list[list[DataFileMeta]] = [[f] for f in level0]
         for level in sorted({f.level for f in older if f.level > 0}):
             levels.append([f for f in older if f.level == level])
-        return lookup(keys, levels, read, self.key_names, self.read_schema, self._range, comparable_key)
+        # The kind (one byte a row) comes with the keys: no read of its own for a kind-only lookup.
+        return lookup(keys, levels, read, self.key_names, schema or self.read_schema, self._range, comparable_key,
+                      read_with_keys=[VALUE_KIND])
 
     def _range(self, f: DataFileMeta) -> tuple[Any, Any]:
         return (comparable_key(deserialize_row(f.min_key, self.key_types)),

@@ -60,11 +60,15 @@ def _write_after_images(table: FileStore, writer: DataFileWriter, rows: pa.Table
     """
     rows, run = _with_kinds(rows, images.kinds), _with_kinds(run, images.kinds)
     paths = table.path_factory
+    # The before-images are rows of the same columns, older versions of the run's keys: the
+    # run's dictionary judgement serves both files (judged once, not again on the -U rows).
+    dictionary = writer.dictionary_for(rows)
     written, before = _beside_data(
         table, writer, rows, bucket_dir,
         lambda: write_changelog(table.file_io, table.schema, bucket_dir, paths.new_changelog_file_name,
-                                writer.target_file_size, images.rows),
-        lambda files: _delete_files(table, bucket_dir, files))
+                                writer.target_file_size, images.rows, dictionary=dictionary),
+        lambda files: _delete_files(table, bucket_dir, files),
+        dictionary)
     try:
         after = _as_changelog(table, bucket_dir, written)
     except BaseException:
@@ -74,12 +78,13 @@ def _write_after_images(table: FileStore, writer: DataFileWriter, rows: pa.Table
 
 
 def _beside_data(table: FileStore, writer: DataFileWriter, rows: pa.Table, bucket_dir: str,
-                 other: Callable[[], _T], delete_other: Callable[[_T], None]) -> tuple[list[DataFileMeta], _T]:
-    """The run `rows`' data files, encoded on a second thread while `other()` writes the flush's
-    other files (both encodes release the GIL); if either fails, what the other wrote is deleted
-    and the error raised."""
+                 other: Callable[[], _T], delete_other: Callable[[_T], None],
+                 dictionary: bool | list[str] | None = None) -> tuple[list[DataFileMeta], _T]:
+    """The run `rows`' data files (`dictionary`: their judged dictionary columns, None to judge),
+    encoded on a second thread while `other()` writes the flush's other files (both encodes
+    release the GIL); if either fails, what the other wrote is deleted and the error raised."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
-        data = pool.submit(writer.write_run, rows, 0)
+        data = pool.submit(writer.write_run, rows, 0, dictionary=dictionary)
         try:
             result = other()
         except BaseException:

@@ -8,7 +8,7 @@ into fixed buckets, a Spark task of a dynamic-bucket table is one assigner of n.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -97,12 +97,23 @@ class LookupResult:
 @dataclass
 class BeforeImages:
     """A run whose data files are the after-image half of its `lookup` changelog: the kinds its
-    rows take (+U where the key has a live older row, +I else) and the -U rows to write beside it."""
+    rows take (+U where the key has a live older row, +I else) and the -U rows to write beside it.
+
+    The kinds come first (the keys matched); the -U rows are gathered when first asked for, so the
+    run's data files can be encoded while they are."""
 
     #: Per row of the run, its `_VALUE_KIND` in the data file and in the changelog.
     kinds: np.ndarray
-    #: The older rows of the updated keys as -U, in the run's key order (file layout).
-    rows: pa.Table
+    #: Gathers the -U rows (`rows`).
+    gather: Callable[[], pa.Table]
+    _rows: pa.Table | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> pa.Table:
+        """The older rows of the updated keys as -U, in the run's key order (file layout)."""
+        if self._rows is None:
+            self._rows = self.gather()
+        return self._rows
 
 
 class FlushLookup(Protocol):

@@ -148,3 +148,22 @@ def test_match_keys_finds_each_row_among_the_sought_keys(case: str) -> None:
         positions, hit = match_rows(ordered, rows, names)
         assert positions.tolist() == np.flatnonzero(expected >= 0).tolist()
         assert order[hit].tolist() == expected[positions].tolist()
+
+
+def test_rows_at_gathers_the_rows_a_key_only_lookup_found_in_its_order(table: FileStoreTable) -> None:
+    # The lookup is run with one column; the others are gathered after, from every file it found
+    # rows in (the newer run and the older run's files), each row as the full lookup gives it.
+    from lakehouse_engine.mergetree.lookup import rows_at
+
+    runs = _runs(table)
+    tools = _tools(table)
+    full_schema = tools["value_schema"]
+    keys = _batch(range(700, 100, -37), "new").select(["k1", "k2"])  # (not in key order)
+    full = lookup(keys, runs, **tools)
+    narrow = lookup(keys, runs, **{**tools, "value_schema": pa.schema([full_schema.field("k1")])})
+    assert len(narrow.files) > 2
+    got = rows_at(narrow, [f for run in runs for f in run], tools["read_file"], full_schema)
+    assert got.equals(full.old_rows)
+    assert narrow.key_index.tolist() == full.key_index.tolist()
+    nothing = lookup(_batch(range(900, 905), "n").select(["k1", "k2"]), runs, **tools)
+    assert rows_at(nothing, [], tools["read_file"], full_schema).equals(full_schema.empty_table())

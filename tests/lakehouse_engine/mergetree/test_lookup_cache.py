@@ -13,7 +13,12 @@ import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.errors import InvalidOptionError
-from lakehouse_engine.mergetree.lookup_cache import LookupCache, cache_for, clear_caches
+from lakehouse_engine.mergetree.lookup_cache import (
+    CachedFileReader,
+    LookupCache,
+    cache_for,
+    clear_caches,
+)
 from lakehouse_engine.options import CoreOptions
 from tests.lakehouse_engine.conftest import create_table, read
 from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, put, replay
@@ -51,6 +56,28 @@ def test_a_cached_file_reads_back_its_columns_and_a_missing_column_is_a_miss() -
     assert cache.get("f1", 0, rows.schema).equals(rows)
     other_type = pa.schema([pa.field("id", pa.int32())])
     assert cache.get("f1", 0, other_type) is None
+
+
+def test_a_read_of_more_columns_than_cached_decodes_only_the_others() -> None:
+    # (A lookup reads a file's keys first, then, for a file holding a key sought, the rest.)
+    cache = LookupCache(1 << 20, 3600)
+    rows = _rows(100)
+    decoded: list[list[str]] = []
+
+    class Reader:
+        schema = type("S", (), {"id": 0})()
+
+        def read(self, path: str, columns: list[str], schema: pa.Schema, meta: Any) -> pa.Table:
+            decoded.append(list(columns))
+            assert schema.names == list(columns)
+            return rows.select(list(columns))
+
+    meta = type("M", (), {"row_count": 100})()
+    reader = CachedFileReader(Reader(), cache)  # type: ignore[arg-type]
+    assert reader.read("f1", ["id"], rows.select(["id"]).schema, meta).equals(rows.select(["id"]))
+    assert reader.read("f1", ["id", "v"], rows.schema, meta).equals(rows)
+    assert reader.read("f1", ["v", "id"], rows.select(["v", "id"]).schema, meta).equals(rows.select(["v", "id"]))
+    assert decoded == [["id"], ["v"]]
 
 
 def test_memory_stays_within_the_bound_least_recently_used_out() -> None:

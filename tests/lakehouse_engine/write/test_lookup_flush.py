@@ -206,3 +206,28 @@ def test_a_run_of_adds_rolled_into_several_files_lists_each_as_an_after_image(ca
     changes = t.changes(start)
     assert changes.num_rows == 9000
     assert changes.filter(pa.compute.equal(changes.column("_row_kind"), "+U")).num_rows == 3000
+
+
+def test_a_fresh_process_decodes_each_older_file_once_keys_and_kinds_first(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run's kinds need only the older rows' keys and kinds (read together); the other columns
+    # of a file holding an updated key are read once after, while the data files encode.
+    from lakehouse_engine.mergetree.evolution import EvolvingFileReader
+
+    t = keyed_table(catalog, "t", **{"changelog-producer": "lookup", "bucket": "1"})
+    put(t, *[(i, f"v{i}", "+I") for i in range(20)])
+    older = {e.file.file_name for e in t.store.manifest_io().live_entries(t.latest_snapshot())}
+    reads: list[tuple[str, list[str]]] = []
+    real = EvolvingFileReader.read
+
+    def counted(self: Any, path: str, columns: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append((path.rsplit("/", 1)[-1], list(columns)))
+        return real(self, path, columns, *args, **kwargs)
+
+    clear_caches()
+    monkeypatch.setattr(EvolvingFileReader, "read", counted)
+    _upsert_adds(t)
+    monkeypatch.undo()
+    (name,) = older
+    assert [c for f, c in reads if f == name] == [["id", "_VALUE_KIND"], ["v", "k", "_SEQUENCE_NUMBER"]]
+    assert _rows(t)[15] == "w15"
