@@ -42,6 +42,8 @@ ENGINES = {
     # writer retracts into a row the read shows and the lookup changelog does not: a separate gap.)
     "aggregation": {"merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
                     "fields.w.aggregate-function": "sum", "aggregation.remove-record-on-delete": "true"},
+    # `+I` of new keys only; its writers take level 0 up through the first-row lookup.
+    "first-row": {"merge-engine": "first-row", "ignore-delete": "true"},
     # A write-only writer's level 0 is invisible until a compaction takes it up with its changelog.
     "deletion-vectors": {"deletion-vectors.enabled": "true"},
     "deletion-vectors, partial-update": {"deletion-vectors.enabled": "true", "merge-engine": "partial-update",
