@@ -151,14 +151,15 @@ def _checked_live_entries(table: FileStore, snapshot: Snapshot | None) -> list[M
 
 def compact_table(table: FileStore, full: bool = False,
                   partitions: Sequence[Mapping[str, Any]] | None = None,
-                  expire: Callable[[], None] | None = None) -> list[int]:
+                  expire: Callable[[], None] | None = None, move_postponed: bool = True) -> list[int]:
     """Compact (buckets on all cores) and commit COMPACT snapshots; returns their ids.
 
-    A postpone-bucket table first moves its postponed rows into real buckets. `expire` runs
-    after each commit that landed (the facade passes the table's snapshot expiry).
+    A postpone-bucket table first moves its postponed rows into real buckets (unless not
+    `move_postponed`). `expire` runs after each commit that landed (the facade passes the table's
+    snapshot expiry).
     """
     ids: list[int] = []
-    if table.bucket_mode() is BucketMode.POSTPONE_MODE:
+    if move_postponed and table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
         ids += compact_postpone(table, partitions, expire)

@@ -45,7 +45,8 @@ class Level0Changelog:
         that are no longer live); `given`: level-0 files whose changelog their flush gave."""
         self.table = table
         self.given = set(given)
-        self._lookup = LookupChangelog(table, snapshot)
+        self._snapshot = snapshot
+        self._lookup: LookupChangelog | None = None  # built when a file needs it (rarely: see `given`)
 
     def changelog(self, partition: Partition, bucket: int, level0: list[DataFileMeta],
                   upper: list[DataFileMeta]) -> list[DataFileMeta]:
@@ -53,6 +54,10 @@ class Level0Changelog:
         bucket's files above level 0 (and the older level-0 files); in the order to read them."""
         pending = sorted((f for f in level0 if f.file_name not in self.given),
                          key=lambda f: (f.max_sequence_number, f.min_sequence_number, f.file_name))
+        if not pending:
+            return []
+        if self._lookup is None:
+            self._lookup = LookupChangelog(self.table, self._snapshot)
         older = list(upper)
         written: list[DataFileMeta] = []
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
