@@ -81,10 +81,11 @@ def level0_changelog_of(table: FileStore, snapshot: Callable[[], Snapshot | None
     return Level0Changelog(table, snapshot, given)
 
 
-def lookup_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
+def lookup_level0_up(table: FileStore, commit_user: str, changelog: bool = True) -> BucketLevel0Up:
     """The committer's compaction of a `lookup` table's bucket whose level 0 its writer did not take
     up (a write-only writer's, a Spark data source task's, a compaction that lost a race): level 0
-    up (Paimon's ForceUpLevel0Compaction) with the changelog of every level-0 file it takes."""
+    up (Paimon's ForceUpLevel0Compaction) with the changelog of every level-0 file it takes
+    (without `changelog`: an overwrite's files, which give none)."""
 
     def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
         levels = Levels(files, table.options.num_levels)
@@ -92,7 +93,7 @@ def lookup_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
         if unit is None:
             return None
         compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1],
-                                    level0_changelog=level0_changelog_of(table))
+                                    level0_changelog=level0_changelog_of(table) if changelog else None)
         before, after = compactor.compact(levels, unit)
         if not before and not after:
             return None

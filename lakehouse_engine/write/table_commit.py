@@ -183,9 +183,11 @@ class TableCommit:
             elif written and self._takes_lookup_level0_up() and self._level0_left(messages, compacted):
                 # Level 0 the writer did not take up (a write-only writer's, a Spark data source
                 # task's, a compaction that lost a race) goes up now with its changelog, as Paimon's
-                # write of a `lookup` table compacts (its first stream plan skips level 0).
+                # write of a `lookup` table compacts (its first stream plan skips level 0). An
+                # overwrite's rows give no changelog (streams skip overwrites).
+                changelog = self.overwrite_specs is None
                 written += self._settle_level0(messages, commit_identifier, written,
-                                               lambda _: lookup_level0_up(self.table, self.commit_user),
+                                               lambda _: lookup_level0_up(self.table, self.commit_user, changelog),
                                                must_land=False)
         self._committed = self.once
         if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
@@ -288,12 +290,14 @@ class TableCommit:
         """A DV bucket's level 0 up through the lookup, vectors marked against `latest`'s."""
         bases = DeletionVectorBase.of_snapshot(self.table, latest)
         codec = self.table.partition_codec()
+        # The level-0 changelog of a `lookup` table (an overwrite's rows give none).
+        level0_changelog = (level0_changelog_of(self.table, lambda: latest) if self.overwrite_specs is None
+                            else None)
 
         def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
             base = bases.get(key, DeletionVectorBase())
             done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base,
-                                           level0_changelog=level0_changelog_of(self.table, lambda: latest)
-                                           ).compact(files)
+                                           level0_changelog=level0_changelog).compact(files)
             if done is None:
                 return None
             return CommitMessage(key[0], key[1], total, compact_before=done.before, compact_after=done.after,
