@@ -310,12 +310,14 @@ class TableCommit:
     def _settle_level0(self, messages: list[CommitMessage], identifier: int, written: list[int],
                        compaction: Callable[[Snapshot | None], BucketLevel0Up], must_land: bool = True) -> list[int]:
         """The buckets this commit wrote must end with no level-0 file where readers skip level 0
-        (a DV table's, a first-row table's for Paimon): when the writer's compaction lost to a
-        concurrent commit (its lookup against a stale base) or was dropped, compact those buckets
-        again against what landed (`compaction(latest)` compacts one), until it lands. Returns
-        the ids of the COMPACT snapshots it committed. When it keeps losing: a PostCommitError
-        (`must_land`: our reads of a DV table skip level 0), else a warning (a first-row table's
-        rows stay visible to our reads; Paimon's see them after the next compaction)."""
+        (a DV table's, a first-row table's for Paimon, a `lookup` table's first stream plan): when
+        the writer's compaction lost to a concurrent commit (its lookup against a stale base) or was
+        dropped, or its writer left level 0 (write-only), compact those buckets again against what
+        landed (`compaction(latest)` compacts one, a `lookup` table's giving the changelog of the
+        level 0 it takes up), until it lands. Returns the ids of the COMPACT snapshots it
+        committed. When it keeps losing: a PostCommitError (`must_land`: our reads of a DV table
+        skip level 0), else a warning (the rows stay visible to our batch reads, and level 0
+        gives its changelog at the next compaction)."""
         buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
         ids: list[int] = []
         if not buckets:

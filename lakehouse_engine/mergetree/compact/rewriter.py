@@ -67,6 +67,7 @@ class BucketFiles(Protocol):
 
     def schema_by_id(self, schema_id: int) -> TableSchema: ...
 
+
 class Level0ChangelogWriter(Protocol):
     """Writes the `lookup` changelog of level-0 files a compaction takes up (`write.level0_changelog`)."""
 
