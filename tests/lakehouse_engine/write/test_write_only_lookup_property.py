@@ -139,3 +139,29 @@ def test_a_stream_starting_between_a_write_only_commit_and_the_compaction_receiv
         seen.append(read_.to_arrow(plan.splits()))
     assert seen[0].num_rows == 0
     assert pa.concat_tables(seen).column("id").to_pylist() == [1]
+
+
+def test_a_write_only_commit_gives_no_changelog_and_the_compaction_taking_its_level_0_up_gives_it(
+        tmp_path: Any) -> None:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={
+        "bucket": "1", "rowkind.field": "rk", "changelog-producer": "lookup"}))
+    table = catalog.get_table("db.t")
+
+    def commit(t: Any, ids: list[int], v: int) -> list[int]:
+        wb = t.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(pa.table({"id": ids, "v": [v] * len(ids), "w": [v] * len(ids), "rk": ["+I"] * len(ids)},
+                               schema=SCHEMA))
+        return list(c.commit(w.prepare_commit()))
+
+    commit(table, [1, 2], 1)
+    [appended] = commit(table.copy({"write-only": "true"}), [2, 3], 2)
+    snapshot = table.snapshot(appended)
+    assert (snapshot.commit_kind, snapshot.changelog_manifest_list) == ("APPEND", None)
+    assert table.changes(appended - 1).num_rows == 0
+    [compacted] = table.compact()
+    changes = [(r["_row_kind"], r["id"], r["v"]) for r in table.changes(appended).to_pylist()]
+    assert table.snapshot(compacted).commit_kind == "COMPACT"
+    assert changes == [("-U", 2, 1), ("+U", 2, 2), ("+I", 3, 2)]
