@@ -24,6 +24,7 @@ from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorCompactor,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.level0_changelog import level0_changelog_of
 from lakehouse_engine.write.write_builder import BatchWriteBuilder
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     if unit is None:
         return None
     part = table.partition_codec().from_binary(task.partition)
-    compactor = BucketCompactor(table, part, task.bucket)
+    # A `lookup` table's level-0 files give their changelog as they go up (write.level0_changelog).
+    compactor = BucketCompactor(table, part, task.bucket, level0_changelog=level0_changelog_of(table))
     before, after = compactor.compact(levels, unit)
     if not before and not after:
         return None
@@ -102,14 +104,17 @@ def _level0_up(options: CoreOptions) -> bool:
 
 def _run_deletion_vector_task(table: FileStore, task: CompactTask) -> CommitMessage | None:
     """Compact one bucket of a DV table, its vectors applied and maintained."""
-    base = DeletionVectorBase.of_snapshot(table, table.snapshot_manager().snapshot(task.snapshot_id)).get(
-        (task.partition, task.bucket), DeletionVectorBase())
+    snapshot = table.snapshot_manager().snapshot(task.snapshot_id)
+    base = DeletionVectorBase.of_snapshot(table, snapshot).get((task.partition, task.bucket), DeletionVectorBase())
     part = table.partition_codec().from_binary(task.partition)
-    done = DeletionVectorCompactor(table, part, task.bucket, base).compact(task.files, task.full)
+    done = DeletionVectorCompactor(table, part, task.bucket, base,
+                                   level0_changelog=level0_changelog_of(table, lambda: snapshot)).compact(
+        task.files, task.full)
     if done is None:
         return None
     return CommitMessage(task.partition, task.bucket, task.total_buckets, compact_before=done.before,
-                         compact_after=done.after, deletion_vector_files=done.index_files,
+                         compact_after=done.after, compact_changelog=done.changelog_files,
+                         deletion_vector_files=done.index_files,
                          deletion_vector_base=(list(base.index_files), list(base.upper_files)))
 
 
@@ -146,14 +151,15 @@ def _checked_live_entries(table: FileStore, snapshot: Snapshot | None) -> list[M
 
 def compact_table(table: FileStore, full: bool = False,
                   partitions: Sequence[Mapping[str, Any]] | None = None,
-                  expire: Callable[[], None] | None = None) -> list[int]:
+                  expire: Callable[[], None] | None = None, move_postponed: bool = True) -> list[int]:
     """Compact (buckets on all cores) and commit COMPACT snapshots; returns their ids.
 
-    A postpone-bucket table first moves its postponed rows into real buckets. `expire` runs
-    after each commit that landed (the facade passes the table's snapshot expiry).
+    A postpone-bucket table first moves its postponed rows into real buckets (unless not
+    `move_postponed`). `expire` runs after each commit that landed (the facade passes the table's
+    snapshot expiry).
     """
     ids: list[int] = []
-    if table.bucket_mode() is BucketMode.POSTPONE_MODE:
+    if move_postponed and table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
         ids += compact_postpone(table, partitions, expire)

@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakehouse_engine.compact.table_compact import compact_table
 from lakehouse_engine.errors import InvalidOptionError, UnsupportedError
 from lakehouse_engine.maintenance.expire import expire_after_commit
+from lakehouse_engine.mergetree.changelog import changelog_producer
 from lakehouse_engine.mergetree.range_merge import merge_budget
+from lakehouse_engine.options import WRITE_ONLY
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.scan import TableScan
@@ -51,6 +54,7 @@ def rescale(table: FileStore, bucket_num: int,
         raise UnsupportedError(
             f"rescale of table {table.name}: only fixed-bucket and postpone-bucket primary-key tables "
             f"can be rescaled ('bucket' is {table.options.bucket})")
+    ids = _level0_up_first(table, partitions)
     snapshot = table.latest_snapshot()
     if snapshot is None:
         return []
@@ -62,7 +66,7 @@ def rescale(table: FileStore, bucket_num: int,
         if part.matches(partitions):
             chosen.append((binary, part.as_dict()))
     if not chosen:
-        return []
+        return ids
     writer = TableWrite.for_rescale(table, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
                                     bucket_num)
     pb = PredicateBuilder(table.schema.field_names)
@@ -84,9 +88,23 @@ def rescale(table: FileStore, bucket_num: int,
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
     # One OVERWRITE of exactly these partitions.
-    ids = TableCommit(table, writer.commit_user, specs, expire=partial(expire_after_commit, table)).commit(messages)
+    ids += TableCommit(table, writer.commit_user, specs, expire=partial(expire_after_commit, table)).commit(messages)
     if partitions is None and mode is BucketMode.HASH_FIXED:
         # Every partition has the new count now: so must the table option, which other engines'
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
         SchemaManager(table.file_io, table.path_factory, table.name).commit_options({"bucket": str(bucket_num)})
     return ids
+
+
+def _level0_up_first(table: FileStore, partitions: Sequence[Mapping[str, Any]] | None) -> list[int]:
+    """A `lookup` table's level-0 rows (a write-only writer's) have not given their changelog yet;
+    the rescale's OVERWRITE gives none. So their buckets are compacted first, in a COMPACT snapshot
+    with that changelog (as any compaction taking level 0 up); returns its ids."""
+    if changelog_producer(table.options) != "lookup" or table.options.get(WRITE_ONLY):
+        return []
+    snapshot = table.latest_snapshot()
+    if snapshot is None or not any(e.file.level == 0 and e.bucket != POSTPONE_BUCKET
+                                   for e in table.manifest_io().live_entries(snapshot)):
+        return []
+    return compact_table(table, partitions=partitions, expire=partial(expire_after_commit, table),
+                         move_postponed=False)

@@ -181,15 +181,19 @@ def lookup_changelog(new: pa.Table, old_records: pa.Table, key_names: Sequence[s
     row and a retraction: `-D` old; both live: `-U` old, `+U` merged (not when row-deduplicate
     finds them equal); a retraction of an absent key: nothing. first-row: `+I` for new keys only.
     """
-    old = merge(old_records) if old_records.num_rows else old_records
+    columns = list(new.column_names)
+    merged_old = merge(old_records) if old_records.num_rows else old_records
+    merged_old = merged_old.select(columns).cast(new.schema)
+    old = merged_old
     if old.num_rows:
         kinds = old.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
         old = old.filter(pa.array(np.isin(kinds, (INSERT, UPDATE_AFTER))))
-    columns = list(new.column_names)
-    old = old.select(columns).cast(new.schema)
     rows = pa.concat_tables([old, new])
     at_top = np.concatenate([np.ones(old.num_rows, bool), np.zeros(new.num_rows, bool)])
-    merged = merge(rows)
+    # The row after: every record of the key merged, a retraction still kept in the older levels
+    # too (an aggregation's `-D` of a key it had not seen retracts from what comes after, as the
+    # read merges it); the row before: the older records' merge where it is a row.
+    merged = merge(pa.concat_tables([merged_old, new])) if len(merged_old) > len(old) else merge(rows)
     out = full_compaction_changelog(rows, at_top, merged, key_names, value_columns, row_deduplicate)
     if first_row and out.num_rows:
         out = out.filter(pc.equal(out.column(VALUE_KIND), INSERT))

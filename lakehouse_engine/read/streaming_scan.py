@@ -11,8 +11,8 @@ After that each plan is the changes of the next snapshot that has some (`read.ch
 from its long-lived changelog once the snapshot has expired (`changelog.*` retention): skipped
 snapshots (compactions of a table without a changelog producer, overwrites) yield nothing. A full
 first read of a table with a `lookup` (or `full-compaction`) producer leaves out the files whose
-rows its changelog will deliver, as Paimon does (level 0, or all but the top level); level-0 files
-whose own commit gave their changelog already (this engine's write-only writers) are read.
+rows its changelog will deliver, as Paimon does (level 0, or all but the top level): a level-0 file
+gives its `lookup` changelog when a compaction takes it up (write/level0_changelog.py).
 
 The position is `checkpoint()` (the next snapshot id); a consumer records it in
 `consumer/consumer-<id>` once the plan before it has been processed (pypaimon's at-least-once
@@ -42,8 +42,6 @@ from lakehouse_engine.read.changes import (
     follow_up_kind,
     has_changes,
 )
-from lakehouse_engine.read.deletion_vectors import deletion_vectors_enabled
-from lakehouse_engine.read.level0_changes import level0_with_changes_out
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.scan import Plan, TableScan
 from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
@@ -271,13 +269,8 @@ class StreamingTableScan:
         top = self.table.options.num_levels - 1
         bucket_filter = self.bucket_filter
         if producer == "lookup":
-            # Level 0 but the files whose changes their own commit already gave (read.level0_changes).
-            given = set()
-            if not deletion_vectors_enabled(self.table.options):
-                live = self.table.manifest_io().live_entries(snapshot)
-                given = level0_with_changes_out(self.table, snapshot, [e for e in live if e.file.level == 0])
-            scan.entry_filter = lambda e: ((e.file.level > 0 or e.file.file_name in given)
-                                           and (bucket_filter is None or bucket_filter(e.bucket)))
+            # A level-0 file has not given its changelog yet: the compaction taking it up gives it.
+            scan.entry_filter = lambda e: e.file.level > 0 and (bucket_filter is None or bucket_filter(e.bucket))
         elif producer == "full-compaction":
             scan.entry_filter = lambda e: e.file.level == top and (bucket_filter is None or bucket_filter(e.bucket))
         elif bucket_filter is not None:

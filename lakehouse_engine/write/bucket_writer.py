@@ -32,6 +32,7 @@ from lakehouse_engine.write.bucket_router import RestoredState
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, DeletionVectorCompactor
 from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
+from lakehouse_engine.write.level0_changelog import level0_changelog_of
 from lakehouse_engine.write.write_roles import FlushLookup, OutputRole
 
 if TYPE_CHECKING:
@@ -143,6 +144,9 @@ class BucketWriter:
         self.compact_base: set[str] | None = None
         #: A DV table's new level-0 files' keys, kept from the flush so its lookup need not read them.
         self.new_keys: dict[str, pa.Table] = {}
+        #: Level-0 files this writer flushed whose `lookup` changelog their flush gave: the
+        #: compaction taking them up gives that of the bucket's other level-0 files only.
+        self.changelog_given: set[str] = set()
         #: Written since this writer's last full compaction of it landed: the next commit that
         #: compacts fully takes it too, written in that commit or not (Paimon's
         #: GlobalFullCompactionSinkWrite; `write.full_compaction_cadence` clears it).
@@ -249,6 +253,7 @@ class BucketWriter:
         if found is not None:
             self.lookup_index_files.extend(found.index_files)
             self.compact_changelog.extend(found.changelog_files)
+            self.changelog_given.update(f.file_name for f in written)
         self.new_files.extend(written)
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
@@ -303,12 +308,26 @@ class BucketWriter:
         unit = pick_unit(levels, ctx.options, full, force_up_level0)
         if unit is None:
             return
-        unlogged = self.first_row_unlogged if any(f.level == 0 for f in unit.files) else None
-        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog, unlogged)
+        level0 = [f for f in unit.files if f.level == 0]
+        unlogged = None
+        if level0 and ctx.first_row_changelog:
+            # No level-0 file a snapshot lists has given its changelog (a write-only writer's
+            # neither): the first-row compaction writes that of every level-0 row it keeps.
+            own = [] if self.first_row_unlogged is None else [self.first_row_unlogged]
+            unlogged = min(own + [f.min_sequence_number for f in level0])
+        lookup = ctx.changelog_producer == "lookup" and not ctx.first_row_changelog
+        compactor = BucketCompactor(ctx.table, self.partition, self.bucket, changelog,
+                                    level0_changelog_of(ctx.table, given=self.changelog_given) if lookup else None,
+                                    unlogged)
         seen = {f.file_name for f in levels.all_files()}
         try:
             before, after = compactor.compact(levels, unit)
-            self.compact_changelog.extend(compactor.changelog_files)
+            if lookup:
+                # The changelog of the bucket's other level-0 files (a write-only writer's) comes
+                # first: this writer's flushes compared their rows with those files' rows.
+                self.compact_changelog[:0] = compactor.changelog_files
+            else:
+                self.compact_changelog.extend(compactor.changelog_files)
             if unlogged is not None:
                 self.first_row_unlogged = None  # (a compaction with level 0 takes all of it up)
         except DataFileMissingError as e:
@@ -396,10 +415,15 @@ class BucketWriter:
         else:
             base = bases.get(key, DeletionVectorBase())
             files = state.bucket_files.get(key, []) + list(self.new_files)
-        done = DeletionVectorCompactor(self.context.table, self.partition, self.bucket, base,
-                                       self.new_keys).compact(files)
+        ctx = self.context
+        level0_changelog = (level0_changelog_of(ctx.table, lambda: state.latest, self.changelog_given)
+                            if ctx.changelog_producer == "lookup" else None)
+        done = DeletionVectorCompactor(ctx.table, self.partition, self.bucket, base, self.new_keys,
+                                       level0_changelog).compact(files)
         if done is None:
             return
+        # The changelog of the bucket's other level-0 files first (see `compact`).
+        self.compact_changelog[:0] = done.changelog_files
         self.compact_before, self.compact_after = done.before, done.after
         self.deletion_vector_files = done.index_files
         self.deletion_vector_base = (list(base.index_files), list(base.upper_files))
@@ -441,6 +465,7 @@ class BucketWriter:
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []
         self.deletion_vector_base, self.lookup_base, self.lookup_snapshot = None, None, None
+        self.changelog_given = set()
         self.new_keys = {}
         return message
 

@@ -16,6 +16,9 @@ as Paimon's lookup compaction does (`ForceUpLevel0Compaction` with `LookupMergeT
    level-0 file of a deduplicate table is moved up without a rewrite when nothing in it retracts.
 4. The bucket's vectors (the old ones of files that stay, OR the new marks; none for files the unit
    removed) are written as new index files that replace all of the bucket's old ones.
+5. A `lookup` changelog table's compaction gives the changelog of the level-0 files it takes up
+   (those no flush of its writer looked up already), against the files above level 0 with their
+   vectors applied (`write.level0_changelog`): the rows become visible with their changelog.
 
 What the commit checks (`write.commit_planners.check_deletion_vector_base`): the bucket's files
 above level 0 and its vector index files are what this compaction saw, else the vectors would be
@@ -41,6 +44,7 @@ from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import Level0ChangelogWriter
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.data_file_check import checked_batches
@@ -104,15 +108,20 @@ class DeletionVectorCompaction:
     before: list[DataFileMeta]
     after: list[DataFileMeta]
     index_files: list[IndexManifestEntry]
+    #: The `lookup` changelog of the level-0 files it took up.
+    changelog_files: list[DataFileMeta] = field(default_factory=list)
 
 
 class DeletionVectorCompactor:
     """Compacts one bucket of a DV table and maintains its vectors (see the module docstring)."""
 
     def __init__(self, table: FileStore, partition: Partition, bucket: int, base: DeletionVectorBase,
-                 known_keys: dict[str, pa.Table] | None = None):
-        """`known_keys`: the key columns of level-0 files the caller still holds (not read again)."""
+                 known_keys: dict[str, pa.Table] | None = None,
+                 level0_changelog: Level0ChangelogWriter | None = None):
+        """`known_keys`: the key columns of level-0 files the caller still holds (not read again);
+        `level0_changelog`: a `lookup` table's, which gives the changelog of level-0 files taken up."""
         self.table = table
+        self.level0_changelog = level0_changelog
         self.known_keys = known_keys or {}
         schema = table.schema
         opts = schema.core_options
@@ -171,7 +180,15 @@ class DeletionVectorCompactor:
             unit, output, above = self._pick(level0, upper, max_level)
         written: list[DataFileMeta] = []
         try:
-            return self._run(unit, output, above, written)
+            changelog = []
+            if self.level0_changelog is not None:
+                # Before anything is marked: the level-0 records against the files above level 0.
+                written += self.level0_changelog.changelog(self.partition, self.bucket,
+                                                           [f for f in unit if f.level == 0], upper)
+                changelog = list(written)
+            done = self._run(unit, output, above, written)
+            done.changelog_files = changelog
+            return done
         except Exception:
             # Nothing of a failed compaction stays behind.
             for f in written:
@@ -226,8 +243,9 @@ class DeletionVectorCompactor:
             old = None
             if found is not None and found.old_rows.num_rows and not self.may_upgrade:
                 old = found.old_rows.select(self.columns).cast(self.read_schema)
-            written.extend(self._merge_and_write(unit, output, old))
-            before, after = list(unit), list(written)
+            outputs = self._merge_and_write(unit, output, old)
+            written.extend(outputs)
+            before, after = list(unit), outputs
         return DeletionVectorCompaction(before, after, self._index_files(unit, above, marks))
 
     def _level0_keys(self, level0: list[DataFileMeta]) -> pa.Table:

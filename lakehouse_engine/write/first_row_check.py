@@ -29,6 +29,7 @@ from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
 from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.write.commit_message import CommitMessage
+from lakehouse_engine.write.level0_changelog import level0_changelog_of
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -48,7 +49,8 @@ def first_row_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
         unit = pick_unit(levels, table.options, False, force_up_level0=True)
         if unit is None:
             return None
-        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1])
+        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1],
+                                    level0_changelog=level0_changelog_of(table))
         before, after = compactor.compact(levels, unit)
         if not before and not after:
             return None

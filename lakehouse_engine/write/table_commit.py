@@ -61,6 +61,7 @@ from lakehouse_engine.write.deletion_vectors import (
     deletion_vectors_enabled,
 )
 from lakehouse_engine.write.first_row_check import BucketLevel0Up, first_row_level0_up
+from lakehouse_engine.write.level0_changelog import level0_changelog_of, lookup_level0_up
 from lakehouse_engine.write.resequence import Resequencer
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class TableCommit:
                 written.append(sid)
                 self._landed_files |= {e.file.file_name for e in new_entries}
             compacted = None
+            self._drop_changelog_without_compaction(messages)
             if compact_entries or any(m.compact_changelog for m in messages):
                 sid = compacted = landed.get(CommitKind.COMPACT)
                 if sid is None:
@@ -172,12 +174,20 @@ class TableCommit:
                     written.append(sid)
             if written and self._maintains_deletion_vectors():
                 written += self._settle_level0(messages, commit_identifier, written, self._deletion_vector_compaction)
-            elif written and self._takes_first_row_level0_up() and (compacted is None or any(
-                    m.new_files and m.bucket >= 0 and not (m.compact_before or m.compact_after) for m in messages)):
+            elif written and self._takes_first_row_level0_up() and self._level0_left(messages, compacted):
                 # The writer's first-row compaction lost to a concurrent commit or was dropped: take
                 # the bucket's level 0 up again against what landed (readers of first-row skip it).
                 written += self._settle_level0(messages, commit_identifier, written,
                                                lambda _: first_row_level0_up(self.table, self.commit_user),
+                                               must_land=False)
+            elif written and self._takes_lookup_level0_up() and self._level0_left(messages, compacted):
+                # Level 0 the writer did not take up (a write-only writer's, a Spark data source
+                # task's, a compaction that lost a race) goes up now with its changelog, as Paimon's
+                # write of a `lookup` table compacts (its first stream plan skips level 0). An
+                # overwrite's rows give no changelog (streams skip overwrites).
+                changelog = self.overwrite_specs is None
+                written += self._settle_level0(messages, commit_identifier, written,
+                                               lambda _: lookup_level0_up(self.table, self.commit_user, changelog),
                                                must_land=False)
         self._committed = self.once
         if written and self.expire is not None and not self.table.options.get(WRITE_ONLY):
@@ -211,29 +221,14 @@ class TableCommit:
             except CommitConflictError:
                 # Another compaction or overwrite got there first. Our compaction output is
                 # garbage; the data itself (the APPEND above, if any) is committed and safe.
-                # A lookup changelog is the landed data's, not garbage; a full-compaction
-                # changelog is this compaction's own (computed against the top level it saw).
-                keep = self.table.options.require(CHANGELOG_PRODUCER) != "full-compaction"
-                changelog = [m.compact_changelog if keep else [] for m in messages]
-                if keep:
-                    for m in messages:
-                        m.compact_changelog = []
+                # Its changelog goes with it: a `lookup` changelog belongs to the compaction that
+                # takes its level-0 files up (they stay in level 0, and the committer's or a later
+                # compaction gives it), a full-compaction one is the compaction's own.
                 delete_message_files(self.table, messages, compaction_only=True)
-                for m, files in zip(messages, changelog, strict=True):
-                    m.compact_changelog = files
-                if written and any(changelog):
-                    # The data's changelog (lookup) still belongs after it: commit it alone, without
-                    # the lost compaction (whose deletion vectors, computed against the same stale
-                    # base, would conflict again; the bucket is compacted again after).
-                    for m in messages:
-                        m.compact_before, m.compact_after = [], []
-                        m.deletion_vector_files, m.deletion_vector_base = [], None
-                    return self._try_commit(self._planner(CommitKind.COMPACT, []), identifier)
+                for m in messages:
+                    m.compact_before, m.compact_after, m.compact_changelog = [], [], []
+                    m.deletion_vector_files, m.deletion_vector_base = [], None
                 if not written:
-                    for m in messages:
-                        delete_message_files(self.table, [CommitMessage(m.partition, m.bucket, m.total_buckets,
-                                                                        compact_changelog=m.compact_changelog)],
-                                             compaction_only=True)
                     raise
                 log.warning("table %s: compaction after snapshot %s lost to a concurrent change; "
                             "its files were removed", self.table.name, written[-1])
@@ -261,6 +256,31 @@ class TableCommit:
                     f"not maintain deletion vectors (the table's 'deletion-vectors.enabled' was "
                     f"turned on since the write started); nothing was committed, write again")
 
+    @staticmethod
+    def _level0_left(messages: list[CommitMessage], compacted: int | None) -> bool:
+        """Whether a bucket this commit wrote may have kept level-0 files: the COMPACT did not
+        land, or a message's new files came without a compaction of their bucket."""
+        return compacted is None or any(m.new_files and m.bucket >= 0 and not (m.compact_before or m.compact_after)
+                                        for m in messages)
+
+    def _takes_lookup_level0_up(self) -> bool:
+        opts = self.table.options
+        return (self.table.schema.has_primary_key and opts.require(CHANGELOG_PRODUCER) == "lookup"
+                and not opts.get(WRITE_ONLY))
+
+    def _drop_changelog_without_compaction(self, messages: list[CommitMessage]) -> None:
+        """A `lookup` changelog lands only with the compaction taking its level-0 files up (Paimon's
+        invariant: a level-0 file listed has not given its changelog): a message whose compaction
+        was skipped or dropped loses its changelog, and its files give it when they go up."""
+        if self.table.options.require(CHANGELOG_PRODUCER) != "lookup":
+            return
+        for m in messages:
+            if m.compact_changelog and not (m.compact_before or m.compact_after):
+                delete_message_files(self.table, [CommitMessage(m.partition, m.bucket, m.total_buckets,
+                                                                compact_changelog=m.compact_changelog)],
+                                     compaction_only=True)
+                m.compact_changelog = []
+
     def _takes_first_row_level0_up(self) -> bool:
         opts = self.table.options
         return (self.table.schema.has_primary_key and opts.require(MERGE_ENGINE) == "first-row"
@@ -270,14 +290,18 @@ class TableCommit:
         """A DV bucket's level 0 up through the lookup, vectors marked against `latest`'s."""
         bases = DeletionVectorBase.of_snapshot(self.table, latest)
         codec = self.table.partition_codec()
+        # The level-0 changelog of a `lookup` table (an overwrite's rows give none).
+        level0_changelog = (level0_changelog_of(self.table, lambda: latest) if self.overwrite_specs is None
+                            else None)
 
         def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
             base = bases.get(key, DeletionVectorBase())
-            done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base).compact(files)
+            done = DeletionVectorCompactor(self.table, codec.from_binary(key[0]), key[1], base,
+                                           level0_changelog=level0_changelog).compact(files)
             if done is None:
                 return None
             return CommitMessage(key[0], key[1], total, compact_before=done.before, compact_after=done.after,
-                                 deletion_vector_files=done.index_files,
+                                 compact_changelog=done.changelog_files, deletion_vector_files=done.index_files,
                                  deletion_vector_base=(list(base.index_files), list(base.upper_files)),
                                  commit_user=self.commit_user)
 
@@ -286,12 +310,14 @@ class TableCommit:
     def _settle_level0(self, messages: list[CommitMessage], identifier: int, written: list[int],
                        compaction: Callable[[Snapshot | None], BucketLevel0Up], must_land: bool = True) -> list[int]:
         """The buckets this commit wrote must end with no level-0 file where readers skip level 0
-        (a DV table's, a first-row table's for Paimon): when the writer's compaction lost to a
-        concurrent commit (its lookup against a stale base) or was dropped, compact those buckets
-        again against what landed (`compaction(latest)` compacts one), until it lands. Returns
-        the ids of the COMPACT snapshots it committed. When it keeps losing: a PostCommitError
-        (`must_land`: our reads of a DV table skip level 0), else a warning (a first-row table's
-        rows stay visible to our reads; Paimon's see them after the next compaction)."""
+        (a DV table's, a first-row table's for Paimon, a `lookup` table's first stream plan): when
+        the writer's compaction lost to a concurrent commit (its lookup against a stale base) or was
+        dropped, or its writer left level 0 (write-only), compact those buckets again against what
+        landed (`compaction(latest)` compacts one, a `lookup` table's giving the changelog of the
+        level 0 it takes up), until it lands. Returns the ids of the COMPACT snapshots it
+        committed. When it keeps losing: a PostCommitError (`must_land`: our reads of a DV table
+        skip level 0), else a warning (the rows stay visible to our batch reads, and level 0
+        gives its changelog at the next compaction)."""
         buckets = {(m.partition, m.bucket): m.total_buckets for m in messages if m.new_files and m.bucket >= 0}
         ids: list[int] = []
         if not buckets:

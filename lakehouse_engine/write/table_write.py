@@ -101,7 +101,10 @@ class TableWrite:
         producer = changelog_producer(opts) if self.primary_key else "none"
         moved = role.replaces or (role.compaction_output and not role.first_arrival)
         postponed = table.bucket_mode() == BucketMode.POSTPONE_MODE and not isinstance(buckets, FixedBuckets)
-        self.changelog_producer = "none" if (moved or postponed) else producer
+        # A `lookup` writer that leaves its rows in level 0 (`write-only`) makes none either: the
+        # compaction that takes them up gives their changelog (Paimon's; write/level0_changelog.py).
+        leaves_level0 = producer == "lookup" and opts.require(WRITE_ONLY)
+        self.changelog_producer = "none" if (moved or postponed or leaves_level0) else producer
         if producer != "none":
             check_producer_options(opts, table.name)
         if self.changelog_producer == "lookup" and flush_lookup is None:

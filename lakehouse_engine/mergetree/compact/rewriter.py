@@ -7,8 +7,11 @@ by default 70% of `target-file-size`); small lone files are rewritten with their
 Deletes are dropped only when the output is the highest level holding data.
 A first-row table's compaction that takes level-0 rows up drops those whose keys already live
 above its output level (`mergetree.compact.first_row_lookup`), as Paimon's lookup rewriter does;
-given the first sequence number its writer's lookup changelog does not cover yet, it also writes
-that changelog (`FirstRowChangelog`: the new keys' first rows, `+I`).
+given the first sequence number of the level-0 rows whose lookup changelog is not written yet, it
+also writes that changelog (`FirstRowChangelog`: the new keys' first rows, `+I`).
+A `lookup` changelog table's compaction that takes level-0 files up gives their changelog (Paimon's
+LookupMergeTreeCompactRewriter): the caller hands it a `Level0ChangelogWriter`
+(`write.level0_changelog`), which compares their records with the bucket's files above level 0.
 """
 
 from __future__ import annotations
@@ -70,6 +73,16 @@ class BucketFiles(Protocol):
 
     def schema_by_id(self, schema_id: int) -> TableSchema: ...
 
+
+class Level0ChangelogWriter(Protocol):
+    """Writes the `lookup` changelog of level-0 files a compaction takes up (`write.level0_changelog`)."""
+
+    def changelog(self, partition: Partition, bucket: int, level0: list[DataFileMeta],
+                  upper: list[DataFileMeta]) -> list[DataFileMeta]:
+        """The changelog files of `level0`'s records against the bucket's files `upper` (above level 0)."""
+        ...
+
+
 # Input bytes merged in one go: bounds memory while keeping output files near their target.
 _REWRITE_BATCH_FACTOR = 4
 
@@ -78,12 +91,15 @@ class BucketCompactor:
     """Runs compaction units for one (partition, bucket) and reports the files before and after."""
 
     def __init__(self, table: BucketFiles, partition: Partition, bucket: int, changelog: bool = True,
+                 level0_changelog: Level0ChangelogWriter | None = None,
                  first_row_changelog_from: int | None = None):
         """A compactor of `bucket` of `partition`; without `changelog` a full-compaction table's
         compaction writes none (an overwrite's own files: Paimon commits no overwrite changelog);
-        `first_row_changelog_from`: a first-row table's compaction that takes level 0 up writes
-        the lookup changelog of the rows numbered from it on (its writer looked nothing up)."""
+        `level0_changelog`: a `lookup` table's, which gives the changelog of level-0 files taken up;
+        `first_row_changelog_from`: instead, a first-row table's compaction that takes level 0 up
+        writes the lookup changelog of the rows numbered from it on (no writer looked them up)."""
         self.table = table
+        self.level0_changelog = level0_changelog
         schema = table.schema
         opts = schema.core_options
         self.partition = partition
@@ -100,7 +116,8 @@ class BucketCompactor:
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
         self.budget = merge_budget(opts)
-        #: The full-compaction producer's changelog files this compactor wrote.
+        #: The full-compaction producer's changelog files this compactor wrote (a `lookup`
+        #: table's: those of the level-0 files it took up).
         self.changelog_files: list[DataFileMeta] = []
         self._full_changelog = changelog and changelog_producer(opts) == "full-compaction"
         self._row_deduplicate = row_deduplicate(opts) if self._full_changelog else False
@@ -174,6 +191,13 @@ class BucketCompactor:
             candidate.clear()
 
         try:
+            if self.level0_changelog is not None and output_level > 0:
+                # Before the levels change: the level-0 records against the files above level 0.
+                level0 = [f for f in unit.files if f.level == 0]
+                if level0:
+                    upper = [f for f in levels.all_files() if f.level > 0]
+                    self.changelog_files += self.level0_changelog.changelog(self.partition, self.bucket,
+                                                                            level0, upper)
             for section in interval_partition(unit.files, self._key):
                 if len(section) > 1 or section[0].file_size < self.min_file_size:
                     candidate.append(section)

@@ -4,17 +4,11 @@ the level-0 rows of that APPEND still reach the changelog, when a later compacti
 
 from __future__ import annotations
 
-import pytest
-
 from lakehouse_engine import Catalog
 from tests.lakehouse_engine.conftest import read
 from tests.lakehouse_engine.read.changes_helpers import change_tuples, keyed_table, put, replay
 
 
-@pytest.mark.xfail(strict=True, reason="on main the compaction after the rollback gives no changelog for the "
-                                      "level-0 file whose changelog went with the COMPACT; the wonly branch "
-                                      "(compaction taking level 0 up gives it) fixes it: drop this marker "
-                                      "when merging it")
 def test_the_changes_of_an_append_whose_compaction_was_rolled_back_are_not_lost(catalog: Catalog) -> None:
     t = keyed_table(catalog, **{"changelog-producer": "lookup", "bucket": "1"})
     put(t, *[(i, f"a{i}", "+I") for i in range(4)])       # 1 APPEND, 2 COMPACT

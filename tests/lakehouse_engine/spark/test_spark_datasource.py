@@ -168,6 +168,35 @@ def test_dataframe_writer_appends_and_overwrites(spark: Any, catalog: Catalog) -
     assert [s.commit_kind for s in ours.snapshots()] == ["APPEND", "OVERWRITE"]
 
 
+def test_dataframe_writer_of_a_lookup_table_takes_level_0_up_with_its_changelog_after_the_commit(
+        spark: Any, catalog: Catalog) -> None:
+    # Its tasks write level 0 only (two of them share each bucket); as Paimon's Spark write of a
+    # `lookup` table compacts, the driver takes the written buckets' level 0 up after the commit,
+    # in a COMPACT snapshot with their changelog: a stream receives every row, each change once.
+    t = create_table(catalog, "ds_lookup", ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"],
+                     options={"bucket": 3, "changelog-producer": "lookup"})
+
+    def save(data: pa.Table) -> None:
+        (spark.createDataFrame(data).repartition(2).write.format("lakehouse").mode("append")
+         .option("warehouse", catalog.warehouse).save("db.ds_lookup"))
+
+    save(FIRST)
+    save(SECOND)
+    assert [s.commit_kind for s in t.snapshots()] == ["APPEND", "COMPACT", "APPEND", "COMPACT"]
+    latest = t.latest_snapshot()
+    assert latest is not None
+    assert not any(e.file.level == 0 for e in t.store.manifest_io().live_entries(latest))
+    state: dict[tuple[Any, Any], Any] = {}
+    for r in t.changes(0).to_pylist():
+        key = (r["id"], r["dt"])
+        if r["_row_kind"] in ("+I", "+U"):
+            assert key not in state
+            state[key] = r["name"]
+        else:
+            assert state.pop(key) == r["name"]
+    assert state == {(r["id"], r["dt"]): r["name"] for r in read(t).to_pylist()}
+
+
 def test_dataframe_writer_rejects_dynamic_bucket_tables(spark: Any, catalog: Catalog) -> None:
     create_table(catalog, "ds_dyn", ORDERS, primary_keys=["id", "dt"], partition_keys=["dt"])
     with pytest.raises(Exception, match="dynamic bucket"):

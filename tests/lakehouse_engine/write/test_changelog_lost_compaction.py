@@ -126,9 +126,9 @@ def test_a_lookup_changelog_against_a_key_deleted_and_compacted_away_since_confl
 def test_a_dv_tables_lookup_changelog_lands_when_its_writers_compaction_loses(catalog: Catalog) -> None:
     """Found by the writer-process race: the lookup changelog is right (the other writer wrote
     another key of the bucket), but the writer's compaction at commit computed its vectors before
-    the other's commit changed them, so it loses. The changelog is the data's and lands alone, and
-    the bucket is compacted again against what landed; before, that changelog-only commit still
-    carried the stale vectors, conflicted again, and the commit ended in a PostCommitError."""
+    the other's commit changed them, so it loses. The changelog goes with it (a level-0 file has
+    not given its changelog, as in Paimon), and the committer compacts the bucket again against what
+    landed, that compaction giving the changelog of the level 0 it takes up."""
     t = create_table(catalog, "t", SCHEMA, ["id"], options={
         "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup", "deletion-vectors.enabled": "true"})
     first = _open(t, "a")
@@ -141,7 +141,39 @@ def test_a_dv_tables_lookup_changelog_lands_when_its_writers_compaction_loses(ca
     wb.new_commit().commit(other.prepare_commit())  # +I 1 = x: the bucket's vectors change
     before = t.latest_snapshot().id
     ids = late[1].commit(messages)
-    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND", "COMPACT", "COMPACT"]
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND", "COMPACT"]
     assert [c[1:] for c in change_tuples(t, before)] == [("-U", 0, "a"), ("+U", 0, "c")]
+    assert not any(e.file.level == 0 for e in t.store.manifest_io().live_entries(t.latest_snapshot()))
     assert replay(change_tuples(t)) == {0: "c", 1: "x"} == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []
+
+
+def test_a_lookup_writers_lost_compaction_takes_its_changelog_along_and_the_committer_takes_level0_up(
+        catalog: Catalog) -> None:
+    """Paimon's invariant: a level-0 file a snapshot lists has not given its changelog. The writer's
+    compaction would take a write-only writer's level 0 and its own run up, giving both changelogs;
+    a dedicated compaction takes the write-only level 0 up first (giving its +I), so the writer's
+    loses. Its changelog goes with it (the +I would come twice), its data lands, and the committer
+    takes its level 0 up with the changelog against what landed."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup"})
+    first = _open(t, "a")
+    # (Many more keys: the compactions move the small level-0 files up without merging this one.)
+    first[0].write_arrow(pa.table({"id": list(range(100, 3000)), "v": ["y"] * 2900, "k": ["+I"] * 2900},
+                                  schema=SCHEMA))
+    first[1].commit(first[0].prepare_commit())  # +I 0 = a
+    wb = t.copy({"write-only": "true"}).new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(pa.table({"id": [1], "v": ["x"], "k": ["+I"]}, schema=SCHEMA))
+    wb.new_commit().commit(w.prepare_commit())  # 1 = x in level 0, no changelog yet
+    late = _open(t, "c")
+    messages = late[0].prepare_commit()  # its compaction takes 1 = x and 0 = c up
+    t.compact()  # +I 1 = x, first
+    before = t.latest_snapshot().id
+    ids = late[1].commit(messages)
+    assert [t.snapshot(i).commit_kind for i in ids] == ["APPEND", "COMPACT"]
+    assert [c[1:] for c in change_tuples(t, before)] == [("-U", 0, "a"), ("+U", 0, "c")]
+    assert replay(change_tuples(t)) == {r["id"]: r["v"] for r in read(t).to_pylist()}
+    assert {0: "c", 1: "x"}.items() <= replay(change_tuples(t)).items()
+    assert not any(e.file.level == 0 for e in t.store.manifest_io().live_entries(t.latest_snapshot()))
     assert t.remove_orphan_files(older_than=int(time.time() * 1000) + 3_600_000, dry_run=True) == []

@@ -123,3 +123,22 @@ def test_a_compaction_of_a_write_only_lookup_table_takes_level_0_up_so_a_new_str
     t.compact()
     assert 0 not in _levels(t)
     assert _first_stream_plan(t) == [(1, "a", "x2"), (2, "b", "y")]
+
+
+def test_a_rescale_of_a_lookup_table_gives_the_changelog_of_the_rows_a_write_only_writer_left_in_level_0(
+        catalog: Catalog) -> None:
+    # The rescale's OVERWRITE gives no changelog: the write-only rows (no changelog yet, as in
+    # Paimon) are compacted up with theirs first, else a stream would never receive them.
+    t = _table(catalog)
+    write(t, _rows((1, "a", "x"), (2, "b", "y")))
+    write(t.copy({"write-only": "true"}), _rows((1, "a", "x2"), (3, "a", "z")))
+    t.rescale(3)
+    t = catalog.get_table("db.t")
+    assert [s.commit_kind for s in t.snapshots()][-3:] == ["COMPACT", "OVERWRITE", "COMPACT"]
+    state: dict[int, str] = {}
+    for r in t.changes(0).to_pylist():
+        if r["_row_kind"] in ("+I", "+U"):
+            state[r["id"]] = r["v"]
+        else:
+            assert state.pop(r["id"]) == r["v"]
+    assert state == {1: "x2", 2: "y", 3: "z"} == {r["id"]: r["v"] for r in read(t).to_pylist()}

@@ -1,9 +1,12 @@
 """Property: a `lookup` table written by `write-only` writers, normal writers and `table.compact()`
-in any order hands a stream reader exactly what changed. The changes read in snapshot order,
-replayed strictly on an empty table (a `+I` only for an absent key, a `-U`/`-D` only of the key's
-current row, each `+U` after its `-U`), give the table after every step: no change is missing,
-none is given twice (a consumer summing them, like `daily_revenue`, would count it twice). And a
-stream started after any step (its first plan, then the changes) ends at the final table."""
+in any order hands a stream reader exactly what changed, in Paimon's model: a level-0 file has not
+given its changelog yet, the compaction that takes it up gives it (a write-only writer gives none).
+The changes read in snapshot order, replayed strictly on an empty table (a `+I` only for an absent
+key, a `-U`/`-D` only of the key's current row, each `+U` after its `-U`), give after every step
+the table above level 0 (what Paimon's first stream plan reads; the whole table once a compaction
+took level 0 up): no change is missing, none is given twice (a consumer summing them, like
+`daily_revenue`, would count it twice). And a stream started after any step (its first plan, then
+the changes) ends at the table after a last compaction."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse_engine import Catalog, Schema
+from lakehouse_engine.read.scan import TableScan
+from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
@@ -33,14 +38,27 @@ steps = st.lists(st.one_of(
 ENGINES = {
     "deduplicate": {},
     "partial-update": {"merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"},
-    # (Without remove-record-on-delete, a -D of an absent key left in level 0 by a write-only
-    # writer retracts into a row the read shows and the lookup changelog does not: a separate gap.)
     "aggregation": {"merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
                     "fields.w.aggregate-function": "sum", "aggregation.remove-record-on-delete": "true"},
+    # A -D of a key it had not seen retracts from what comes after (the read shows the sum of the
+    # rest minus it); the changes say the same, write-only or not.
+    "aggregation, retracting": {"merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
+                                "fields.w.aggregate-function": "sum"},
+    # `+I` of new keys only; its writers take level 0 up through the first-row lookup.
+    "first-row": {"merge-engine": "first-row", "ignore-delete": "true"},
+    # A write-only writer's level 0 is invisible until a compaction takes it up with its changelog.
+    "deletion-vectors": {"deletion-vectors.enabled": "true"},
+    "deletion-vectors, partial-update": {"deletion-vectors.enabled": "true", "merge-engine": "partial-update",
+                                         "partial-update.remove-record-on-delete": "true"},
 }
-#: Known gaps of the changelog at the write-only commit (docs/changelog.md, "write-only"): a
-#: deletion-vector table's level 0 is invisible until `table.compact()`, yet its changelog is out.
-GAPS = {"deletion-vectors": {"deletion-vectors.enabled": "true"}}
+
+
+def _above_level0(table: FileStoreTable) -> dict[int, tuple[Any, Any]]:
+    """The latest snapshot's rows above level 0: what the changelog has given so far."""
+    scan = TableScan(table.store, None, None)
+    scan.entry_filter = lambda e: e.file.level > 0
+    rows = table.new_read_builder().new_read().to_arrow(scan.plan().splits())
+    return {r["id"]: (r["v"], r["w"]) for r in rows.to_pylist()}
 
 
 def _strict_replay(changes: pa.Table) -> dict[int, tuple[Any, Any]]:
@@ -75,14 +93,14 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
                 w.write_arrow(pa.table({"id": [k for k, _, _ in arg], "v": [v for _, v, _ in arg],
                                         "w": [v for _, v, _ in arg], "rk": [r for _, _, r in arg]}, schema=SCHEMA))
                 c.commit(w.prepare_commit())
-            t = read(table)
-            expected = {r["id"]: (r["v"], r["w"]) for r in t.to_pylist()}
-            assert _strict_replay(table.changes(0)) == expected, f"after {action} {arg}"
+            assert _strict_replay(table.changes(0)) == _above_level0(table), f"after {action} {arg}"
             # A stream starting here: its first plan, then whatever the later steps change.
             builder = table.new_stream_read_builder().with_include_row_kind()
             scan, read_ = builder.new_streaming_scan(), builder.new_read()
             streams.append((scan, read_, [read_.to_arrow(scan.plan().splits())]))
+        table.compact()  # level 0 up: its changelog given, the whole table is what the changes say
         final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
+        assert _strict_replay(table.changes(0)) == final, "after the last compaction"
         for i, (scan, read_, seen) in enumerate(streams):
             while (plan := scan.plan()).snapshot_id is not None:
                 seen.append(read_.to_arrow(plan.splits()))
@@ -91,22 +109,19 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
         shutil.rmtree(warehouse, ignore_errors=True)
 
 
-@pytest.mark.parametrize("engine", [*ENGINES, *(pytest.param(g, marks=pytest.mark.xfail(
-    strict=True, reason="a write-only writer's changelog is out before its DV level 0 is readable"))
-    for g in GAPS)])
+@pytest.mark.parametrize("engine", list(ENGINES))
 def test_write_only_and_normal_commits_and_compactions_change_the_table_as_their_changes_say(engine: str) -> None:
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(script=steps)
     def check(script: list[tuple[str, Any]]) -> None:
-        _run({**ENGINES, **GAPS}[engine], script)
+        _run(ENGINES[engine], script)
 
     check()
 
 
 def test_a_stream_starting_between_a_write_only_commit_and_the_compaction_receives_its_rows(tmp_path: Any) -> None:
-    """A stream's first plan of a `lookup` table leaves level 0 out, as Paimon's does (its rows are
-    to arrive as changelog); a write-only commit's rows wait in level 0 with their changelog already
-    given, so the first plan reads them (it left them out, and the stream never received them)."""
+    """A stream's first plan of a `lookup` table leaves level 0 out, as Paimon's does: a write-only
+    commit's rows wait there without changelog, and the compaction taking them up gives it."""
     catalog = Catalog(str(tmp_path))
     catalog.create_database("db")
     catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={
@@ -122,4 +137,31 @@ def test_a_stream_starting_between_a_write_only_commit_and_the_compaction_receiv
     table.compact()
     while (plan := scan.plan()).snapshot_id is not None:
         seen.append(read_.to_arrow(plan.splits()))
+    assert seen[0].num_rows == 0
     assert pa.concat_tables(seen).column("id").to_pylist() == [1]
+
+
+def test_a_write_only_commit_gives_no_changelog_and_the_compaction_taking_its_level_0_up_gives_it(
+        tmp_path: Any) -> None:
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={
+        "bucket": "1", "rowkind.field": "rk", "changelog-producer": "lookup"}))
+    table = catalog.get_table("db.t")
+
+    def commit(t: Any, ids: list[int], v: int) -> list[int]:
+        wb = t.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(pa.table({"id": ids, "v": [v] * len(ids), "w": [v] * len(ids), "rk": ["+I"] * len(ids)},
+                               schema=SCHEMA))
+        return list(c.commit(w.prepare_commit()))
+
+    commit(table, [1, 2], 1)
+    [appended] = commit(table.copy({"write-only": "true"}), [2, 3], 2)
+    snapshot = table.snapshot(appended)
+    assert (snapshot.commit_kind, snapshot.changelog_manifest_list) == ("APPEND", None)
+    assert table.changes(appended - 1).num_rows == 0
+    [compacted] = table.compact()
+    changes = [(r["_row_kind"], r["id"], r["v"]) for r in table.changes(appended).to_pylist()]
+    assert table.snapshot(compacted).commit_kind == "COMPACT"
+    assert changes == [("-U", 2, 1), ("+U", 2, 2), ("+I", 3, 2)]

@@ -1,0 +1,103 @@
+"""The `lookup` changelog of a compaction that takes level-0 files up (Paimon's
+LookupMergeTreeCompactRewriter with its LookupChangelogMergeFunctionWrapper).
+
+Paimon's invariant, which every writer and compaction here keeps: a level-0 file a snapshot lists
+has not given its changelog yet; the compaction that takes it up gives it, in its COMPACT snapshot.
+So a `write-only` writer (and every writer that leaves its rows in level 0) writes no lookup
+changelog, and the compaction that later takes those files up compares their records with the
+bucket's files above level 0: per key `+I`, `-U` old / `+U` new, `-D` old, or nothing.
+
+The files are compared one at a time, oldest first (by sequence number), each against the files
+above level 0 and the older level-0 files: what the flush lookup would have given had each file
+been a normal writer's run. A key written in two of them gives two changes, which replay to the
+same row as Paimon's one; memory is one file's rows and the matched older rows. A normal writer's
+own runs, already looked up at their flush, are not compared again (`given`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.changelog import changelog_producer
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+from lakehouse_engine.mergetree.compact.universal import pick_unit
+from lakehouse_engine.write.changelog_producers import LookupChangelog
+from lakehouse_engine.write.commit_message import CommitMessage
+
+if TYPE_CHECKING:
+    from lakehouse_engine.format.snapshot import Snapshot
+    from lakehouse_engine.partition import Partition
+    from lakehouse_engine.store.file_store import FileStore
+    from lakehouse_engine.write.first_row_check import BucketLevel0Up
+
+__all__ = ["Level0Changelog", "level0_changelog_of", "lookup_level0_up"]
+
+
+class Level0Changelog:
+    """Writes the `lookup` changelog of the level-0 files a compaction takes up (see the module)."""
+
+    def __init__(self, table: FileStore, snapshot: Callable[[], Snapshot | None] | None = None,
+                 given: Collection[str] = ()):
+        """`snapshot`: the snapshot the bucket's files come from (its deletion vectors mark rows
+        that are no longer live); `given`: level-0 files whose changelog their flush gave."""
+        self.table = table
+        self.given = set(given)
+        self._snapshot = snapshot
+        self._lookup: LookupChangelog | None = None  # built when a file needs it (rarely: see `given`)
+
+    def changelog(self, partition: Partition, bucket: int, level0: list[DataFileMeta],
+                  upper: list[DataFileMeta]) -> list[DataFileMeta]:
+        """The changelog files of `level0`'s records (but those in `given`) against `upper`, the
+        bucket's files above level 0 (and the older level-0 files); in the order to read them."""
+        pending = sorted((f for f in level0 if f.file_name not in self.given),
+                         key=lambda f: (f.max_sequence_number, f.min_sequence_number, f.file_name))
+        if not pending:
+            return []
+        if self._lookup is None:
+            self._lookup = LookupChangelog(self.table, self._snapshot)
+        older = list(upper)
+        written: list[DataFileMeta] = []
+        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
+        try:
+            for f in pending:
+                written += self._lookup.lookup(partition, bucket, [f], older).changelog_files
+                older.append(f)
+        except Exception:
+            for f in written:  # nothing of a failed compaction stays behind
+                self.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+            raise
+        return written
+
+
+def level0_changelog_of(table: FileStore, snapshot: Callable[[], Snapshot | None] | None = None,
+                        given: Collection[str] = ()) -> Level0Changelog | None:
+    """The Level0Changelog of a compaction of `table` (None unless it is a primary-key table with
+    `changelog-producer` = lookup)."""
+    if not table.schema.has_primary_key or changelog_producer(table.options) != "lookup":
+        return None
+    return Level0Changelog(table, snapshot, given)
+
+
+def lookup_level0_up(table: FileStore, commit_user: str, changelog: bool = True) -> BucketLevel0Up:
+    """The committer's compaction of a `lookup` table's bucket whose level 0 its writer did not take
+    up (a write-only writer's, a Spark data source task's, a compaction that lost a race): level 0
+    up (Paimon's ForceUpLevel0Compaction) with the changelog of every level-0 file it takes
+    (without `changelog`: an overwrite's files, which give none)."""
+
+    def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
+        levels = Levels(files, table.options.num_levels)
+        unit = pick_unit(levels, table.options, False, force_up_level0=True)
+        if unit is None:
+            return None
+        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1],
+                                    level0_changelog=level0_changelog_of(table) if changelog else None)
+        before, after = compactor.compact(levels, unit)
+        if not before and not after:
+            return None
+        return CommitMessage(key[0], key[1], total, compact_before=before, compact_after=after,
+                             compact_changelog=compactor.changelog_files, commit_user=commit_user)
+
+    return compact
