@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
 from lakehouse_engine.mergetree.compact.levels import Levels, LevelSortedRun, SortedRun
-from lakehouse_engine.mergetree.compact.universal import CompactUnit, UniversalCompaction, pick_level0_up
+from lakehouse_engine.mergetree.compact.universal import (
+    CompactUnit,
+    UniversalCompaction,
+    pick_level0_up,
+)
 
 _counter = iter(range(10**9))
 
