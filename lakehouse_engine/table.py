@@ -270,11 +270,15 @@ class FileStoreTable:
         return self.store.resolve_snapshot(snapshot_id, tag)
 
     # ---- maintenance (Paimon's procedures, one method each) ---------------------------------
-    def compact(self, full: bool = False, partitions: list[dict[str, Any]] | None = None) -> list[int]:
-        """Compact buckets (all, or those of `partitions`); commits COMPACT snapshots, returns their ids."""
+    def compact(self, full: bool = False, partitions: list[dict[str, Any]] | None = None,
+                level0_only: bool = False) -> list[int]:
+        """Compact buckets (all, or those of `partitions`); commits COMPACT snapshots, returns their ids.
+        `level0_only`: only take each bucket's level 0 up into one new sorted run at a free level
+        (no run merged; a `lookup` table's gives the changelog of that level 0)."""
         from lakehouse_engine.compact.table_compact import compact_table
 
-        return compact_table(self.store, full=full, partitions=partitions, expire=self.expire_after_commit)
+        return compact_table(self.store, full=full, partitions=partitions, expire=self.expire_after_commit,
+                             level0_only=level0_only)
 
     def compact_postpone(self, partitions: list[dict[str, Any]] | None = None) -> list[int]:
         """Move the rows of a postpone-bucket table ('bucket' = -2) waiting in bucket-postpone

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_engine.compact.task import CompactTask
-from lakehouse_engine.errors import DataFileMissingError
+from lakehouse_engine.errors import DataFileMissingError, InvalidArgumentError
 from lakehouse_engine.format.features import check_entry, check_writable
 from lakehouse_engine.mergetree.changelog import changelog_producer
 from lakehouse_engine.mergetree.compact.levels import Levels
@@ -36,10 +36,16 @@ log = logging.getLogger(__name__)
 
 
 def plan_compaction(table: FileStore, full: bool = False,
-                    partitions: Sequence[Mapping[str, Any]] | None = None) -> list[CompactTask]:
-    """One task per (partition, bucket) of the latest snapshot that has something to compact."""
+                    partitions: Sequence[Mapping[str, Any]] | None = None,
+                    level0_only: bool = False) -> list[CompactTask]:
+    """One task per (partition, bucket) of the latest snapshot that has something to compact
+    (`level0_only`: a level-0 file and a free level to take it up to, `universal.pick_level0_up`)."""
     codec = table.partition_codec()
     codec.check_spec_keys(partitions or [], table.name, "compact")
+    if level0_only and (full or not table.schema.has_primary_key):
+        raise InvalidArgumentError(f"table {table.name}: a level0_only compaction takes a primary-key "
+                                   f"table's level 0 up; it is not a full compaction, nor one of an "
+                                   f"append table (which has no levels)")
     if not table.schema.has_primary_key:
         from lakehouse_engine.compact.append import plan_append_compaction
 
@@ -63,9 +69,9 @@ def plan_compaction(table: FileStore, full: bool = False,
         if dv_table:
             if not full and not any(f.level == 0 for f in files):
                 continue  # a DV bucket compacts its level 0 (universal picks are for merged reads)
-        elif pick_unit(Levels(files, options.num_levels), options, full, _level0_up(options)) is None:
+        elif pick_unit(Levels(files, options.num_levels), options, full, _level0_up(options), level0_only) is None:
             continue
-        tasks.append(CompactTask(snapshot.id, partition, bucket, entries[0].total_buckets, files, full))
+        tasks.append(CompactTask(snapshot.id, partition, bucket, entries[0].total_buckets, files, full, level0_only))
     return tasks
 
 
@@ -78,7 +84,7 @@ def run_compact_task(table: FileStore, task: CompactTask) -> CommitMessage | Non
     if deletion_vectors_enabled(table.options):
         return _run_deletion_vector_task(table, task)
     levels = Levels(task.files, table.options.num_levels)
-    unit = pick_unit(levels, table.options, task.full, _level0_up(table.options))
+    unit = pick_unit(levels, table.options, task.full, _level0_up(table.options), task.level0_only)
     if unit is None:
         return None
     part = table.partition_codec().from_binary(task.partition)
@@ -151,19 +157,22 @@ def _checked_live_entries(table: FileStore, snapshot: Snapshot | None) -> list[M
 
 def compact_table(table: FileStore, full: bool = False,
                   partitions: Sequence[Mapping[str, Any]] | None = None,
-                  expire: Callable[[], None] | None = None, move_postponed: bool = True) -> list[int]:
+                  expire: Callable[[], None] | None = None, move_postponed: bool = True,
+                  level0_only: bool = False) -> list[int]:
     """Compact (buckets on all cores) and commit COMPACT snapshots; returns their ids.
 
     A postpone-bucket table first moves its postponed rows into real buckets (unless not
-    `move_postponed`). `expire` runs after each commit that landed (the facade passes the table's
-    snapshot expiry).
+    `move_postponed`, or `level0_only`). `expire` runs after each commit that landed (the facade
+    passes the table's snapshot expiry). `level0_only`: each bucket's level 0 into one new sorted
+    run at a free level, no other run merged (`universal.pick_level0_up`; a DV table's buckets
+    compact their level 0 as usual); a `lookup` table's gives the changelog of that level 0.
     """
     ids: list[int] = []
-    if move_postponed and table.bucket_mode() is BucketMode.POSTPONE_MODE:
+    if move_postponed and not level0_only and table.bucket_mode() is BucketMode.POSTPONE_MODE:
         from lakehouse_engine.compact.postpone import compact_postpone
 
         ids += compact_postpone(table, partitions, expire)
-    tasks = plan_compaction(table, full, partitions)
+    tasks = plan_compaction(table, full, partitions, level0_only)
     if not tasks:
         return ids
     results = parallel_map(lambda t: run_unless_stale(table, t), tasks)

@@ -21,3 +21,5 @@ class CompactTask:
     total_buckets: int
     files: list[DataFileMeta] = field(default_factory=list)
     full: bool = False
+    #: Take only level 0 up into one new run (`universal.pick_level0_up`), merging no other run.
+    level0_only: bool = False

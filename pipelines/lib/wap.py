@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakehouse_engine import CommitConflictError, FileStoreTable, Snapshot, UnsupportedError
+from lakehouse_engine.options import WRITE_ONLY
 
 AUDIT_PREFIX = "audit-"
 BASE_SUFFIX = "-base"
@@ -177,7 +178,13 @@ def rebase(table: FileStoreTable, branch: str) -> str:
         table.create_tag(base_tag_name(name), onto, ignore_if_exists=True)
         table.create_branch(name, base_tag_name(name))
     try:
-        table.branch_table(name).rebase_appends(branch, branch_base(table, branch))
+        rebased = table.branch_table(name)
+        rebased.rebase_appends(branch, branch_base(table, branch))
+        if rebased.options.require(WRITE_ONLY):
+            # The re-written batch is a write-only APPEND, as lsm_write's was: its level 0 goes up
+            # the same way (one new sorted run per bucket, no run merged), giving its lookup
+            # changelog against main's rows before the re-check and the publish.
+            rebased.compact(level0_only=True)
     except (CommitConflictError, UnsupportedError) as exc:
         discard(table, name)
         raise MainMovedError(

@@ -60,8 +60,15 @@ def events(rows_per_day: int = 200, days: int = 1, seed: int = 5) -> pa.Table:
 
 
 def engine_write(lakehouse: LakehouseResource, rows: pa.Table) -> int:
-    """One commit of `rows` through the engine (no Spark); returns the (last) snapshot id."""
-    return write(lakehouse.get_or_create_table(), rows.select(EVENT_SCHEMA.names))[-1]
+    """One commit of `rows` through the engine (no Spark), then, as `lsm_write` does, its level 0
+    taken up (`take_level0_up`: one new sorted run per bucket, with the lookup changelog); returns
+    the last snapshot id."""
+    from pipelines.defs.lsm.assets import take_level0_up
+
+    table = lakehouse.get_or_create_table()
+    ids = write(table, rows.select(EVENT_SCHEMA.names))
+    ids += take_level0_up(table, sorted(set(rows.column("dt").to_pylist())))
+    return ids[-1]
 
 
 def only_keys(rows: pa.Table, order_ids: Sequence[int]) -> pa.Table:

@@ -49,8 +49,10 @@ def test_a_run_that_died_after_its_commit_is_not_committed_again(
     assert not _run(lakehouse, spark_resource, lsm_write, lsm_publish).success
     monkeypatch.setattr(LedgerState, "mark_written", real)
     table = lakehouse.get_table()
-    committed = table.latest_snapshot()
-    assert committed is not None and committed.commit_user.startswith("lsm_write-")  # published
+    committed = table.latest_snapshot()  # published: the write-only APPEND, then its level 0 taken up
+    assert committed is not None and committed.commit_kind == "COMPACT"
+    written = table.snapshot(committed.id - 1)
+    assert written.commit_kind == "APPEND" and written.commit_user.startswith("lsm_write-")
     rerun = _run(lakehouse, spark_resource, lsm_write, lsm_publish)
     assert rerun.success
     latest = lakehouse.get_table().latest_snapshot()

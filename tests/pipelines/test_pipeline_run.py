@@ -149,23 +149,34 @@ def test_bucket_assignment_reports_rows_and_new_buckets_per_day(pipeline: Pipeli
 def test_the_lsm_write_commits_once_and_reports_each_days_buckets(pipeline: Pipeline) -> None:
     per_day = metadata_by_partition(pipeline.first, "lsm_write")
     table = pipeline.lakehouse.get_table()
-    snapshot = table.snapshot(1)
-    # What the write's files hold (the run's full compaction rewrote them after it reported).
-    added = table.files_added([1]).group_by(["partition", "bucket"]).aggregate([("row_count", "sum")])
-    stats = {(r["partition"], r["bucket"]): r["row_count_sum"] for r in added.to_pylist()}
+    snapshot = table.snapshot(2)
+
+    def records(snapshot_id: int) -> dict[tuple[str, int], int]:
+        added = table.files_added([snapshot_id]).group_by(["partition", "bucket"]).aggregate([("row_count", "sum")])
+        return {(r["partition"], r["bucket"]): r["row_count_sum"] for r in added.to_pylist()}
+
+    # What the write's files hold, and what its level 0 became (the run's full compaction found
+    # one sorted run per bucket already, and the files stayed as they were).
+    stats, taken_up = records(1), records(2)
     for day, n in day_events(pipeline).items():
         meta = per_day[day]
-        # Snapshot 1 holds the rows, snapshot 2 the lookup changelog of that commit (COMPACT).
+        # Snapshot 1 holds the write-only commit's rows (no changelog); snapshot 2 is the COMPACT
+        # that took its level 0 up, one sorted run per bucket, with the lookup changelog.
         assert (meta["snapshot_id"], meta["commit_kind"], meta["files_added"]) == (2, "COMPACT", 2)
-        assert table.snapshot(1).commit_kind == "APPEND"
+        assert meta["level0_up_snapshots"] == "2"
+        assert table.snapshot(1).commit_kind == "APPEND" and table.snapshot(1).changelog_manifest_list is None
+        assert snapshot.changelog_manifest_list is not None and snapshot.changelog_record_count
         assert meta["rows_written"] == n
         assert meta["table_records"] == snapshot.total_record_count
         day_records = stats[(f"dt={day}", 0)] + stats[(f"dt={day}", 1)]
-        assert meta["records_in_files_added"] == meta["dagster/row_count"] == day_records
+        assert meta["records_in_files_added"] == day_records
+        # Live now: the write's records merged per key as its level 0 went up.
+        live = taken_up[(f"dt={day}", 0)] + taken_up[(f"dt={day}", 1)]
+        assert meta["dagster/row_count"] == live <= day_records
         assert (meta["buckets"], meta["max_sorted_runs"]) == (2, 1)
         assert [(r.data["partition"], r.data["bucket"], r.data["rows"], r.data["sorted_runs"])
                 for r in meta["rows_per_bucket"].records] == [
-            (f"dt={day}", "0", stats[(f"dt={day}", 0)], 1), (f"dt={day}", "1", stats[(f"dt={day}", 1)], 1)]
+            (f"dt={day}", "0", taken_up[(f"dt={day}", 0)], 1), (f"dt={day}", "1", taken_up[(f"dt={day}", 1)], 1)]
         assert "sorted runs per bucket" in meta["sorted_runs_per_bucket"]
         # What was written, per bucket: one file each, every bucket new.
         assert [r.data for r in meta["buckets_written"].records] == [
@@ -218,7 +229,9 @@ def test_new_files_raise_sorted_runs_until_the_sensor_requests_compaction(pipeli
 def test_the_full_compaction_leaves_one_sorted_run_per_bucket(pipeline: Pipeline) -> None:
     meta = metadata_of(pipeline.first, "full_compaction")
     assert (meta["compaction"], meta["max_sorted_runs"]) == ("full", 1)
-    assert meta["buckets_compacted"] == meta["buckets_requested"] == 4  # every bucket rewritten, 2 days x 2
+    # 2 days x 2 buckets, each one sorted run at the top level already (lsm_write took its only
+    # write's level 0 up there): nothing to rewrite.
+    assert (meta["buckets_requested"], meta["buckets_compacted"]) == (4, 0)
     assert check_results(pipeline.first)["full_compaction:bucket_row_counts_match_snapshot"].passed
     assert {r.sorted_runs for r in bucket_rows(pipeline.lakehouse.get_table())} == {1}
 

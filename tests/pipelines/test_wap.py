@@ -24,6 +24,7 @@ from pipelines.defs.lsm.assets import bucket_assignment, lsm_write
 from pipelines.defs.lsm.publish import lsm_publish
 from pipelines.defs.maintenance.assets import ExpiryConfig, snapshot_expiry
 from pipelines.lib import revenue, wap
+from pipelines.lib.bucket_report import bucket_rows
 from pipelines.lib.ledger import Ledger
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
 from pipelines.lib.sample_data import PRIMARY_KEY, apply_to_model, generate_order_events
@@ -149,9 +150,17 @@ def _compaction_before_publish(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return compactions
 
 
+def _two_sorted_runs_on_main(run: Run) -> None:
+    """Two runs of the first day's rows: lsm_write takes each run's level 0 up into a sorted run of
+    its own, so main's buckets hold two and the full compaction of the race has work to commit."""
+    for _ in range(2):
+        run.land(1)
+        assert run.materialize().success
+    assert max(r.sorted_runs for r in bucket_rows(run.lakehouse.get_table())) == 2
+
+
 def test_a_commit_on_main_between_write_and_publish_is_not_lost(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    run.land(2)
-    assert run.materialize().success
+    _two_sorted_runs_on_main(run)
     run.land(2)
     compactions = _compaction_before_publish(monkeypatch)
     raced = run.materialize()
@@ -177,8 +186,7 @@ def test_a_commit_on_main_between_write_and_publish_is_not_lost(run: Run, monkey
 
 def test_when_the_rebase_is_refused_main_is_untouched_and_the_next_run_publishes(
         run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    run.land(2)
-    assert run.materialize().success
+    _two_sorted_runs_on_main(run)
     run.land(2)
     compactions = _compaction_before_publish(monkeypatch)
 

@@ -34,7 +34,8 @@ def moved(tmp_path: Path) -> tuple[LakehouseResource, list[int], pa.Table]:
     landed on main after the branch was made; the rows main plus the batch hold."""
     lakehouse = LakehouseResource(warehouse=str(tmp_path), bucket=2)
     rows = events(rows_per_day=300)
-    engine_write(lakehouse, rows.slice(0, 150))
+    for part in (rows.slice(0, 75), rows.slice(75, 75)):  # two sorted runs: the full compaction has work
+        engine_write(lakehouse, part)
     main = lakehouse.get_table()
     branch = wap.open_audit_branch(main, RUN)
     write(branch, rows.slice(150).select(EVENT_SCHEMA.names))

@@ -135,12 +135,33 @@ def universal_compaction(options: CoreOptions) -> UniversalCompaction:
     )
 
 
-def pick_unit(levels: Levels, options: CoreOptions, full: bool, force_up_level0: bool = False) -> CompactUnit | None:
+def pick_level0_up(levels: Levels) -> CompactUnit | None:
+    """Every level-0 file of a bucket into ONE new sorted run, merging no run above level 0: at the
+    highest empty level below the first non-empty level above 0 (the top level when level 0 is all
+    there is), as Paimon's ForceUpLevel0Compaction's second branch places level 0 when it adds no
+    run by size ratio. None when level 0 is empty, or when level 1 holds files (no level is free:
+    the bucket's next universal compaction takes level 0 up)."""
+    runs = levels.level_sorted_runs()
+    level0 = list(itertools.takewhile(lambda r: r.level == 0, runs))
+    if not level0:
+        return None
+    above = runs[len(level0):]
+    output_level = above[0].level - 1 if above else levels.max_level
+    if output_level < 1:
+        return None
+    return CompactUnit.from_level_runs(output_level, level0)
+
+
+def pick_unit(levels: Levels, options: CoreOptions, full: bool, force_up_level0: bool = False,
+              level0_only: bool = False) -> CompactUnit | None:
     """What to compact in a bucket: everything into the top level (full), or what the picker picks;
     with `force_up_level0`, when it picks nothing, all of level 0 (and the runs the size ratio
     adds) into the level below the next run: Paimon's ForceUpLevel0Compaction, which the writers
     of `changelog-producer` = lookup tables run at every commit, so that readers may skip level 0
-    (Paimon's first streaming plan of such a table does)."""
+    (Paimon's first streaming plan of such a table does). With `level0_only` (not with `full`),
+    only `pick_level0_up`: level 0 into one new run, no universal pick, no run merged."""
+    if level0_only and not full:
+        return pick_level0_up(levels)
     runs = levels.level_sorted_runs()
     if not runs:
         return None

@@ -199,6 +199,15 @@ def written_buckets(files: pa.Table, existed: set[tuple[str, int]]) -> list[dict
              and r["bucket"] != POSTPONE_BUCKET} for r in rows]
 
 
+def take_level0_up(table: FileStoreTable, days: list[str]) -> list[int]:
+    """After the write-only commit, take the level 0 of the days' buckets up into one new sorted run
+    each, merging no run (`table.compact(level0_only=True)`): the table's `lookup` changelog of
+    the write lands now, in a COMPACT snapshot on the audit branch, while sorted runs still pile up
+    above level 0 for the sorted-run sensor. A bucket with no free level keeps its level 0 (and
+    its changelog) for that sensor's compaction. Returns the snapshot ids."""
+    return table.compact(partitions=[{PARTITION_KEY: dt} for dt in days], level0_only=True)
+
+
 @dg.asset(
     partitions_def=DAILY_PARTITIONS,
     backfill_policy=SINGLE_RUN,
@@ -208,7 +217,8 @@ def written_buckets(files: pa.Table, existed: set[tuple[str, int]]) -> list[dict
     kinds={"spark", "paimon"},
     description="The staged rows written by Spark into the run's audit branch of the table "
                 "(write-audit-publish: main does not see them until lsm_publish), one commit per "
-                "run, one new level-0 sorted run per bucket written; an evolution column the staged "
+                "run, then its level 0 taken up into one new sorted run per bucket written (a COMPACT "
+                "snapshot holding the lookup changelog, no run merged); an evolution column the staged "
                 "rows carry is added to the table first (the lakehouse resource's evolve_schema).",
 )
 def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
@@ -230,6 +240,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
     with ledger.update() as state:
         pending = state.pending(dts)
         ids: list[int] = []
+        level0_up: list[int] = []
         keys_staged = 0
         # Rows an interrupted run committed, though it did not live to record it: never twice.
         for user, entries in state.committing_users(pending).items():
@@ -264,6 +275,10 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
             except PostCommitError as exc:  # the rows are committed; only the compaction after them failed
                 context.log.warning(f"snapshot {exc.snapshot_ids} committed the rows, then: {exc}")
                 ids = exc.snapshot_ids
+            if ids:
+                # Re-opened: the write may have evolved the schema.
+                level0_up = take_level0_up(lakehouse.get_table().branch_table(branch),
+                                           sorted({dt for _, dt, _ in pending}))
             # Not marked written: the rows are on the audit branch only. lsm_publish marks them
             # once main holds this commit; a failed audit leaves them pending for the next run.
     for batch in done:  # committed and recorded: the table holds these rows now
@@ -303,6 +318,8 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
         "columns": ", ".join(table.schema.field_names),
         "columns_added": ", ".join(added) or "none",
         "commit_kind": snapshot.commit_kind if ids and snapshot else "none (nothing staged)",
+        # The COMPACT snapshot that took the write's level 0 up and holds its lookup changelog.
+        "level0_up_snapshots": ", ".join(map(str, level0_up)) or "none",
         "table_records": snapshot.total_record_count if snapshot else 0,
         "snapshots": len(table.snapshot_manager().list_snapshot_ids()),
         **figures(dts),

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from lakehouse_engine.format.manifest_entries import DataFileMeta, SimpleStats
-from lakehouse_engine.mergetree.compact.levels import LevelSortedRun, SortedRun
-from lakehouse_engine.mergetree.compact.universal import CompactUnit, UniversalCompaction
+from lakehouse_engine.mergetree.compact.levels import Levels, LevelSortedRun, SortedRun
+from lakehouse_engine.mergetree.compact.universal import (
+    CompactUnit,
+    UniversalCompaction,
+    pick_level0_up,
+)
 
 _counter = iter(range(10**9))
 
@@ -114,3 +118,24 @@ def test_early_full_compaction_by_incremental_size() -> None:
     picker = UniversalCompaction(200, 1, 5, incremental_size_threshold=15)
     unit = picker.pick(6, [run(0, 10), run(0, 10), run(5, 1000)])
     assert unit is not None and unit.output_level == 5 and len(unit.files) == 3
+
+
+def _levels_of(*runs: LevelSortedRun, num_levels: int = 6) -> Levels:
+    return Levels([f for r in runs for f in r.run.files], num_levels)
+
+
+def test_level0_up_takes_every_level0_file_into_one_run_below_the_first_run_above_it() -> None:
+    new, newer, above = run(0, 5), run(0, 1), run(3, 1)  # sizes the universal pick would merge
+    unit = pick_level0_up(_levels_of(new, newer, above))
+    assert unit is not None and unit.output_level == 2
+    assert {f.file_name for f in unit.files} == {new.run.files[0].file_name, newer.run.files[0].file_name}
+
+
+def test_level0_up_goes_to_the_top_level_of_a_bucket_with_nothing_above_level0() -> None:
+    unit = pick_level0_up(_levels_of(run(0, 1), num_levels=3))
+    assert unit is not None and unit.output_level == 2
+
+
+def test_level0_up_picks_nothing_without_level0_or_without_a_free_level() -> None:
+    assert pick_level0_up(_levels_of(run(1, 1), run(4, 1))) is None
+    assert pick_level0_up(_levels_of(run(0, 1), run(1, 1), run(5, 1))) is None
