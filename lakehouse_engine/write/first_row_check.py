@@ -24,12 +24,9 @@ import pyarrow as pa
 
 from lakehouse_engine.errors import CommitConflictError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
-from lakehouse_engine.mergetree.compact.levels import Levels
-from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
-from lakehouse_engine.mergetree.compact.universal import pick_unit
 from lakehouse_engine.mergetree.key_range import files_meeting_keys, key_span
 from lakehouse_engine.write.commit_message import CommitMessage
-from lakehouse_engine.write.level0_changelog import level0_changelog_of
+from lakehouse_engine.write.level0_changelog import lookup_level0_up
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -44,21 +41,7 @@ BucketLevel0Up = Callable[[tuple[bytes, int], int, list[DataFileMeta]], "CommitM
 def first_row_level0_up(table: FileStore, commit_user: str) -> BucketLevel0Up:
     """The committer's first-row compaction of a bucket: level 0 up through the first-row lookup
     (Paimon's ForceUpLevel0Compaction), checked at commit like a writer's."""
-    def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
-        levels = Levels(files, table.options.num_levels)
-        unit = pick_unit(levels, table.options, False, force_up_level0=True)
-        if unit is None:
-            return None
-        compactor = BucketCompactor(table, table.partition_codec().from_binary(key[0]), key[1],
-                                    level0_changelog=level0_changelog_of(table))
-        before, after = compactor.compact(levels, unit)
-        if not before and not after:
-            return None
-        return CommitMessage(key[0], key[1], total, compact_before=before, compact_after=after,
-                             compact_changelog=compactor.changelog_files,
-                             compact_base=[f.file_name for f in files], commit_user=commit_user)
-
-    return compact
+    return lookup_level0_up(table, commit_user, checked=True)
 
 
 def check_first_row_keys_once(table: FileStore, messages: Sequence[CommitMessage],

@@ -81,11 +81,13 @@ def level0_changelog_of(table: FileStore, snapshot: Callable[[], Snapshot | None
     return Level0Changelog(table, snapshot, given)
 
 
-def lookup_level0_up(table: FileStore, commit_user: str, changelog: bool = True) -> BucketLevel0Up:
+def lookup_level0_up(table: FileStore, commit_user: str, changelog: bool = True,
+                     checked: bool = False) -> BucketLevel0Up:
     """The committer's compaction of a `lookup` table's bucket whose level 0 its writer did not take
     up (a write-only writer's, a Spark data source task's, a compaction that lost a race): level 0
     up (Paimon's ForceUpLevel0Compaction) with the changelog of every level-0 file it takes
-    (without `changelog`: an overwrite's files, which give none)."""
+    (without `changelog`: an overwrite's files, which give none); `checked`: its message names the
+    files it started from, for the commit to check like a writer's (a first-row table's)."""
 
     def compact(key: tuple[bytes, int], total: int, files: list[DataFileMeta]) -> CommitMessage | None:
         levels = Levels(files, table.options.num_levels)
@@ -98,6 +100,8 @@ def lookup_level0_up(table: FileStore, commit_user: str, changelog: bool = True)
         if not before and not after:
             return None
         return CommitMessage(key[0], key[1], total, compact_before=before, compact_after=after,
-                             compact_changelog=compactor.changelog_files, commit_user=commit_user)
+                             compact_changelog=compactor.changelog_files,
+                             compact_base=[f.file_name for f in files] if checked else None,
+                             commit_user=commit_user)
 
     return compact

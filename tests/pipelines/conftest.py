@@ -13,6 +13,9 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from pipelines.defs.downstream.assets import daily_revenue
+from pipelines.defs.downstream.checks import revenue_equals_full_recompute
+from pipelines.defs.downstream.publish import daily_revenue_publish
 from pipelines.lib.events import EVENT_SCHEMA
 from pipelines.lib.partitions import DAILY_PARTITIONS
 from pipelines.lib.resources import LakehouseResource, LakehouseSparkResource
@@ -115,3 +118,18 @@ def lakehouse_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for name, value in LAKEHOUSE_ENV.items():
         monkeypatch.setenv(name, value)
     return dict(LAKEHOUSE_ENV)
+
+
+def run_daily_revenue(lakehouse: LakehouseResource) -> Any:
+    """Materialize daily_revenue with its recompute check and its publish; assert they passed."""
+    result = dg.materialize([daily_revenue, revenue_equals_full_recompute, daily_revenue_publish],
+                            resources={"lakehouse": lakehouse}, raise_on_error=False)
+    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert result.success and checks and all(c.passed for c in checks), [c.description for c in checks]
+    return result
+
+
+def three_batches() -> list[pa.Table]:
+    """One day's 120 events in three batches of 40, for runs between writes."""
+    rows = events(rows_per_day=120, seed=3)
+    return [rows.slice(0, 40), rows.slice(40, 40), rows.slice(80, 40)]

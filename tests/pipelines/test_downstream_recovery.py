@@ -6,25 +6,16 @@ recompute its blocking check makes (test_downstream_wap.py: the audit and the pu
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import dagster as dg
-import pyarrow as pa
-
-from pipelines.defs.downstream.assets import CONSUMER_ID, daily_revenue, revenue_table_name
-from pipelines.defs.downstream.checks import revenue_equals_full_recompute
-from pipelines.defs.downstream.publish import daily_revenue_publish
+from pipelines.defs.downstream.assets import CONSUMER_ID, revenue_table_name
 from pipelines.lib import revenue
 from pipelines.lib.resources import LakehouseResource
-from tests.pipelines.conftest import engine_write, events, metadata_of
-
-
-def _run(lakehouse: LakehouseResource) -> Any:
-    result = dg.materialize([daily_revenue, revenue_equals_full_recompute, daily_revenue_publish],
-                            resources={"lakehouse": lakehouse}, raise_on_error=False)
-    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert result.success and checks and all(c.passed for c in checks), [c.description for c in checks]
-    return result
+from tests.pipelines.conftest import (
+    engine_write,
+    metadata_of,
+    run_daily_revenue,
+    three_batches,
+)
 
 
 def _equals_recompute(lakehouse: LakehouseResource) -> bool:
@@ -33,49 +24,44 @@ def _equals_recompute(lakehouse: LakehouseResource) -> bool:
     return revenue.live_groups(revenue.read_all(target)).equals(revenue.full_aggregate(revenue.read_all(orders)))
 
 
-def _batches() -> list[pa.Table]:
-    rows = events(rows_per_day=120, seed=3)
-    return [rows.slice(0, 40), rows.slice(40, 40), rows.slice(80, 40)]
-
-
 def test_a_rollback_of_orders_written_again_is_recomputed_not_added_to(lakehouse: LakehouseResource) -> None:
-    a, b, c = _batches()
+    a, b, c = three_batches()
     engine_write(lakehouse, a)
     kept = lakehouse.get_table().latest_snapshot().id
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     engine_write(lakehouse, b)
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     time.sleep(1.2)  # past the clock slack: the rewritten snapshots are newer than the consumer
     orders = lakehouse.get_table()
     orders.rollback_to(kept)
     engine_write(lakehouse, c)  # takes the ids b had: the consumer's position looks valid
     # Before: the run read nothing new (the ids were consumed) and the table kept b's sums.
-    meta = metadata_of(_run(lakehouse), "daily_revenue")
+    meta = metadata_of(run_daily_revenue(lakehouse), "daily_revenue")
     assert str(meta["mode"]).startswith("full (recomputed: orders snapshot")
     assert _equals_recompute(lakehouse)
     engine_write(lakehouse, b)
-    assert metadata_of(_run(lakehouse), "daily_revenue")["mode"] == "incremental"
+    assert metadata_of(run_daily_revenue(lakehouse), "daily_revenue")["mode"] == "incremental"
     assert _equals_recompute(lakehouse)
 
 
 def test_a_rollback_below_the_consumer_is_recomputed(lakehouse: LakehouseResource) -> None:
-    a, b, _ = _batches()
+    a, b, _ = three_batches()
     engine_write(lakehouse, a)
     kept = lakehouse.get_table().latest_snapshot().id
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     engine_write(lakehouse, b)
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     lakehouse.get_table().rollback_to(kept)
-    meta = metadata_of(_run(lakehouse), "daily_revenue")
+    meta = metadata_of(run_daily_revenue(lakehouse), "daily_revenue")
     assert str(meta["mode"]).startswith("full (recomputed: orders was rolled back")
     assert _equals_recompute(lakehouse)
 
 
 def test_a_dropped_consumer_whose_commits_expired_is_recomputed_not_counted_twice(
         lakehouse: LakehouseResource) -> None:
-    a, b, _ = _batches()
+    a, b, _ = three_batches()
     engine_write(lakehouse, a)
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     engine_write(lakehouse, b)
     # The consumer gone (consumer.expiration-time, or a `lakehouse consumers` reset) and the
     # revenue table's own commits expired behind a compaction: before, the run took itself for
@@ -85,16 +71,16 @@ def test_a_dropped_consumer_whose_commits_expired_is_recomputed_not_counted_twic
     target.compact(full=True)
     target.expire_snapshots(retain_max=1, retain_min=1)
     assert all(s.commit_user != CONSUMER_ID for s in target.snapshots())
-    meta = metadata_of(_run(lakehouse), "daily_revenue")
+    meta = metadata_of(run_daily_revenue(lakehouse), "daily_revenue")
     assert str(meta["mode"]).startswith("full (recomputed: the revenue table holds sums")
     assert _equals_recompute(lakehouse)
 
 
 def test_a_position_whose_snapshots_expired_is_recomputed_not_failed_forever(
         lakehouse: LakehouseResource) -> None:
-    a, b, c = _batches()
+    a, b, c = three_batches()
     engine_write(lakehouse, a)
-    _run(lakehouse)
+    run_daily_revenue(lakehouse)
     engine_write(lakehouse, b)
     engine_write(lakehouse, c)
     # The consumer dropped, expiry then free to remove what it had not read; the revenue table's
@@ -103,6 +89,6 @@ def test_a_position_whose_snapshots_expired_is_recomputed_not_failed_forever(
     orders = lakehouse.get_table()
     orders.consumer_manager().delete_consumer(CONSUMER_ID)
     orders.expire_snapshots(retain_max=1, retain_min=1)
-    meta = metadata_of(_run(lakehouse), "daily_revenue")
+    meta = metadata_of(run_daily_revenue(lakehouse), "daily_revenue")
     assert "expired before they were read" in str(meta["mode"])
     assert _equals_recompute(lakehouse)
