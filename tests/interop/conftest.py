@@ -22,11 +22,15 @@ import pyarrow as pa
 import pypaimon
 from pypaimon import CatalogFactory, Schema
 ARGS = json.loads(sys.stdin.read())
-def emit(obj):  # the script's last statement: leave without the interpreter's teardown
-    sys.stdout.write("\\n@@RESULT@@" + json.dumps(obj, default=str))
+def _leave():
+    # Without the interpreter's teardown: twice in CI, after scripts that wrote postpone-bucket
+    # tables, the C++ runtime aborted there ("terminate called without an active exception").
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+def emit(obj):  # the script's last statement
+    sys.stdout.write("\\n@@RESULT@@" + json.dumps(obj, default=str))
+    _leave()
 """
 
 
@@ -34,7 +38,7 @@ def run_pypaimon(code: str, **args: Any) -> Any:
     """Run `code` under pypaimon with `ARGS` = args; the code calls `emit(obj)` to return JSON."""
     if not INTEROP_PYTHON.exists():
         pytest.fail(f"{INTEROP_PYTHON} is missing: run `make .venv-interop` (make test builds it)")
-    script = PREAMBLE + textwrap.dedent(code)
+    script = PREAMBLE + textwrap.dedent(code) + "\n_leave()\n"  # a script that emits nothing leaves so too
     proc = subprocess.run(
         [str(INTEROP_PYTHON), "-c", script],
         input=json.dumps(args),
