@@ -13,8 +13,10 @@ Such a bucket's levels (the writer's picture of its files) may hold the lost com
 before compacting it fully again, the writer takes its files from the latest snapshot
 (`BucketWriter.realign_levels`).
 
-A new writer owes nothing for what earlier writers wrote: as Paimon's sink started without Flink
-state (its written buckets live in the checkpoint, not the table); a dedicated
+Paimon's sink keeps the written buckets in its Flink checkpoint; a writer here has none, so a
+writer restarted under the same commit user finds them in its own commits since its last full
+compaction (`buckets_awaiting_full_compaction`). A writer of another commit user owes nothing for
+what earlier writers wrote, as Paimon's sink started without state; a dedicated
 `compact(full=True)` gives those buckets' changelog (docs/changelog.md).
 """
 
@@ -24,13 +26,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SnapshotNotExistError
-from lakehouse_engine.format.snapshot import CommitKind
+from lakehouse_engine.format.snapshot import CommitKind, is_full_compacted_identifier
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
     from lakehouse_engine.write.bucket_writer import BucketWriter
 
-__all__ = ["FullCompactionCadence"]
+__all__ = ["FullCompactionCadence", "buckets_awaiting_full_compaction"]
 
 
 class FullCompactionCadence:
@@ -77,3 +79,29 @@ class FullCompactionCadence:
     def unconfirmed(self, before: int) -> bool:
         """Whether a full compaction submitted before the commit `before` was not seen landed."""
         return any(i < before for i in self.to_check)
+
+
+def buckets_awaiting_full_compaction(table: FileStore, commit_user: str,
+                                     delta_commits: int) -> dict[tuple[bytes, int], int]:
+    """(partition, bucket) of every file `commit_user`'s APPEND snapshots added after its last
+    full compaction (its COMPACT snapshot at an identifier `delta_commits` names), each with the
+    newest commit identifier that wrote it; searched newest first back to the earliest retained
+    snapshot. Buckets another commit emptied since are left to the caller (no live file)."""
+    sm = table.snapshot_manager()
+    latest, earliest = sm.latest_snapshot_id(), sm.earliest_snapshot_id()
+    if latest is None or earliest is None:
+        return {}
+    mio = table.manifest_io()
+    buckets: dict[tuple[bytes, int], int] = {}
+    for sid in range(latest, earliest - 1, -1):
+        snapshot = sm.get_snapshot_by_id(sid)
+        if snapshot is None or snapshot.commit_user != commit_user:
+            continue
+        if snapshot.commit_kind == CommitKind.COMPACT and is_full_compacted_identifier(
+                snapshot.commit_identifier, delta_commits):
+            break
+        if snapshot.commit_kind == CommitKind.APPEND:
+            for e in mio.added_entries(snapshot):
+                if e.bucket >= 0:
+                    buckets.setdefault((e.partition, e.bucket), snapshot.commit_identifier)
+    return buckets

@@ -41,8 +41,10 @@ from lakehouse_engine.write.deletion_vectors import (
     LookupPrefetch,
     deletion_vectors_enabled,
 )
-from lakehouse_engine.write.full_compaction_cadence import FullCompactionCadence
-from lakehouse_engine.write.full_compaction_state import buckets_awaiting_full_compaction
+from lakehouse_engine.write.full_compaction_cadence import (
+    FullCompactionCadence,
+    buckets_awaiting_full_compaction,
+)
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
