@@ -175,6 +175,28 @@ class LookupChangelog:
                                 changes)
         return LookupResult(changelog_files=files)
 
+    def record_changes(self, partition: Partition, bucket: int, records: pa.Table,
+                       older: list[DataFileMeta], in_order: bool = False) -> pa.Table:
+        """The changelog of `records` (level-0 records a compaction takes up, several of a key
+        allowed, in merge order; `in_order`: their order is sequence order) against the bucket's
+        `older` files: one change per key, the row `older` holds against every record merged with
+        it, as Paimon's LookupChangelogMergeFunctionWrapper gives it (sorted by key)."""
+        read = self._read_of(partition, bucket)
+        new = records.select(self.columns)
+        if self.newest_wins:
+            new = self.merge_function.merge(new, drop_retracts=False, rows_in_sequence_order=in_order)
+            found = self._lookup_newest(new.select(self.key_names), older, read)
+            return newest_changelog(new, found.key_index, found.old_rows, self.fields, self.row_deduplicate)
+        # The row before: every older record of the keys merged (what a read of `older` shows).
+        keys = new.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
+        old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys))
+
+        def merge(rows: pa.Table) -> pa.Table:
+            return self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=False)
+
+        return lookup_changelog(new, old if old is not None else self.read_schema.empty_table(), self.key_names,
+                                merge, self.fields, self.row_deduplicate, first_row=self.engine == "first-row")
+
     def _read_of(self, partition: Partition, bucket: int) -> Callable[..., pa.Table]:
         """Reads columns of the bucket's data files through the lookup cache, without the rows
         their deletion vectors mark."""
