@@ -5,7 +5,9 @@ The changes read in snapshot order, replayed strictly on an empty table (a `+I` 
 key, a `-U`/`-D` only of the key's current row, each `+U` after its `-U`), give after every step
 the table above level 0 (what Paimon's first stream plan reads; the whole table once a compaction
 took level 0 up): no change is missing, none is given twice (a consumer summing them, like
-`daily_revenue`, would count it twice). And a stream started after any step (its first plan, then
+`daily_revenue`, would count it twice). Each step gives as many changes per key as Paimon's
+compaction would (LookupChangelogMergeFunctionWrapper: one per key whose level-0 records it takes
+up, however many commits wrote them). And a stream started after any step (its first plan, then
 the changes) ends at the table after a last compaction."""
 
 from __future__ import annotations
@@ -61,6 +63,44 @@ def _above_level0(table: FileStoreTable) -> dict[int, tuple[Any, Any]]:
     return {r["id"]: (r["v"], r["w"]) for r in rows.to_pylist()}
 
 
+def _level0_keys(table: FileStoreTable) -> dict[str, set[int]]:
+    """The latest snapshot's level-0 files, each with the keys of its records (retractions too)."""
+    snapshot = table.latest_snapshot()
+    if snapshot is None:
+        return {}
+    store = table.store
+    reader = store.file_reader()
+    schema = pa.schema([SCHEMA.field("id")])
+    files: dict[str, set[int]] = {}
+    for e in TableScan(store, None, None).live_entries(snapshot):
+        if e.file.level == 0:
+            bucket_dir = store.path_factory.bucket_dir(store.partition_codec().from_binary(e.partition).spec, e.bucket)
+            ids = reader.read(f"{bucket_dir}/{e.file.file_name}", ["id"], schema, e.file).column("id")
+            files[e.file.file_name] = set(ids.to_pylist())
+    return files
+
+
+def _changes_per_key(changes: pa.Table) -> dict[int, int]:
+    """Per key, its changes: `+I`, `-D` and a `-U`/`+U` pair count one each."""
+    count: dict[int, int] = {}
+    for c in changes.to_pylist():
+        if c["_row_kind"] != "+U":
+            count[c["id"]] = count.get(c["id"], 0) + 1
+    return count
+
+
+def _paimons_changes_per_key(taken: set[int], written: set[int], before: dict[int, Any], after: dict[int, Any],
+                             first_row: bool) -> dict[int, int]:
+    """Paimon's changes of a step per key: one for each key whose level-0 records its compaction
+    takes up (`taken`, or `written` by a normal writer, which compacts at commit) and that holds a
+    row before or after (`+I`, `-U`/`+U`, `-D`; a delete of an absent key gives nothing);
+    first-row: `+I` of new keys only."""
+    touched = taken | written
+    if first_row:
+        return {k: 1 for k in touched if k in after and k not in before}
+    return {k: 1 for k in touched if k in before or k in after}
+
+
 def _strict_replay(changes: pa.Table) -> dict[int, tuple[Any, Any]]:
     state: dict[int, tuple[Any, Any]] = {}
     for c in changes.to_pylist():
@@ -83,7 +123,10 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
             "bucket": "1", "rowkind.field": "rk", "changelog-producer": "lookup", **options}))
         table = catalog.get_table("db.t")
         streams: list[tuple[Any, Any, list[pa.Table]]] = []
+        state: dict[int, tuple[Any, Any]] = {}
         for action, arg in script:
+            level0 = _level0_keys(table)
+            start = table.latest_snapshot().id if table.latest_snapshot() is not None else 0
             if action == "compact":
                 table.compact(full=arg)
             else:
@@ -93,7 +136,21 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
                 w.write_arrow(pa.table({"id": [k for k, _, _ in arg], "v": [v for _, v, _ in arg],
                                         "w": [v for _, v, _ in arg], "rk": [r for _, _, r in arg]}, schema=SCHEMA))
                 c.commit(w.prepare_commit())
-            assert _strict_replay(table.changes(0)) == _above_level0(table), f"after {action} {arg}"
+            after = _above_level0(table)
+            assert _strict_replay(table.changes(0)) == after, f"after {action} {arg}"
+            # As many changes per key as Paimon's compaction gives: one per key it takes up.
+            left = _level0_keys(table)
+            taken = {k for name, keys in level0.items() if name not in left for k in keys}
+            written = {k for k, _, _ in arg} if action == "write" else set()
+            ours = _changes_per_key(table.changes(start))
+            paimons = _paimons_changes_per_key(taken, written, state, after, "first-row" in options.values())
+            # A normal writer's flush gave its run's changes against the level 0 it went up with: a
+            # key also in that level 0 gives one change for each (docs/changelog.md).
+            twice = taken & written if action == "write" else set()
+            assert {k: n for k, n in ours.items() if k not in twice} == \
+                {k: n for k, n in paimons.items() if k not in twice}, f"{action} {arg}: changes per key"
+            assert all(ours.get(k, 0) <= 2 for k in twice)
+            state = after
             # A stream starting here: its first plan, then whatever the later steps change.
             builder = table.new_stream_read_builder().with_include_row_kind()
             scan, read_ = builder.new_streaming_scan(), builder.new_read()
