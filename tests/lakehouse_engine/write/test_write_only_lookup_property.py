@@ -126,7 +126,8 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
         state: dict[int, tuple[Any, Any]] = {}
         for action, arg in script:
             level0 = _level0_keys(table)
-            start = table.latest_snapshot().id if table.latest_snapshot() is not None else 0
+            latest = table.latest_snapshot()
+            start = latest.id if latest is not None else 0
             if action == "compact":
                 table.compact(full=arg)
             else:
