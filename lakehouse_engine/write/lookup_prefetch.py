@@ -125,18 +125,24 @@ class LookupPrefetch:
             if self._rest:
                 self._keys.setdefault(key, []).append(_sample(rows.select(self._key_names)))
         asked, asked_rest = self._asked.setdefault(key, set()), self._asked_rest.setdefault(key, set())
-        candidates = [f for f in files if not (self._above_level0_only and f.level == 0)]
-        wanted = [f for f in candidates if f.file_name not in asked
-                  or (self._rest and f.file_name not in asked_rest)]
-        if wanted:
-            # A warm-up never fails a write: on any error every file is read (the lookup reports it).
-            with contextlib.suppress(Exception):
-                bounds = pc.min_max(rows.column(self._key_names[0]))
-                first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
-                wanted = files_meeting_keys(wanted, self._key_types, first)
+        wanted = [f for f in files if not (self._above_level0_only and f.level == 0)
+                  and (f.file_name not in asked or (self._rest and f.file_name not in asked_rest))]
+        if not wanted:
+            return
+        # (With the other columns, files already read are matched again, from the cache: a key
+        # a newer one holds is sought no further.)
+        meeting = [f for f in files if not (self._above_level0_only and f.level == 0)] if self._rest else wanted
+        # A warm-up never fails a write: on any error every file is read (the lookup reports it).
+        with contextlib.suppress(Exception):
+            bounds = pc.min_max(rows.column(self._key_names[0]))
+            first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
+            meeting = files_meeting_keys(meeting, self._key_types, first)
+        names = {f.file_name for f in meeting}
+        wanted = [f for f in wanted if f.file_name in names]
         if not wanted:
             return
         asked.update(f.file_name for f in wanted)
+        wanted = meeting
         with self._lock:
             self._files.setdefault(key, {}).update((f.file_name, f) for f in wanted)
             if key in self._queued:
@@ -153,7 +159,7 @@ class LookupPrefetch:
             given = self._files.pop(key, {})
             written = self._keys.pop(key, [])
             done = set(self._asked_rest.get(key, ()))
-        files = _in_lookup_order([f for name, f in given.items() if name not in done])
+        files = _in_lookup_order(list(given.values()))
         reader = CachedFileReader(self.table.file_reader(for_rewrite=True), self._cache)
         sought: _Sought | None = None
         with contextlib.suppress(Exception):
@@ -164,7 +170,7 @@ class LookupPrefetch:
                 first = reader.read(path, self._first, self._first_schema, f)
                 if sought is None or not sought.held_in(first, narrow=self._newest_wins):
                     continue
-                if self._room(key):
+                if f.file_name not in done and self._room(key):
                     with self._lock:
                         self._asked_rest.setdefault(key, set()).add(f.file_name)
                     rows = reader.read(path, self._all, self._all_schema, f)
