@@ -127,6 +127,12 @@ class LookupPrefetch:
         asked, asked_rest = self._asked.setdefault(key, set()), self._asked_rest.setdefault(key, set())
         wanted = [f for f in files if not (self._above_level0_only and f.level == 0)
                   and (f.file_name not in asked or (self._rest and f.file_name not in asked_rest))]
+        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
+        # A file the cache holds all of (a warm writer's) is not read again.
+        whole = {f.file_name for f in wanted if self._cached(f"{bucket_dir}/{f.file_name}")}
+        asked.update(whole)
+        asked_rest.update(whole)
+        wanted = [f for f in wanted if f.file_name not in whole]
         if not wanted:
             return
         # (With the other columns, files already read are matched again, from the cache: a key
@@ -150,7 +156,6 @@ class LookupPrefetch:
             self._queued.add(key)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
-        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
         self._pending.setdefault(key, []).append(self._pool.submit(self._read, key, bucket_dir))
 
     def _read(self, key: tuple[bytes, int], bucket_dir: str) -> None:
@@ -176,6 +181,12 @@ class LookupPrefetch:
                     rows = reader.read(path, self._all, self._all_schema, f)
                     with self._lock:
                         self._ahead[key] = self._ahead.get(key, 0) + rows.nbytes
+
+    def _cached(self, path: str) -> bool:
+        """Whether the lookup cache holds every column read ahead of the file at `path`."""
+        assert self._cache is not None
+        schema = self._all_schema
+        return len(self._cache.cached_columns(path, self.table.schema.id, schema)) == len(schema)
 
     def _room(self, key: tuple[bytes, int]) -> bool:
         """Whether what was read ahead and not looked up yet leaves room for more (half the cache)."""
