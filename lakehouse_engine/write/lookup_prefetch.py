@@ -30,8 +30,10 @@ bucket waits for that bucket's reads (`wait`), so no file is decoded twice; the 
 the changelog takes over those not started yet (it reads them itself on its own thread, instead of
 waiting behind other buckets' reads).
 Memory: the decoded columns live in the lookup cache, bounded by `lookup.cache-max-memory-size`;
-the other columns are read ahead only while what was read ahead and not yet looked up stays
-within half of it. Without a lookup cache (`lookup.cache-max-memory-size` 0) nothing is read.
+the other columns of a file are read ahead only while, with what was read ahead and not yet
+looked up, they stay within half of it (a file taken to decode to four times its stored size),
+and nothing more is read ahead once a file read ahead did not stay in the cache (the lookup
+would decode it again). Without a lookup cache (`lookup.cache-max-memory-size` 0) nothing is read.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class LookupPrefetch:
         self._files: dict[tuple[bytes, int], dict[str, DataFileMeta]] = {}
         self._keys: dict[tuple[bytes, int], list[pa.Table]] = {}
         self._queued: set[tuple[bytes, int]] = set()
+        #: A file read ahead did not stay in the cache: this writer reads nothing more ahead.
+        self._overflowed = False
         self._lock = threading.Lock()
 
     @classmethod
@@ -118,7 +122,7 @@ class LookupPrefetch:
     def start(self, partition: Partition, bucket: int, files: Sequence[DataFileMeta], rows: pa.Table) -> None:
         """Begin reading what the bucket's lookup will read of its `files` for `rows` (written
         into the bucket, with the table's key columns)."""
-        if self._cache is None or rows.num_rows == 0:
+        if self._cache is None or rows.num_rows == 0 or self._overflowed:
             return
         key = (partition.binary, bucket)
         with self._lock:
@@ -129,7 +133,7 @@ class LookupPrefetch:
                   and (f.file_name not in asked or (self._rest and f.file_name not in asked_rest))]
         bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
         # A file the cache holds all of (a warm writer's) is not read again.
-        whole = {f.file_name for f in wanted if self._cached(f"{bucket_dir}/{f.file_name}")}
+        whole = {f.file_name for f in wanted if self._cached(f"{bucket_dir}/{f.file_name}", self._all_schema)}
         asked.update(whole)
         asked_rest.update(whole)
         wanted = [f for f in wanted if f.file_name not in whole]
@@ -171,28 +175,39 @@ class LookupPrefetch:
             sought = _Sought(_sample(pa.concat_tables(written)), self._key_names) if written else None
         for f in files:
             path = f"{bucket_dir}/{f.file_name}"
+            if self._overflowed:
+                return
             with contextlib.suppress(Exception):
                 first = reader.read(path, self._first, self._first_schema, f)
+                if not self._cached(path, self._first_schema):
+                    self._overflowed = True  # (see below)
+                    return
                 if sought is None or not sought.held_in(first, narrow=self._newest_wins):
                     continue
-                if f.file_name not in done and self._room(key):
+                if f.file_name not in done and self._room(f):
                     with self._lock:
                         self._asked_rest.setdefault(key, set()).add(f.file_name)
                     rows = reader.read(path, self._all, self._all_schema, f)
                     with self._lock:
                         self._ahead[key] = self._ahead.get(key, 0) + rows.nbytes
+                    if not self._cached(path, self._all_schema):
+                        # The cache could not keep it (larger than it, or pushed out): the
+                        # lookup would decode it again, so this writer reads nothing more ahead.
+                        self._overflowed = True
 
-    def _cached(self, path: str) -> bool:
-        """Whether the lookup cache holds every column read ahead of the file at `path`."""
+    def _cached(self, path: str, schema: pa.Schema) -> bool:
+        """Whether the lookup cache holds every column of `schema` of the file at `path`."""
         assert self._cache is not None
-        schema = self._all_schema
         return len(self._cache.cached_columns(path, self.table.schema.id, schema)) == len(schema)
 
-    def _room(self, key: tuple[bytes, int]) -> bool:
-        """Whether what was read ahead and not looked up yet leaves room for more (half the cache)."""
+    def _room(self, f: DataFileMeta) -> bool:
+        """Whether the columns of `f`, with what was read ahead and not looked up yet, stay
+        within half the cache (`f` decoded taken as `_EXPANSION` times its stored size), and no
+        file read ahead overflowed it."""
         assert self._cache is not None
         with self._lock:
-            return sum(self._ahead.values()) <= self._cache.max_bytes // 2
+            ahead = sum(self._ahead.values())
+            return not self._overflowed and ahead + f.file_size * _EXPANSION <= self._cache.max_bytes // 2
 
     def wait(self, partition: Partition, bucket: int) -> None:
         """Before the bucket's lookup: wait for its reads (with `takes_over`, only those in
@@ -232,6 +247,10 @@ def _in_lookup_order(files: list[DataFileMeta]) -> list[DataFileMeta]:
                     key=lambda f: (f.max_sequence_number, f.min_sequence_number), reverse=True)
     return level0 + sorted((f for f in files if f.level > 0), key=lambda f: f.level)
 
+
+#: How many times its stored size a data file is taken to decode to, for the read-ahead's bound
+#: (zstd-compressed parquet of plain columns decodes to two to three times its size).
+_EXPANSION = 4
 
 #: The most written keys a read-ahead matches against the older files.
 SAMPLE_KEYS = 4096

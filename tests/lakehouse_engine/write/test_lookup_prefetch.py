@@ -189,3 +189,24 @@ def test_without_a_lookup_cache_nothing_is_read_ahead(catalog: Catalog, monkeypa
     seen = _decodes(monkeypatch)
     _commit(t, _batch(list(range(0, 100, 3)), "b"), _batch([5, 7], "c"))
     assert seen and not [s for s in seen if s[0].startswith(THREAD)]
+
+
+@pytest.mark.parametrize("cache", ["48 kb", "4 kb"])  # the keys fit, the rest would not; nothing fits
+def test_a_cache_too_small_for_a_file_gets_no_more_read_ahead_than_it_keeps(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
+    t = _table(catalog, "t", **{"lookup.cache-max-memory-size": cache})
+    reference = _table(catalog, "ref", **{"lookup.cache-max-memory-size": "0"})
+    base = _batch(list(range(3000)), "a-long-value-")
+    for table in (t, reference):
+        _commit(table, base)
+    older = _older_files(t)
+    clear_caches()
+    seen = _decodes(monkeypatch)
+    updates = [_batch(list(range(0, 3000, 3)), "b"), _batch(list(range(1, 3000, 3)), "c")]
+    _commit(t, *updates, before_commit=_until(lambda: len(_columns_ahead(seen)) >= (len(older) if cache == "48 kb" else 1)))
+    ahead = _columns_ahead(seen)
+    assert all(columns == set(KEYS) for columns in ahead.values())  # never the other columns
+    if cache == "4 kb":
+        assert len(ahead) == 1  # the first file's keys did not stay in the cache: no more read ahead
+    _commit(reference, *updates)
+    assert change_tuples(t) == change_tuples(reference)
