@@ -210,3 +210,27 @@ def test_a_cache_too_small_for_a_file_gets_no_more_read_ahead_than_it_keeps(
         assert len(ahead) == 1  # the first file's keys did not stay in the cache: no more read ahead
     _commit(reference, *updates)
     assert change_tuples(t) == change_tuples(reference)
+
+
+def test_a_composite_key_is_matched_by_its_rows(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = pa.schema([pa.field("region", pa.string(), nullable=False), pa.field("id", pa.int64(), nullable=False),
+                        pa.field("v", pa.string())])
+    t = create_table(catalog, "t", schema, ["region", "id"],
+                     options={"bucket": "1", "changelog-producer": "lookup"})
+
+    def batch(region: str, ids: list[int], prefix: str) -> pa.Table:
+        return pa.table({"region": [region] * len(ids), "id": ids, "v": [f"{prefix}{i}" for i in ids]}, schema=schema)
+
+    _commit(t, batch("eu", list(range(0, 1000, 2)), "a"))  # the even ids: the highest level
+    _commit(t, batch("eu", list(range(1, 1000, 2)), "a"))  # the odd ids: the level below it
+    older = _older_files(t)
+    evens, odds = max(older, key=lambda n: older[n]), min(older, key=lambda n: older[n])
+    clear_caches()
+    seen = _decodes(monkeypatch)
+    ids = list(range(0, 200, 2))  # both files' key ranges meet them; only the even file holds them
+    _commit(t, batch("eu", ids[:50], "b"), batch("eu", ids[50:], "b"),
+            before_commit=_until(lambda: set(_columns_ahead(seen).get(evens, ())) >= {"v"}))
+    ahead = _columns_ahead(seen)
+    assert ahead[evens] == {"region", "id", "_VALUE_KIND", "v", "_SEQUENCE_NUMBER"}
+    assert ahead[odds] == {"region", "id", "_VALUE_KIND"}
+    assert [(k, i, v) for _, k, i, v in change_tuples(t) if i == 8][-2:] == [("-U", 8, "a8"), ("+U", 8, "b8")]
