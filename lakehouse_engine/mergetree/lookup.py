@@ -232,6 +232,27 @@ def match_rows(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> tuple[
     return positions, code[positions]
 
 
+def keys_held(sought: pa.Table, rows: pa.Table, key_names: list[str]) -> np.ndarray:
+    """For each of the (distinct) `sought` keys, whether `rows` hold it (bool)."""
+    held = np.zeros(sought.num_rows, dtype=bool)
+    held[match_rows(sought, rows, key_names)[1]] = True
+    return held
+
+
+def integer_keys(column: pa.ChunkedArray) -> np.ndarray | None:
+    """The values of one integer-like key column (dates and times by their stored integer) as
+    int64, or None for other types or a column with nulls."""
+    if not _integer_like(column.type) or column.null_count:
+        return None
+    return _integers(column)
+
+
+def ascending_integer_keys(column: pa.ChunkedArray) -> np.ndarray | None:
+    """A data file's integer-like key column as int64 when its values strictly ascend (as a
+    data file's keys do); else None."""
+    return _ascending_integers(column)
+
+
 def _sorted_positions(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
     """`match_rows` for one integer-like key column whose values ascend in the file (a data file
     is sorted by key): each sought key binary-searched among the file's keys; None for other

@@ -265,6 +265,13 @@ class BucketWriter:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self.compact(full=False)
 
+    def lookup_files(self) -> list[DataFileMeta]:
+        """The bucket's files a flush lookup now would look in: its levels and the runs this writer
+        flushed outside them (a write-only writer's)."""
+        older = self.levels().all_files()
+        names = {f.file_name for f in older}
+        return older + [f for f in self.new_files if f.file_name not in names]
+
     def _run_columns(self, rows: pa.Table) -> pa.Table | None:
         """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
         data files' types): what the lookup cache holds and the flush lookup reads; None when

@@ -28,15 +28,12 @@ against what landed.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.deletion_vectors import DELETION_VECTORS_INDEX, DeletionFile
@@ -68,7 +65,7 @@ if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
 __all__ = ["DeletionVectorBase", "DeletionVectorCompaction", "DeletionVectorCompactor",
-           "LookupPrefetch", "deletion_vectors_enabled"]
+           "deletion_vectors_enabled"]
 
 
 @dataclass
@@ -329,71 +326,3 @@ class DeletionVectorCompactor:
             self.table.file_io, self.table.path_factory.index_dir,
             self.table.path_factory.new_index_file_name, self.partition.binary, self.bucket,
             vectors, self.index_target_size)
-
-
-class LookupPrefetch:
-    """Reads the key columns of a DV table's older files into the lookup cache on a background
-    thread while the writer still takes and flushes rows, so that the lookup at commit finds them
-    decoded (a fresh process's first commit then costs about what a warm writer's does).
-
-    Only the files the lookup will read: those above level 0 whose key range meets the keys
-    written into the bucket (compared on the first key field; every file for FLOAT/DOUBLE keys,
-    as the lookup). Only a cache warm-up: files are immutable (an entry is never stale), a file
-    that changed or vanished meanwhile is read by the lookup itself, and any error here is dropped
-    (the lookup's own read raises it). Without a lookup cache (`lookup.cache-max-memory-size` 0)
-    it does nothing."""
-
-    def __init__(self, table: FileStore):
-        self.table = table
-        schema = table.schema
-        self._cache = cache_for(table.path_factory.table_path, schema.core_options)
-        self._key_names = list(schema.trimmed_primary_keys)
-        self._key_types = schema.types_of(self._key_names)
-        file_schema = schema.data_file_arrow_schema()
-        self._key_schema = pa.schema([file_schema.field(k) for k in self._key_names])
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: dict[tuple[bytes, int], list[Future[None]]] = {}
-        self._asked: dict[tuple[bytes, int], set[str]] = {}
-
-    def start(self, partition: Partition, bucket: int, files: Sequence[DataFileMeta], rows: pa.Table) -> None:
-        """Begin reading the key columns of the bucket's `files` its lookup will read for `rows`."""
-        if self._cache is None or rows.num_rows == 0:
-            return
-        key = (partition.binary, bucket)
-        asked = self._asked.setdefault(key, set())
-        wanted = [f for f in files if f.level > 0 and f.file_name not in asked]
-        if wanted:
-            # A warm-up never fails a write: on any error every file is read (the lookup reports it).
-            with contextlib.suppress(Exception):
-                bounds = pc.min_max(rows.column(self._key_names[0]))
-                first = ((bounds["min"].as_py(),), (bounds["max"].as_py(),))
-                wanted = files_meeting_keys(wanted, self._key_types, first)
-        if not wanted:
-            return
-        asked.update(f.file_name for f in wanted)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dv-lookup-prefetch")
-        bucket_dir = self.table.path_factory.bucket_dir(partition.spec, bucket)
-        self._pending.setdefault(key, []).append(self._pool.submit(self._read, bucket_dir, wanted))
-
-    def _read(self, bucket_dir: str, files: list[DataFileMeta]) -> None:
-        reader = CachedFileReader(self.table.file_reader(for_rewrite=True), self._cache)
-        for f in files:
-            with contextlib.suppress(Exception):
-                reader.read(f"{bucket_dir}/{f.file_name}", self._key_names, self._key_schema, f)
-
-    def wait(self, partition: Partition, bucket: int) -> None:
-        """Wait for the bucket's reads (if any), so the lookup does not decode the same files again."""
-        key = (partition.binary, bucket)
-        self._asked.pop(key, None)
-        for pending in self._pending.pop(key, []):
-            with contextlib.suppress(Exception):
-                pending.result()
-
-    def close(self) -> None:
-        """Wait for every read and stop the thread."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        self._pending.clear()
-        self._asked.clear()

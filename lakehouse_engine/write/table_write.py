@@ -38,13 +38,13 @@ from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
-    LookupPrefetch,
     deletion_vectors_enabled,
 )
 from lakehouse_engine.write.full_compaction_cadence import (
     FullCompactionCadence,
     buckets_awaiting_full_compaction,
 )
+from lakehouse_engine.write.lookup_prefetch import LookupPrefetch
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
@@ -144,7 +144,8 @@ class TableWrite:
                              and not role.compaction_output)
         self._dv_state: tuple[RestoredState, dict[tuple[bytes, int], DeletionVectorBase]] = (RestoredState(), {})
         # The lookup at commit reads the older files' keys: read them while rows still come in.
-        self._prefetch = LookupPrefetch(table) if self._dv_compacts and not role.replaces else None
+        self._prefetch = (LookupPrefetch.for_deletion_vectors(table) if self._dv_compacts and not role.replaces
+                          else None)
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._awaiting_restored = False
         self._full_cadence = FullCompactionCadence(table, commit_user)
@@ -176,6 +177,14 @@ class TableWrite:
             # Its compaction at every commit takes level 0 up: the +I changelog comes from there.
             first_row_changelog=(self.changelog_producer == "lookup" and not self.write_only
                                  and not role.replaces and opts.require(MERGE_ENGINE) == "first-row"))
+        # The `lookup` changelog's flush lookup reads the older files' keys, and the old rows of
+        # the keys it finds: read them while rows still come in (write/lookup_prefetch.py).
+        newest_wins = getattr(self.flush_lookup, "newest_wins", None)
+        self._flush_prefetch = (
+            LookupPrefetch.for_lookup_changelog(table, newest_wins)
+            if (self.changelog_producer == "lookup" and newest_wins is not None and self.primary_key
+                and not self.deletion_vectors and not self._context.first_row_changelog)
+            else None)
 
     @classmethod
     def for_postpone_compaction(cls, table: FileStore, commit_user: str, bucket_counts: Mapping[bytes, int],
@@ -339,6 +348,8 @@ class TableWrite:
             self._writers[key] = writer
         if self._prefetch is not None and bucket >= 0:
             self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []), rows)
+        elif self._flush_prefetch is not None and bucket >= 0:
+            self._flush_prefetch.start(part, bucket, writer.lookup_files(), rows)
         self._buffered_bytes += writer.write(rows, kinds)
 
     # ---- flushing --------------------------------------------------------------------
@@ -363,6 +374,8 @@ class TableWrite:
         with self._lock:
             rows, nbytes = writer.take_buffer()
             self._buffered_bytes -= nbytes
+        if self._flush_prefetch is not None:
+            self._flush_prefetch.wait(writer.partition, writer.bucket)
         writer.flush(rows)
 
     # ---- the commit ------------------------------------------------------------------------
@@ -500,6 +513,8 @@ class TableWrite:
     def close(self) -> None:
         if self._prefetch is not None:
             self._prefetch.close()
+        if self._flush_prefetch is not None:
+            self._flush_prefetch.close()
         self._writers.clear()
         self._buffered_bytes = 0
         self._closed = True

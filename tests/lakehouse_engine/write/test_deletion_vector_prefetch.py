@@ -1,4 +1,4 @@
-"""The DV writer's read-ahead of its lookup (`write.deletion_vectors.LookupPrefetch`).
+"""The DV writer's read-ahead of its lookup (`write.lookup_prefetch.LookupPrefetch`).
 
 Specification: a writer of a deletion-vector table reads the key columns of the older files of each
 bucket it writes into the lookup cache on a background thread while it still takes rows, so the
