@@ -275,8 +275,8 @@ class TableRead:
                       batch_bytes: int, drop_retractions: bool = False) -> Iterator[pa.Table]:
         """The rows of one file of `split` (`columns` of them, in batches of about `batch_bytes`)
         without those its deletion vector marks and, with `drop_retractions` and `_VALUE_KIND`
-        among `columns`, without retractions: the one place a read applies deletion vectors,
-        one mask and one `filter` per batch."""
+        among `columns`, without retractions (and without `_VALUE_KIND`): the one place a read
+        applies deletion vectors, one mask and one `filter` per batch."""
         path = f"{split.bucket_path}/{meta.file_name}"
         schema = pa.schema([self._file_schema.field(c) for c in columns])
         batches = self._reader.read_batches(path, columns, schema, meta, batch_bytes,
@@ -296,6 +296,7 @@ class TableRead:
                 k = t.column(VALUE_KIND).to_numpy()
                 live = (k == INSERT) | (k == UPDATE_AFTER)
                 keep = live if keep is None else keep & live
+                t = t.drop_columns([VALUE_KIND])  # read to find the retractions: not copied on
             assert keep is not None
             yield t if keep.all() else t.filter(pa.array(keep))
 
