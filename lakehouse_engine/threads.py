@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -52,8 +53,8 @@ def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
 def ordered_streams(streams: Sequence[Callable[[], Iterator[T]]], max_threads: int | None = None,
                     depth: int = 1) -> Iterator[T]:
     """The items of every stream, in the order `for s in streams: yield from s()` gives them, with
-    up to `max_threads` streams (default one per core) produced at once, each on a thread of one
-    pool and at most `depth` items ahead of the consumer.
+    up to `max_threads` streams (default one per core) produced at once, each on a thread of its
+    own and at most `depth` items ahead of the consumer.
 
     Memory holds at most `max_threads * (depth + 1)` items besides the consumer's: a stream starts
     when one before it is used up. A stream's exception is raised in the consumer when it reaches
@@ -67,41 +68,33 @@ def ordered_streams(streams: Sequence[Callable[[], Iterator[T]]], max_threads: i
         return
     active: deque[_ReadAhead[T]] = deque()
     started = 0
-    # One pool for the whole read: threads that live as long as it keep their allocator's arenas
-    # warm (as the range merge's), and a stream of a small file costs no thread start.
-    pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="ordered-streams")
+    # Daemon threads, not a ThreadPoolExecutor's: a reader left unfinished until the interpreter
+    # exits must not keep it waiting for a producer blocked on a full queue.
     try:
         while active or started < len(todo):
             while started < len(todo) and len(active) < window:
-                active.append(_ReadAhead(todo[started](), depth, pool))
+                active.append(_ReadAhead(todo[started](), depth))
                 started += 1
             yield from active[0].drain()
             active.popleft().close()
     finally:
         for ahead in active:
             ahead.close()
-        pool.shutdown(wait=True)
 
 
 class _ReadAhead(Generic[T]):
-    """An iterator produced in the background from construction on (on a thread of `pool`, else on
-    a thread of its own) into a queue of `depth` items; `drain` hands them over in order, `close`
-    stops the producer and closes the iterator."""
+    """An iterator produced on a daemon thread from construction on, into a queue of `depth`
+    items; `drain` hands them over in order, `close` stops the producer and closes the iterator."""
 
-    def __init__(self, items: Iterator[T], depth: int, pool: ThreadPoolExecutor | None = None):
+    def __init__(self, items: Iterator[T], depth: int):
         self._items = items
         self._queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finished = threading.Event()
-        if pool is not None:
-            pool.submit(self._produce)
-        else:
-            threading.Thread(target=self._produce, name="prefetch", daemon=True).start()
+        threading.Thread(target=self._produce, name="prefetch", daemon=True).start()
 
     def _produce(self) -> None:
         try:
-            if self._stop.is_set():  # closed before a thread of the pool was free to start it
-                return
             for item in self._items:
                 while not self._stop.is_set():
                     try:
@@ -131,6 +124,10 @@ class _ReadAhead(Generic[T]):
         """Stop the producer (unblocking it) and close the iterator once the producer has left it."""
         self._stop.set()
         while not self._finished.is_set():
+            if sys.is_finalizing():
+                # Closed as the interpreter exits (a reader held to the end): the daemon producer
+                # is frozen and will never finish; the process ends it.
+                return
             with contextlib.suppress(Empty):
                 self._queue.get(timeout=0.1)
         close = getattr(self._items, "close", None)

@@ -8,8 +8,11 @@ every stream it started; `prefetch` is one stream read ahead.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +110,19 @@ def test_prefetch_is_one_stream_read_ahead() -> None:
 
     with pytest.raises(KeyError):
         list(prefetch(failing()))
+
+
+def test_a_reader_left_unfinished_does_not_keep_the_interpreter_from_exiting() -> None:
+    # A lazy read held until exit, its producers blocked on full queues: closing it as the
+    # interpreter exits must not wait for them (daemon threads, frozen by then).
+    code = ("import itertools\n"
+            "from lakehouse_engine.threads import ordered_streams, prefetch\n"
+            "HELD = ordered_streams([itertools.count, itertools.count], 2)\n"
+            "assert next(HELD) == 0\n"
+            "AHEAD = prefetch(itertools.count())\n"
+            "assert next(AHEAD) == 0\n"
+            "print('done')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "done"
