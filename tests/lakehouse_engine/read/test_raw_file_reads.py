@@ -274,3 +274,21 @@ def test_a_lazy_read_that_must_merge_reads_one_split_at_a_time(
     assert {r["id"]: r["v"] for r in lazy.to_pylist()} == {
         i: ("b" if i % 2 == 0 else "a") + str(i) for i in range(100)}
     assert not streamed  # merged key range by key range, no file read as it is
+
+
+def test_a_lazy_read_of_raw_splits_applies_projection_predicate_and_limit_as_a_whole_read(
+        catalog: Catalog) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "2", "read.parallelism": "2"})
+    write(t, _batch(list(range(0, 400)), "a"))
+    write(t, _batch(list(range(0, 400, 3)), "b"))
+    rb = t.new_read_builder()
+    pb = rb.new_predicate_builder()
+    rb = rb.with_projection(["v", "id"]).with_filter(pb.between("n", 2, 4))
+    splits = rb.new_scan().plan().splits()
+    whole = rb.new_read().to_arrow(splits, parallelism=1)
+    lazy = pa.Table.from_batches(list(rb.new_read().to_arrow_batch_reader(splits)), schema=whole.schema)
+    assert lazy.equals(whole)
+    assert whole.column_names == ["v", "id"] and whole.num_rows == sum(1 for i in range(400) if 2 <= i % 7 <= 4)
+    limited = t.new_read_builder().with_limit(10)
+    reader = limited.new_read().to_arrow_batch_reader(limited.new_scan().plan().splits())
+    assert sum(b.num_rows for b in reader) == 10
