@@ -184,7 +184,9 @@ def run_deletion_vector_bench(scale: float = 1.0, repeat: int = 3, spark: bool =
             f"{repeat}. Ratio: upsert with vectors / without; read merged / with vectors; floor: the DV "
             "read / pyarrow's decode of its live files; Spark "
             "`lakehouse_engine.spark.read` / `spark.read.parquet` of the same files; cpu ratio: the same "
-            "ratio of this process's CPU seconds (Spark's run in its JVM: wall only).\n\n"
+            "ratio of this process's CPU seconds (Spark's run in its JVM: wall only). Both reads run on a "
+            "thread per core: the merged read one bucket per thread (its 4 buckets keep 2 cores busy), the DV "
+            "read one file per thread; the floor is the DV table's files decoded, no vector applied.\n\n"
             + format_markdown_table(figures, ["step", "with vectors s", "merged on read s", "ratio", "cpu ratio",
                                              "target"])
             + "\n")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from queue import Empty, Full, Queue
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,39 +43,93 @@ def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
     on two cores; memory holds at most `depth` items besides the two being worked on. The
     producer's exception is raised in the consumer; a consumer that stops early stops it.
     """
-    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
-    stop = threading.Event()
+    ahead = _ReadAhead(items, depth)
+    try:
+        yield from ahead.drain()
+    finally:
+        ahead.close()
 
-    def produce() -> None:
+
+def ordered_streams(streams: Sequence[Callable[[], Iterator[T]]], max_threads: int | None = None,
+                    depth: int = 1) -> Iterator[T]:
+    """The items of every stream, in the order `for s in streams: yield from s()` gives them, with
+    up to `max_threads` streams (default one per core) produced at once, each on a thread of its
+    own and at most `depth` items ahead of the consumer.
+
+    Memory holds at most `max_threads * (depth + 1)` items besides the consumer's: a stream starts
+    when one before it is used up. A stream's exception is raised in the consumer when it reaches
+    that stream's place; a consumer that stops early stops every stream it started.
+    """
+    todo = list(streams)
+    window = min(len(todo), max_threads if max_threads is not None else cores())
+    if window <= 1:
+        for stream in todo:
+            yield from stream()
+        return
+    active: deque[_ReadAhead[T]] = deque()
+    started = 0
+    # Daemon threads, not a ThreadPoolExecutor's: a reader left unfinished until the interpreter
+    # exits must not keep it waiting for a producer blocked on a full queue.
+    try:
+        while active or started < len(todo):
+            while started < len(todo) and len(active) < window:
+                active.append(_ReadAhead(todo[started](), depth))
+                started += 1
+            yield from active[0].drain()
+            active.popleft().close()
+    finally:
+        for ahead in active:
+            ahead.close()
+
+
+class _ReadAhead(Generic[T]):
+    """An iterator produced on a daemon thread from construction on, into a queue of `depth`
+    items; `drain` hands them over in order, `close` stops the producer and closes the iterator."""
+
+    def __init__(self, items: Iterator[T], depth: int):
+        self._items = items
+        self._queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._finished = threading.Event()
+        threading.Thread(target=self._produce, name="prefetch", daemon=True).start()
+
+    def _produce(self) -> None:
         try:
-            for item in items:
-                while not stop.is_set():
+            for item in self._items:
+                while not self._stop.is_set():
                     try:
-                        queue.put((True, item), timeout=0.1)
+                        self._queue.put((True, item), timeout=0.1)
                         break
                     except Full:
                         continue
-                if stop.is_set():
+                if self._stop.is_set():
                     return
-            queue.put((False, None))
+            self._queue.put((False, None))
         except BaseException as e:  # handed to the consumer, who raises it
-            queue.put((False, e))
+            self._queue.put((False, e))
+        finally:
+            self._finished.set()
 
-    thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-    thread.start()
-    try:
+    def drain(self) -> Iterator[T]:
+        """The items, in order, until the iterator ends (its exception raised here)."""
         while True:
-            more, value = queue.get()
+            more, value = self._queue.get()
             if not more:
                 if value is not None:
                     raise value
                 return
             yield value
-    finally:
-        stop.set()
-        while thread.is_alive():
+
+    def close(self) -> None:
+        """Stop the producer (unblocking it) and close the iterator once the producer has left it."""
+        self._stop.set()
+        while not self._finished.is_set():
+            if sys.is_finalizing():
+                # Closed as the interpreter exits (a reader held to the end): the daemon producer
+                # is frozen and will never finish; the process ends it.
+                return
             with contextlib.suppress(Empty):
-                queue.get(timeout=0.1)
-        close = getattr(items, "close", None)
+                self._queue.get(timeout=0.1)
+        close = getattr(self._items, "close", None)
         if close is not None:
             close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.predicate import Predicate
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
-from lakehouse_engine.threads import cores, parallel_map
+from lakehouse_engine.threads import cores, ordered_streams, parallel_map
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -142,10 +142,10 @@ class TableRead:
         return max(1, min(n_splits, cap))
 
     def to_arrow_batch_reader(self, splits: Sequence[DataSplit]) -> pa.RecordBatchReader:
-        """A lazy reader that reads one split at a time."""
+        """A lazy reader that reads one split at a time, or, when every split's files are read
+        as they are (a deletion-vector table's), several files at once in split order."""
         def batches() -> Iterator[pa.RecordBatch]:
-            # One merged key range at a time: memory stays within `sort-spill-buffer-size`.
-            for t in self._read_splits(splits):
+            for t in self._streamed(splits):
                 yield from self._with_row_kind(t).to_batches()
         schema = self._with_row_kind(self.output_schema.empty_table()).schema
         return pa.RecordBatchReader.from_batches(schema, batches())
@@ -176,6 +176,28 @@ class TableRead:
         return con
 
     # ---- reading ------------------------------------------------------------------------
+    def _streamed(self, splits: Sequence[DataSplit]) -> Iterator[pa.Table]:
+        """The rows of `splits` in split order, holding about `sort-spill-buffer-size` of them.
+
+        A merge holds one key range at a time (`read_split_ranges`). When every file of `splits`
+        is read as it is (Paimon's raw-convertible splits, a deletion-vector table's: no merge),
+        files are decoded ahead on one thread each (`read.parallelism`, else one per core), each
+        in batches of a share of the budget, so that the batches in flight hold about the budget.
+        """
+        files = _raw_files(splits, self.primary_key)
+        threads = 1 if files is None else self._threads(len(files), None)
+        if files is None or self.limit is not None or threads <= 1:
+            yield from self._read_splits(splits)
+            return
+        # Per thread one batch queued and one being decoded (`ordered_streams` of depth 1).
+        batch_bytes = max(self._budget // (2 * threads), 1)
+
+        def stream(split: DataSplit, meta: DataFileMeta) -> Callable[[], Iterator[pa.Table]]:
+            return lambda: (t for t in self._shaped(self._live_batches(
+                split, meta, self._raw_columns(meta), batch_bytes, drop_retractions=True)) if t.num_rows)
+
+        yield from ordered_streams([stream(split, meta) for split, meta in files], threads)
+
     def _read_splits(self, splits: Sequence[DataSplit]) -> Iterator[pa.Table]:
         remaining = self.limit
         for split in splits:
@@ -253,8 +275,8 @@ class TableRead:
                       batch_bytes: int, drop_retractions: bool = False) -> Iterator[pa.Table]:
         """The rows of one file of `split` (`columns` of them, in batches of about `batch_bytes`)
         without those its deletion vector marks and, with `drop_retractions` and `_VALUE_KIND`
-        among `columns`, without retractions: the one place a read applies deletion vectors,
-        one mask and one `filter` per batch."""
+        among `columns`, without retractions (and without `_VALUE_KIND`): the one place a read
+        applies deletion vectors, one mask and one `filter` per batch."""
         path = f"{split.bucket_path}/{meta.file_name}"
         schema = pa.schema([self._file_schema.field(c) for c in columns])
         batches = self._reader.read_batches(path, columns, schema, meta, batch_bytes,
@@ -274,6 +296,7 @@ class TableRead:
                 k = t.column(VALUE_KIND).to_numpy()
                 live = (k == INSERT) | (k == UPDATE_AFTER)
                 keep = live if keep is None else keep & live
+                t = t.drop_columns([VALUE_KIND])  # read to find the retractions: not copied on
             assert keep is not None
             yield t if keep.all() else t.filter(pa.array(keep))
 
@@ -302,6 +325,17 @@ def _read_units(splits: Sequence[DataSplit]) -> list[tuple[DataSplit, int | None
         else:
             units.append((split, None))
     return units
+
+
+def _raw_files(splits: Sequence[DataSplit], primary_key: bool) -> list[tuple[DataSplit, DataFileMeta]] | None:
+    """Every file of `splits` in read order, when each is read as it is (as `_read_section` reads a
+    section of one file, or any section of a table without primary key); else None."""
+    files: list[tuple[DataSplit, DataFileMeta]] = []
+    for split in splits:
+        if split.branch is not None or (primary_key and any(len(s) > 1 for s in split.sections)):
+            return None
+        files.extend((split, f) for s in split.sections for f in s)
+    return files
 
 
 def _unit_bytes(unit: tuple[DataSplit, int | None]) -> int:

@@ -20,6 +20,7 @@ import pytest
 from lakehouse_engine import Catalog
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_APPEND, FILE_SOURCE_COMPACT
 from lakehouse_engine.mergetree.evolution import EvolvingFileReader
+from lakehouse_engine.read import table_read
 from lakehouse_engine.read.deletion_vectors import DeletionVectorReader
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.table_read import TableRead, may_hold_retractions
@@ -205,3 +206,89 @@ def test_a_parallel_read_starts_with_its_largest_files_and_keeps_split_order(
     monkeypatch.setattr(TableRead, "_read_unit", read_unit)
     assert parallel.equals(read_.to_arrow(splits, parallelism=1))  # rows in split order
     assert parallel.num_rows == 2000
+
+
+def test_a_lazy_read_of_raw_splits_decodes_files_on_parallel_threads_in_split_order(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "2", "read.parallelism": "2"})
+    write(t, _batch(list(range(0, 400)), "a"))
+    write(t, _batch(list(range(0, 400, 3)), "b"))  # marks rows of the older files
+    splits = _splits(t)
+    serial = t.new_read_builder().new_read().to_arrow(splits, parallelism=1)
+    # The first two files must be decoded at once: each of their reads waits for the other.
+    meet = threading.Barrier(2, timeout=20)
+    started: list[int] = []
+    live_batches = TableRead._live_batches
+
+    def waiting(self: TableRead, *args: Any, **kwargs: Any) -> Iterator[pa.Table]:
+        started.append(threading.get_ident())
+        if len(started) <= 2:
+            meet.wait()
+        yield from live_batches(self, *args, **kwargs)
+
+    monkeypatch.setattr(TableRead, "_live_batches", waiting)
+    lazy = pa.Table.from_batches(list(t.new_read_builder().new_read().to_arrow_batch_reader(splits)))
+    assert len(set(started)) >= 2 and len(started) == sum(len(s.files) for s in splits)
+    assert lazy.equals(serial)  # the same rows in the same order
+    assert {r["id"]: r["v"] for r in lazy.to_pylist()} == {
+        i: ("b" if i % 3 == 0 else "a") + str(i) for i in range(400)}
+
+
+def test_a_lazy_read_of_raw_splits_holds_about_the_merge_budget(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 1 << 20
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        **DV, "bucket": "2", "read.parallelism": "2", "sort-spill-buffer-size": str(budget)})
+    write(t, _batch(list(range(0, 400)), "a"))
+    write(t, _batch(list(range(0, 400, 3)), "b"))
+    asked: list[int] = []
+    live_batches = TableRead._live_batches
+
+    def spy(self: TableRead, split: DataSplit, meta: Any, columns: list[str], batch_bytes: int,
+            drop_retractions: bool = False) -> Iterator[pa.Table]:
+        asked.append(batch_bytes)
+        return live_batches(self, split, meta, columns, batch_bytes, drop_retractions)
+
+    monkeypatch.setattr(TableRead, "_live_batches", spy)
+    lazy = pa.Table.from_batches(list(t.new_read_builder().new_read().to_arrow_batch_reader(_splits(t))))
+    # Two threads, each with one batch queued and one being decoded: a quarter of the budget each.
+    assert asked == [budget // 4] * 4
+    assert sorted(lazy.column("id").to_pylist()) == list(range(400))
+
+
+def test_a_lazy_read_that_must_merge_reads_one_split_at_a_time(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1", "read.parallelism": "2"})
+    write(t, _batch(list(range(0, 100)), "a"))
+    write(t, _batch(list(range(0, 100, 2)), "b"))  # overlaps the first file: one merged section
+    (split,) = _splits(t)
+    assert [len(s) for s in split.sections] == [2]
+    streamed: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Iterator[pa.Table]:
+        streamed.append(args)
+        return iter(())
+
+    monkeypatch.setattr(table_read, "ordered_streams", spy)
+    lazy = pa.Table.from_batches(list(t.new_read_builder().new_read().to_arrow_batch_reader([split])))
+    assert {r["id"]: r["v"] for r in lazy.to_pylist()} == {
+        i: ("b" if i % 2 == 0 else "a") + str(i) for i in range(100)}
+    assert not streamed  # merged key range by key range, no file read as it is
+
+
+def test_a_lazy_read_of_raw_splits_applies_projection_predicate_and_limit_as_a_whole_read(
+        catalog: Catalog) -> None:
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={**DV, "bucket": "2", "read.parallelism": "2"})
+    write(t, _batch(list(range(0, 400)), "a"))
+    write(t, _batch(list(range(0, 400, 3)), "b"))
+    rb = t.new_read_builder()
+    pb = rb.new_predicate_builder()
+    rb = rb.with_projection(["v", "id"]).with_filter(pb.between("n", 2, 4))
+    splits = rb.new_scan().plan().splits()
+    whole = rb.new_read().to_arrow(splits, parallelism=1)
+    lazy = pa.Table.from_batches(list(rb.new_read().to_arrow_batch_reader(splits)), schema=whole.schema)
+    assert lazy.equals(whole)
+    assert whole.column_names == ["v", "id"] and whole.num_rows == sum(1 for i in range(400) if 2 <= i % 7 <= 4)
+    limited = t.new_read_builder().with_limit(10)
+    reader = limited.new_read().to_arrow_batch_reader(limited.new_scan().plan().splits())
+    assert sum(b.num_rows for b in reader) == 10
