@@ -109,8 +109,13 @@ class ConfigOption(Generic[T]):
             return self.default
         text = raw[key]
         try:
-            if self.choices is not None and text not in self.choices:
-                raise ValueError(f"expected one of {', '.join(self.choices)}")
+            if self.choices is not None:
+                # Paimon matches an enum's value in any case (OptionsUtils.convertToEnum): a table
+                # Java made with 'LOOKUP' reads as 'lookup' here.
+                canonical = next((c for c in self.choices if c.lower() == text.lower()), None)
+                if canonical is None:
+                    raise ValueError(f"expected one of {', '.join(self.choices)}")
+                text = canonical
             parsed = self.parse(text)
         except ValueError as e:
             raise InvalidOptionError(f"option '{key}' has invalid value {text!r}: {e}") from None
