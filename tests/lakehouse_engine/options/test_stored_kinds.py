@@ -121,3 +121,16 @@ def test_the_kinds_cover_only_stored_options_and_their_spellings() -> None:
         assert INVENTORY[target].status is Status.STORED, key
     assert stored_value_problem("owner", "anything") is None  # a user key
     assert stored_value_problem("commit.callbacks", "x,y") is None  # a string option
+
+
+def test_paimons_older_start_options_are_refused_unless_they_read_what_the_default_reads(catalog: Catalog) -> None:
+    # Java starts from them (a timestamp alone turns 'default' into from-timestamp); this
+    # engine's start options read only 'scan.mode' and 'scan.timestamp-millis'.
+    with pytest.raises(InvalidOptionError, match="log.scan' = 'latest'.*spell it 'scan.mode'"):
+        create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1", "log.scan": "latest"})
+    with pytest.raises(InvalidOptionError, match="log.scan.timestamp-millis.*spell it 'scan.timestamp-millis'"):
+        create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1", "log.scan.timestamp-millis": "1"})
+    table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1", "log.scan": "latest-full"})
+    write(table, pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    assert read(table).num_rows == 1
+
