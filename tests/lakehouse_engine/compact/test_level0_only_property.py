@@ -39,6 +39,9 @@ ENGINES = {
     "first-row": {"merge-engine": "first-row", "ignore-delete": "true"},
     "sequence-field": {"sequence.field": "v"},
     "deletion-vectors": {"deletion-vectors.enabled": "true"},
+    "deletion-vectors, sequence-field": {"deletion-vectors.enabled": "true", "sequence.field": "v"},
+    "partial-update, sequence-field": {"merge-engine": "partial-update", "sequence.field": "v",
+                                       "partial-update.remove-record-on-delete": "true"},
     # (first-row refuses deletion vectors, as Paimon): its writers' compactions at every commit.
     "first-row, trigger 2": {"merge-engine": "first-row", "ignore-delete": "true",
                              "num-sorted-run.compaction-trigger": "2"},
