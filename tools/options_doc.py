@@ -110,7 +110,11 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
         "",
         "- **implemented**: the engine acts on it as Paimon does (and tests say so);",
         "- **stored only**: kept in the schema for the other engines; it changes no byte this engine "
-        "writes and no row it returns (the table says why);",
+        "writes and no row it returns (the table says why). Where Paimon declares a type for it "
+        "(boolean, int, long, float, double, memory size, duration, enum), a value being set that "
+        "Paimon and pypaimon could not parse is refused like a refused option "
+        "(`options/stored_kinds.py`); Paimon's older spellings of these options "
+        "(`changelog-producer.lookup-wait`) are checked the same;",
         "- **refused**: `create_table`, `alter_table` and `table.copy` raise `InvalidOptionError` "
         "naming the option and what to do instead, and write nothing, unless the value asks for what "
         "this engine does anyway (the default). A table another engine made with such an option is "
@@ -121,8 +125,9 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
         "not used by this engine), unless it is a near miss of a known key (`bucket-keys`, "
         "`changelog-prodcer`): that is refused with \"did you mean ...\".",
         "",
-        "Sizes (`MemorySize`) take a unit: `b`, `kb`, `mb`, `gb`, `tb` (`128 mb`); durations take "
-        "`ms`, `s`, `min`, `h` or `d` (`10 s`, `1 h`).",
+        "Sizes (`MemorySize`) take a unit: `b`, `kb`, `mb`, `gb`, `tb` (`128 mb`; also Paimon's "
+        "`kibibytes` .. `tebibytes`); durations take `ms`, `s`, `min`, `h` or `d` (`10 s`, `1 h`; "
+        "also Paimon's `µs` and `ns`, read in whole milliseconds), as Paimon's parsers take them.",
         "",
     ]
     inventory = inventory_groups()

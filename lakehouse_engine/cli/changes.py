@@ -18,6 +18,7 @@ from lakehouse_engine.cli.browse import Subparsers, add_table_arguments
 from lakehouse_engine.cli.context import Context
 from lakehouse_engine.cli.output import Column, format_value, plural, table_or_note
 from lakehouse_engine.errors import InvalidOptionError
+from lakehouse_engine.options import CHANGELOG_PRODUCER
 from lakehouse_engine.read.changes import CHANGELOG, DELTA, read_changes
 from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
 
@@ -71,7 +72,7 @@ def run_changes(args: argparse.Namespace, ctx: Context) -> None:
     if args.merged or args.mode == "diff":
         mode = args.mode
         if mode == "auto":
-            mode = CHANGELOG if table.options.raw.get("changelog-producer", "none") != "none" else DELTA
+            mode = CHANGELOG if table.options.require(CHANGELOG_PRODUCER) != "none" else DELTA
         scan = IncrementalScan(table.store, None, IncrementalRange(args.start, end, mode))
         read = IncrementalRead(table.store, columns, keep_delete=args.mode == "diff", include_row_kind=True)
         result = read.to_arrow(scan.plan().splits())

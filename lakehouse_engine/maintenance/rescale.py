@@ -31,6 +31,7 @@ from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.read.table_read import TableRead
 from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.store.schema_manager import SchemaManager
+from lakehouse_engine.write.deletion_vectors import deletion_vectors_enabled
 from lakehouse_engine.write.freed_memory import FreedMemory
 from lakehouse_engine.write.table_commit import TableCommit
 from lakehouse_engine.write.table_write import TableWrite
@@ -67,7 +68,13 @@ def rescale(table: FileStore, bucket_num: int,
             chosen.append((binary, part.as_dict()))
     if not chosen:
         return ids
-    writer = TableWrite.for_rescale(table, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
+    # The rows are rewritten, not new: written and committed as for a table without `write-only`,
+    # whose committer takes the new buckets' level 0 up without changelog (an OVERWRITE's rows give
+    # none). On a write-only table that level 0 would stay: invisible to DV reads, and a `lookup`
+    # table's would give every row's `+I` again when a compaction took it up.
+    write_only = table.options.require(WRITE_ONLY)
+    target = table.copy({WRITE_ONLY.key: "false"}) if write_only else table
+    writer = TableWrite.for_rescale(target, f"rescale-{uuid.uuid4()}", {b: bucket_num for b, _ in chosen},
                                     bucket_num)
     pb = PredicateBuilder(table.schema.field_names)
     # The merge reads its files in this thread, not ahead on others: the writer's flushes keep
@@ -87,8 +94,9 @@ def rescale(table: FileStore, bucket_num: int,
                 del rows
     messages = writer.prepare_commit()
     specs = [values for _, values in chosen] if table.schema.partition_keys else [{}]
-    # One OVERWRITE of exactly these partitions.
-    ids += TableCommit(table, writer.commit_user, specs, expire=partial(expire_after_commit, table)).commit(messages)
+    # One OVERWRITE of exactly these partitions (a write-only table's snapshots do not expire here).
+    expire = None if write_only else partial(expire_after_commit, table)
+    ids += TableCommit(target, writer.commit_user, specs, expire=expire).commit(messages)
     if partitions is None and mode is BucketMode.HASH_FIXED:
         # Every partition has the new count now: so must the table option, which other engines'
         # writers (pypaimon, Paimon on Spark/Flink) hash with (Paimon: ALTER TABLE SET bucket).
@@ -97,10 +105,11 @@ def rescale(table: FileStore, bucket_num: int,
 
 
 def _level0_up_first(table: FileStore, partitions: Sequence[Mapping[str, Any]] | None) -> list[int]:
-    """A `lookup` table's level-0 rows (a write-only writer's) have not given their changelog yet;
-    the rescale's OVERWRITE gives none. So their buckets are compacted first, in a COMPACT snapshot
-    with that changelog (as any compaction taking level 0 up); returns its ids."""
-    if changelog_producer(table.options) != "lookup" or table.options.get(WRITE_ONLY):
+    """A `lookup` table's level-0 rows (a write-only writer's) have not given their changelog yet,
+    and a DV table's are invisible to the read the rescale rewrites from (its OVERWRITE would drop
+    them). So their buckets are compacted first, in a COMPACT snapshot (with that changelog), as any
+    compaction taking level 0 up, `write-only` table or not; returns its ids."""
+    if changelog_producer(table.options) != "lookup" and not deletion_vectors_enabled(table.options):
         return []
     snapshot = table.latest_snapshot()
     if snapshot is None or not any(e.file.level == 0 and e.bucket != POSTPONE_BUCKET

@@ -15,25 +15,33 @@ from lakehouse_engine.options.options_map import MergeEngine, Options  # noqa: F
 
 T = TypeVar("T")
 
+# Paimon's MemorySize units (with its long names: `64 mebibytes`), and `kib`..`tib`, which this
+# engine has always read.
 _MEMORY_UNITS = {
     "": 1, "b": 1, "bytes": 1,
-    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "kibibytes": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "mebibytes": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "gibibytes": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40, "tebibytes": 1 << 40,
 }
-_DURATION_UNITS_MS = {
-    "": 1, "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+# Paimon's TimeUtils units in nanoseconds (a duration is read in whole milliseconds, truncated,
+# as Java's Duration.toMillis: `500 µs` is 0 ms).
+_DURATION_UNITS_NS = {
+    "": 1_000_000, "ms": 1_000_000, "milli": 1_000_000, "millis": 1_000_000,
+    "millisecond": 1_000_000, "milliseconds": 1_000_000,
+    "s": 10**9, "sec": 10**9, "secs": 10**9, "second": 10**9, "seconds": 10**9,
+    "min": 60 * 10**9, "m": 60 * 10**9, "minute": 60 * 10**9, "minutes": 60 * 10**9,
+    "h": 3600 * 10**9, "hour": 3600 * 10**9, "hours": 3600 * 10**9,
+    "d": 86400 * 10**9, "day": 86400 * 10**9, "days": 86400 * 10**9,
+    "µs": 1000, "micro": 1000, "micros": 1000, "microsecond": 1000, "microseconds": 1000,
+    "ns": 1, "nano": 1, "nanos": 1, "nanosecond": 1, "nanoseconds": 1,
 }
-_QUANTITY_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+# As Paimon parses both: digits, then (after optional spaces) the unit, any case.
+_QUANTITY_RE = re.compile(r"^\s*(\d+)\s*(.*?)\s*$", re.DOTALL)
 
 
 def parse_memory_size(text: str) -> int:
-    """Parse a Paimon memory size such as `256 mb`, `128MB` or `1024` (bytes) into bytes."""
+    """Parse a Paimon memory size such as `256 mb`, `128MB`, `2 mebibytes` or `1024` (bytes) into bytes."""
     m = _QUANTITY_RE.match(text)
     if not m or m.group(2).lower() not in _MEMORY_UNITS:
         raise ValueError(f"not a memory size: {text!r} (expected e.g. '128 mb')")
@@ -41,11 +49,11 @@ def parse_memory_size(text: str) -> int:
 
 
 def parse_duration_ms(text: str) -> int:
-    """Parse a Paimon duration such as `1 h`, `10 s` or `100ms` into milliseconds."""
+    """Parse a Paimon duration such as `1 h`, `10 s`, `100ms` or `500 µs` into milliseconds."""
     m = _QUANTITY_RE.match(text)
-    if not m or m.group(2).lower() not in _DURATION_UNITS_MS:
+    if not m or m.group(2).lower() not in _DURATION_UNITS_NS:
         raise ValueError(f"not a duration: {text!r} (expected e.g. '1 h' or '10 s')")
-    return int(m.group(1)) * _DURATION_UNITS_MS[m.group(2).lower()]
+    return int(m.group(1)) * _DURATION_UNITS_NS[m.group(2).lower()] // 1_000_000
 
 
 def _parse_bool(text: str) -> bool:
@@ -101,8 +109,13 @@ class ConfigOption(Generic[T]):
             return self.default
         text = raw[key]
         try:
-            if self.choices is not None and text not in self.choices:
-                raise ValueError(f"expected one of {', '.join(self.choices)}")
+            if self.choices is not None:
+                # Paimon matches an enum's value in any case (OptionsUtils.convertToEnum): a table
+                # Java made with 'LOOKUP' reads as 'lookup' here.
+                canonical = next((c for c in self.choices if c.lower() == text.lower()), None)
+                if canonical is None:
+                    raise ValueError(f"expected one of {', '.join(self.choices)}")
+                text = canonical
             parsed = self.parse(text)
         except ValueError as e:
             raise InvalidOptionError(f"option '{key}' has invalid value {text!r}: {e}") from None
@@ -156,10 +169,12 @@ class OptionGroup:
 
     def integer(self, key: str, default: int | None, description: str,
                 check: Callable[[int], str | None] | None = None, java_long: bool = False, *,
-                refused: str | None = None, stored: str | None = None) -> ConfigOption[int]:
-        """An integer option (a Java int, or a Java long with `java_long`)."""
+                refused: str | None = None, stored: str | None = None,
+                fallback_keys: tuple[str, ...] = ()) -> ConfigOption[int]:
+        """An integer option (a Java int, or a Java long with `java_long`; also read from its
+        `fallback_keys`, Paimon's older spellings)."""
         option = ConfigOption(key, _parse_int, default, description, "int", _bounded(check, java_long),
-                              None, self.title)
+                              None, self.title, fallback_keys=fallback_keys)
         return self._add(option, refused, stored)
 
     def boolean(self, key: str, default: bool | None, description: str,
@@ -280,13 +295,13 @@ NUM_LEVELS = _compaction.integer("num-levels", None, "Levels of the LSM tree (de
 COMPACTION_MAX_SIZE_AMPLIFICATION_PERCENT = _compaction.integer("compaction.max-size-amplification-percent", 200, "Size amplification above which a full compaction runs.", _non_negative)
 COMPACTION_SIZE_RATIO = _compaction.integer("compaction.size-ratio", 1, "Percentage flexibility when comparing sorted-run sizes.", _non_negative)
 COMPACTION_MIN_FILE_NUM = _compaction.integer("compaction.min.file-num", 5, "Append tables: fewest files to compact together.", _positive)
-COMPACTION_MAX_FILE_NUM = _compaction.integer("compaction.max.file-num", 50, "Append tables: most files to compact together.", _positive)
+COMPACTION_MAX_FILE_NUM = _compaction.integer("compaction.max.file-num", 50, "Append tables: most files to compact together.", _positive, fallback_keys=("compaction.early-max.file-num",))
 COMPACTION_FILE_SIZE = _compaction.memory("compaction.file-size", None, "Files below this size are rewritten when compacted, larger ones only change level (default 70% of target-file-size).", _positive)
 COMPACTION_TOTAL_SIZE_THRESHOLD = _compaction.memory("compaction.total-size-threshold", None, "Full compaction whenever a bucket holds less than this in total.", _positive)
 COMPACTION_INCREMENTAL_SIZE_THRESHOLD = _compaction.memory("compaction.incremental-size-threshold", None, "Full compaction whenever a bucket holds more than this above its last level.", _positive)
 FULL_COMPACTION_DELTA_COMMITS = _compaction.integer("full-compaction.delta-commits", None, "Run a full compaction every this many commits (a stream writer's commit identifiers; every batch commit). Unset with changelog-producer full-compaction: at every stream commit, as Paimon's Flink sink.", _positive)
 SORT_SPILL_BUFFER_SIZE = _compaction.memory("sort-spill-buffer-size", 64 << 20, "Memory of decoded rows one merge of a bucket (merge-on-read, compaction, rescale) holds at once, per merging thread: overlapping files are read and merged key range by key range within it.", _positive)
-WRITE_ONLY = _compaction.boolean("write-only", False, "Skip compaction and snapshot expiry after writes.")
+WRITE_ONLY = _compaction.boolean("write-only", False, "Skip compaction and snapshot expiry after writes.", fallback_keys=("write.compaction-skip",))
 
 _snapshots = OptionGroup("Snapshots and commits")
 SNAPSHOT_NUM_RETAINED_MIN = _snapshots.integer("snapshot.num-retained.min", 10, "Fewest snapshots to keep.", _positive)

@@ -275,6 +275,11 @@ for _key in ("scan.timestamp", "scan.watermark", "scan.version",
              "scan.file-creation-time-millis", "scan.creation-time-millis"):
     _refused(_key, ("",), _TIME_TRAVEL)
 _refused("scan.bucket", ("",), "read every bucket and filter the rows")
+# Paimon's older spellings of 'scan.mode' and 'scan.timestamp-millis' (Java reads them when the
+# new key is absent; a timestamp alone makes its reads start from it); this engine's start options
+# read only the new keys. The modes that read what the default reads are accepted.
+_refused("log.scan", ("default", "latest-full", "full"), "spell it 'scan.mode'")
+_refused("log.scan.timestamp-millis", (), "spell it 'scan.timestamp-millis'")
 for _key in ("scan.fallback-delta-branch", "scan.fallback-snapshot-branch", "scan.primary-branch"):
     _refused(_key, ("",), "this engine's fallback read is 'scan.fallback-branch'; set that instead")
 _refused("scan.ignore-corrupt-files", ("false",),

@@ -25,7 +25,7 @@ __all__ = ["check_startup_options", "resolved_mode"]
 
 def resolved_mode(raw: Mapping[str, str]) -> str:
     """`scan.mode`, `default` resolved as Paimon's CoreOptions.startupMode resolves it."""
-    mode = raw.get("scan.mode", "default")
+    mode = raw.get("scan.mode", "default").lower()  # Paimon reads the enum in any case
     if mode == "full":
         return "latest-full"
     if mode != "default":
@@ -51,6 +51,6 @@ def check_startup_options(raw: Mapping[str, str]) -> None:
     stray = [k for k in _ALL if k in raw and k not in one_of]
     if stray:
         why = f"scan.mode '{mode}'" + (" (what the other options resolve 'default' to)"
-                                       if raw.get("scan.mode", "default") == "default" else "")
+                                       if raw.get("scan.mode", "default").lower() == "default" else "")
         raise InvalidOptionError(f"option {', '.join(repr(k) for k in stray)} must not be set with {why}: "
                                  f"a read would follow one and pass over the other (Paimon refuses the combination)")

@@ -1,5 +1,6 @@
-"""Which options a table may hold: a refused option (or a refused value) and a near miss of a known
-key are refused when a table is created or altered or a handle is copied; every other key is kept."""
+"""Which options a table may hold: a refused option (or a refused value), a stored-only option's
+value Paimon could not parse (`options/stored_kinds.py`) and a near miss of a known key are refused
+when a table is created or altered or a handle is copied; every other key is kept."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.options import FALLBACK_KEYS, OPTIONS
 from lakehouse_engine.options.inventory import INVENTORY, InventoryEntry, Status
+from lakehouse_engine.options.stored_kinds import PAIMON_FALLBACKS, stored_value_problem
 
 # Key families Paimon spells with a field or index name inside (`fields.<f>.aggregate-function`,
 # `file-index.bloom-filter.columns`): the merge engines and index options check them, not the
@@ -26,7 +28,7 @@ def option_status(key: str) -> Status | None:
         return OPTIONS[key].status
     if key in FALLBACK_KEYS:
         return FALLBACK_KEYS[key].status
-    entry = INVENTORY.get(key)
+    entry = INVENTORY.get(PAIMON_FALLBACKS.get(key, key))
     return entry.status if entry is not None else None
 
 
@@ -63,7 +65,7 @@ def refusal(raw: Mapping[str, str], key: str) -> str | None:
         if option.status is Status.REFUSED and option.value(raw) != option.default:
             return option.why
         return None
-    entry: InventoryEntry | None = INVENTORY.get(key)
+    entry: InventoryEntry | None = INVENTORY.get(PAIMON_FALLBACKS.get(key, key))
     if entry is not None and entry.status is Status.REFUSED and raw[key].strip().lower() not in entry.accepted:
         if key == BUCKET_FUNCTION_TYPE and _postpone_bucket(raw):
             return None
@@ -93,6 +95,10 @@ def check_supported(raw: Mapping[str, str], keys: Iterable[str]) -> None:
         if why is not None:
             raise InvalidOptionError(
                 f"option '{key}' = '{raw[key]}' is not supported by this engine: {why}")
+        problem = stored_value_problem(key, raw[key])
+        if problem is not None:
+            # Stored only, but Paimon (or pypaimon) parses it when it opens the table.
+            raise InvalidOptionError(f"option '{key}' has invalid value {raw[key]!r}: {problem}")
         near = near_miss(key)
         if near is not None:
             raise InvalidOptionError(

@@ -137,11 +137,13 @@ class StreamingTableScan:
             return
         now = self.table.snapshot_manager().snapshot_or_changelog(self._read_up_to)
         if now is not None and now.time_millis != self._read_up_to_millis:
+            who = f"consumer {self.consumer_id!r}" if self.consumer_id is not None else "this read"
             raise SnapshotNotExistError(
                 f"streaming read of table {self.table.name}: snapshot {self._read_up_to}, read at "
-                f"{self._read_up_to_millis}, is now another snapshot (committed at {now.time_millis}): "
-                f"the table was rolled back and written again, or fast-forwarded to a branch, after "
-                f"this read; start the read again (reset its consumer) from a snapshot that exists")
+                f"{self._read_up_to_millis} by {who}, is now another snapshot (committed at "
+                f"{now.time_millis}): the table was rolled back and written again, or fast-forwarded "
+                f"to a branch, after it was read; the snapshots rewritten since would be skipped. "
+                f"Start the read again (reset the consumer) from a snapshot that exists")
 
     def _check_not_rolled_back(self) -> None:
         """Raise when the table's latest snapshot is older than one this read has read: a
@@ -165,7 +167,10 @@ class StreamingTableScan:
     def notify_checkpoint_complete(self, next_snapshot: int | None) -> None:
         """The plans before `next_snapshot` are processed: record it for the consumer, if any."""
         if next_snapshot is not None and self._consumers is not None and self.consumer_id is not None:
-            self._consumers.reset_consumer(self.consumer_id, Consumer(next_snapshot))
+            # The commit time of the snapshot before it, when that is the one this read read last:
+            # a stream restarted from the consumer checks it (a rollback-and-rewrite past it).
+            millis = self._read_up_to_millis if next_snapshot - 1 == self._read_up_to else None
+            self._consumers.reset_consumer(self.consumer_id, Consumer(next_snapshot, millis))
 
     # ---- pypaimon's shape: an endless stream of plans ----------------------------------------
     async def stream(self) -> AsyncGenerator[Plan, None]:
@@ -210,6 +215,9 @@ class StreamingTableScan:
             if consumer is not None:
                 self.next_snapshot_id = self._not_before_earliest(consumer.next_snapshot, "consumer")
                 self._read_up_to = consumer.next_snapshot - 1
+                # Recorded by our streams (not by Paimon's or pypaimon's): `plan` checks that the
+                # snapshot the consumer read last is still the one it read.
+                self._read_up_to_millis = consumer.last_snapshot_millis
                 return self.plan()
         mode = startup_mode(self.table)
         latest = sm.latest_snapshot()

@@ -51,7 +51,7 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
 from lakehouse_engine.spark.tables import TableRef
-from lakehouse_engine.store.consumer_manager import check_consumer_id
+from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
 from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
 
@@ -150,6 +150,11 @@ class ChangesStreamReader(DataSourceStreamReader):
         if self.consumer_id is not None:
             consumer = table.consumer_manager().consumer(self.consumer_id)
             if consumer is not None:
+                # With the commit time our streams record, `latestOffset` sees a rollback-and-rewrite
+                # past the consumer's position.
+                if consumer.last_snapshot_millis is not None:
+                    return {"next_snapshot": consumer.next_snapshot,
+                            "snapshot_millis": consumer.last_snapshot_millis}
                 return {"next_snapshot": consumer.next_snapshot}
         latest = table.snapshot_manager().latest_snapshot_id() or 0
         if self.start is not None and self.start > latest:
@@ -208,7 +213,9 @@ class ChangesStreamReader(DataSourceStreamReader):
         """Spark finished the micro-batch up to `end`: the consumer reads from there next."""
         if self.consumer_id is not None:
             table = self.settings.ref.open()
-            table.consumer_manager().reset_consumer(self.consumer_id, int(end["next_snapshot"]))
+            millis = end.get("snapshot_millis")
+            table.consumer_manager().reset_consumer(
+                self.consumer_id, Consumer(int(end["next_snapshot"]), int(millis) if millis is not None else None))
 
 
 class ChangesDataSource(DataSource):

@@ -3,7 +3,10 @@
 The file format and the manager's calls are Paimon's (ConsumerManager) and pypaimon 2.1.0's
 (`consumer_manager()`): snapshot expiry never removes snapshot N or later while a consumer's next
 snapshot is N, and `consumer.expiration-time` drops consumers whose file was not touched for that
-long.
+long. Our streams also record `lastSnapshotTimeMillis`, the commit time of snapshot N - 1 as they
+read it, so a stream restarted from the consumer sees that the table was rolled back and written
+again past its position (Paimon 0.9's Consumer ignores unknown fields, pypaimon 2.1.0 reads only
+`nextSnapshot`; both drop the field when they move the consumer).
 """
 
 from __future__ import annotations
@@ -21,17 +24,24 @@ CONSUMER_PREFIX = "consumer-"
 _TEMP_SUFFIX = re.compile(r"\.[0-9a-f]{32}\.tmp$")
 # The longest file name most file systems (and object stores' keys' last part) take.
 _MAX_NAME_BYTES = 255
+# Our field: the commit time of snapshot nextSnapshot - 1 when the consumer's stream read it.
+_LAST_SNAPSHOT_MILLIS = "lastSnapshotTimeMillis"
 
 
 @dataclass(frozen=True)
 class Consumer:
-    """Where a consumer reads next: the id of the first snapshot it has not consumed."""
+    """Where a consumer reads next: the id of the first snapshot it has not consumed, and (when
+    known) the commit time of the snapshot before it, as the consumer read it."""
 
     next_snapshot: int
+    last_snapshot_millis: int | None = None
 
     def to_json(self) -> str:
-        """The consumer file's text, as Paimon writes it."""
-        return json.dumps({"nextSnapshot": self.next_snapshot})
+        """The consumer file's text, as Paimon writes it (plus `lastSnapshotTimeMillis` when known)."""
+        doc: dict[str, int] = {"nextSnapshot": self.next_snapshot}
+        if self.last_snapshot_millis is not None:
+            doc[_LAST_SNAPSHOT_MILLIS] = self.last_snapshot_millis
+        return json.dumps(doc)
 
     @staticmethod
     def from_json(text: str, path: str = "consumer file") -> Consumer:
@@ -45,7 +55,12 @@ class Consumer:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             # Ids start at 1 (reset_consumer refuses less): a 0 is a flipped bit, not a position.
             raise CorruptFileError(f"{path}: nextSnapshot is {value!r}, not a snapshot id")
-        return Consumer(value)
+        millis = doc.get(_LAST_SNAPSHOT_MILLIS)
+        if millis is not None and (isinstance(millis, bool) or not isinstance(millis, int) or millis < 0
+                                   or value == 1):
+            raise CorruptFileError(f"{path}: {_LAST_SNAPSHOT_MILLIS} is {millis!r}, not the commit time "
+                                   f"of snapshot {value - 1}")
+        return Consumer(value, millis)
 
 
 def check_consumer_id(consumer_id: str) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.snapshot import Snapshot, is_full_compacted_identifier
 from lakehouse_engine.options import (
+    CHANGELOG_PRODUCER,
     FULL_COMPACTION_DELTA_COMMITS,
     INCREMENTAL_BETWEEN,
     INCREMENTAL_BETWEEN_TIMESTAMP,
@@ -44,7 +45,7 @@ def latest_compacted(store: FileStore) -> Snapshot | None:
     or has the full-compaction changelog producer (Paimon's FullCompactedStartingScanner)."""
     sm = store.snapshot_manager()
     delta_commits = store.options.get(FULL_COMPACTION_DELTA_COMMITS)
-    full_only = store.options.raw.get("changelog-producer") == "full-compaction" or delta_commits is not None
+    full_only = store.options.require(CHANGELOG_PRODUCER) == "full-compaction" or delta_commits is not None
     latest, earliest = sm.latest_snapshot_id(), sm.earliest_snapshot_id()
     if latest is None or earliest is None:
         return None

@@ -159,7 +159,9 @@ class LookupChangelog:
                                     self.table.path_factory.new_changelog_file_name,
                                     self.target_file_size, changes)
             return LookupResult(changelog_files=files)
-        if self.engine == "deduplicate":
+        if self.engine == "deduplicate" and not self.merge_function.sequence_fields:
+            # (with `sequence.field` the row is the largest by it, which an older level may hold:
+            # a compaction of level 0 into a level below a run is not merged with that run)
             old = self._newest(keys, older, read)
         else:
             old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys))

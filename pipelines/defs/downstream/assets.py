@@ -22,7 +22,7 @@ from lakehouse_engine import POSTPONE_BUCKET, FileStoreTable, Snapshot
 from pipelines.lib import keys, revenue, wap
 from pipelines.lib.partitions import SINGLE_RUN
 from pipelines.lib.resources import LakehouseResource, table_pool
-from pipelines.lib.runs import run_is_running
+from pipelines.lib.runs import run_carrying, run_is_running
 
 CONSUMER_ID = "daily_revenue"
 CHANGE_COLUMNS = ["dt", "status", "amount"]
@@ -63,6 +63,19 @@ def consumed_in_run(instance: dg.DagsterInstance, run_id: str) -> Consumed | Non
     return found
 
 
+def daily_revenue_ran_in(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether `daily_revenue` materialized in run `run_id` (whatever it read)."""
+    return any(event.asset_materialization is not None and event.asset_materialization.asset_key == keys.DAILY_REVENUE
+               for event in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION))
+
+
+def audited_run(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The run whose `daily_revenue` (and audit branch) run `run_id` audits and publishes: itself,
+    or for a re-execution from failure that did not run `daily_revenue` again, the earlier run
+    of its chain that did (its branch holds the changes the failed run should have published)."""
+    return run_carrying(instance, run_id, lambda rid: daily_revenue_ran_in(instance, rid))
+
+
 #: How many audits in a row may fail on the changes from one consumer position before the next
 #: run recomputes in full (the first retry reads the same changes again: a failure may be passing).
 FAILED_AUDITS_BEFORE_RECOMPUTE = 2
@@ -89,7 +102,7 @@ def audit_failed_at(instance: dg.DagsterInstance, position: int) -> bool:
         for e in evaluations)
 
 
-def _last_commit(table: FileStoreTable) -> Snapshot | None:
+def last_commit(table: FileStoreTable) -> Snapshot | None:
     """The revenue table's last snapshot this asset committed (its identifier: the orders
     snapshot after the last one it counted)."""
     for snapshot in reversed(table.snapshots()):
@@ -100,7 +113,7 @@ def _last_commit(table: FileStoreTable) -> Snapshot | None:
 
 def _last_committed(table: FileStoreTable) -> int | None:
     """The orders snapshot after the last one this asset committed (its commit identifier)."""
-    last = _last_commit(table)
+    last = last_commit(table)
     return last.commit_identifier if last is not None else None
 
 
@@ -118,7 +131,7 @@ def cannot_continue(orders: FileStoreTable, position: int | None, target: FileSt
         return (f"orders was rolled back to snapshot {latest_id}, before what was consumed "
                 f"(up to {position - 1})")
     read_last = orders.snapshot_manager().get_snapshot_by_id(position - 1)
-    counted = _last_commit(target)
+    counted = last_commit(target)
     if (read_last is not None and counted is not None and counted.commit_identifier == position
             and read_last.time_millis > counted.time_millis):
         # The revenue commit that counted the changes up to the snapshot was made after that

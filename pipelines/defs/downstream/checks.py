@@ -6,7 +6,12 @@ main and the consumer stay where they were and the next run reads the same chang
 import dagster as dg
 
 from lakehouse_engine import TableNotExistError
-from pipelines.defs.downstream.assets import CONSUMER_ID, consumed_in_run, revenue_table_name
+from pipelines.defs.downstream.assets import (
+    CONSUMER_ID,
+    audited_run,
+    consumed_in_run,
+    revenue_table_name,
+)
 from pipelines.lib import keys, revenue, wap
 from pipelines.lib.resources import LakehouseResource
 
@@ -23,8 +28,10 @@ def revenue_equals_full_recompute(context: dg.AssetCheckExecutionContext,
         orders = lakehouse.get_table()
     except TableNotExistError:
         return dg.AssetCheckResult(passed=True, metadata={"note": "no table yet"})
-    consumed = consumed_in_run(context.instance, context.run.run_id)
-    branch = wap.audit_branch_name(context.run.run_id)
+    # A re-execution from failure audits the branch of the run whose daily_revenue it carries on.
+    run_id = audited_run(context.instance, context.run.run_id)
+    consumed = consumed_in_run(context.instance, run_id)
+    branch = wap.audit_branch_name(run_id)
     if consumed is not None and branch in target.list_branches():
         table, at, position = target.branch_table(branch), consumed.at, consumed.before
     else:  # the check on its own: what main's readers see, as of what the consumer has read

@@ -16,7 +16,9 @@ from lakehouse_engine import FileStoreTable
 from pipelines.defs.downstream.assets import (
     CONSUMER_ID,
     Consumed,
+    audited_run,
     consumed_in_run,
+    last_commit,
     revenue_table_name,
 )
 from pipelines.lib import keys, revenue, wap
@@ -33,6 +35,19 @@ def _recheck(orders: FileStoreTable, consumed: Consumed) -> wap.Recheck:
         return [] if found.same else [f"revenue_equals_full_recompute: {found.describe(consumed.at)}"]
 
     return recheck
+
+
+def _published_before(target: FileStoreTable, branch: str, consumed: Consumed) -> bool:
+    """Whether main already holds the branch's sums: its last commit of the consumer is the
+    branch's (fast-forwarded, the branch still there) or, the branch gone, one with the
+    identifier of the run's changes (the consumer did not move: it is behind them)."""
+    main = last_commit(target)
+    if main is None or main.commit_identifier != consumed.after:
+        return False
+    if branch not in target.list_branches():
+        return True
+    head = target.branch_table(branch).latest_snapshot()
+    return head is not None and head.id == main.id and head.time_millis == main.time_millis
 
 
 @dg.asset(
@@ -52,13 +67,15 @@ def _recheck(orders: FileStoreTable, consumed: Consumed) -> wap.Recheck:
 )
 def daily_revenue_publish(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
     """Fast-forward the revenue table's main to this run's audit branch, then move the consumer."""
-    consumed = consumed_in_run(context.instance, context.run.run_id)
+    # A re-execution from failure publishes the branch of the run whose daily_revenue it carries on.
+    run_id = audited_run(context.instance, context.run.run_id)
+    consumed = consumed_in_run(context.instance, run_id)
     if consumed is None:
         return dg.MaterializeResult(metadata={"published": False,
                                               "note": "daily_revenue consumed nothing in this run"})
     orders = lakehouse.get_table()
     target = revenue.get_or_create(lakehouse.catalog(), revenue_table_name(lakehouse))
-    branch = wap.audit_branch_name(context.run.run_id)
+    branch = wap.audit_branch_name(run_id)
     consumers = orders.consumer_manager()
     now = consumers.consumer(CONSUMER_ID)
     if (now.next_snapshot if now is not None else 0) != consumed.before:
@@ -68,6 +85,19 @@ def daily_revenue_publish(context: dg.AssetExecutionContext, lakehouse: Lakehous
             f"{now.next_snapshot if now is not None else 'none'} since this run read the changes: another "
             f"run published them. Nothing was published; branch {branch} is kept for inspection and the "
             f"next run goes on from the consumer"), metadata={"audit_branch": branch})
+    if _published_before(target, branch, consumed):
+        # The failed run's publish fast-forwarded main and died before moving the consumer.
+        consumers.reset_consumer(CONSUMER_ID, consumed.after)
+        wap.discard(target, branch)
+        context.log.info(f"main already held the sums of {branch}: consumer {CONSUMER_ID} -> {consumed.after}")
+        return dg.MaterializeResult(metadata={"published": True, "note": "main held the sums already",
+                                              "audit_branch": branch, "consumer_before": consumed.before,
+                                              "consumer_next_snapshot": consumed.after})
+    if branch not in target.list_branches():
+        raise dg.Failure(description=(
+            f"audit branch {branch} of run {run_id} is gone (a later daily_revenue run discarded it): "
+            f"nothing was published, the consumer {CONSUMER_ID} stays at {consumed.before} and the next "
+            f"run reads the same changes again"), metadata={"audit_branch": branch})
     try:
         done = wap.publish(target, branch, recheck=_recheck(orders, consumed))
     except (wap.MainMovedError, wap.RecheckFailedError) as exc:

@@ -185,3 +185,54 @@ def test_a_rollback_written_again_past_the_position_or_a_fast_forward_raises_for
     main.fast_forward("dev")
     with pytest.raises(SnapshotNotExistError, match="fast-forwarded to a branch"):
         stream.plan()
+
+
+def test_a_stream_restarted_from_its_consumer_after_a_rollback_written_again_past_it_raises(
+        catalog: Catalog) -> None:
+    t = keyed_table(catalog, **{"changelog-producer": "input"})
+    put(t, (1, "a", "+I"))
+    builder = t.new_stream_read_builder().with_consumer_id("etl").with_poll_interval_ms(1)
+    stream = builder.new_streaming_scan().stream_sync()
+    assert next(stream).snapshot_id == 1
+    put(t, (2, "b", "+I"))
+    put(t, (3, "c", "+I"))
+    assert next(stream).snapshot_id == 2
+    assert next(stream).snapshot_id == 3
+    stream.close()
+    assert t.consumer_manager().consumers() == {"etl": 3}  # plan 3 was never asked past
+    t.rollback_to(1)
+    time.sleep(0.01)  # a new commit time
+    for i in range(3):
+        put(t, (10 + i, "x", "+I"))  # snapshots 2, 3, 4: 2 is rewritten under the consumer
+    # Before: the restarted stream read snapshot 3 on, never reading the new 2 (key 10) and
+    # keeping the old 2's b.
+    scan = t.new_stream_read_builder().with_consumer_id("etl").new_streaming_scan()
+    with pytest.raises(SnapshotNotExistError, match="snapshot 2, read at .* by consumer 'etl', is now another"):
+        scan.plan()
+    # The consumer file stays Paimon's, with one more field Java and pypaimon ignore.
+    consumer = t.consumer_manager().consumer("etl")
+    assert consumer is not None and consumer.next_snapshot == 3 and consumer.last_snapshot_millis is not None
+    # Reset (as the error says): the stream reads from there, and a consumer that was not
+    # rewritten under starts as before.
+    t.consumer_manager().reset_consumer("etl", 2)
+    scan = t.new_stream_read_builder().with_consumer_id("etl").new_streaming_scan()
+    assert scan.plan().snapshot_id == 2
+
+
+def test_a_consumer_restart_without_a_rewrite_checks_nothing_away(catalog: Catalog) -> None:
+    # The same restart with the history intact (and through an expiry of the snapshot the
+    # consumer read last, which leaves nothing to compare) reads on.
+    t = keyed_table(catalog, **{"changelog-producer": "input"})
+    put(t, (1, "a", "+I"))
+    put(t, (2, "b", "+I"))
+    scan = t.new_stream_read_builder().with_consumer_id("etl").new_streaming_scan()
+    scan.restore(1)
+    assert scan.plan().snapshot_id == 1
+    scan.notify_checkpoint_complete(scan.checkpoint())
+    assert t.consumer_manager().consumer("etl").last_snapshot_millis == t.snapshot(1).time_millis
+    put(t, (3, "c", "+I"))
+    again = t.new_stream_read_builder().with_consumer_id("etl").new_streaming_scan()
+    assert [again.plan().snapshot_id for _ in range(3)] == [2, 3, None]
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    again = t.new_stream_read_builder().with_consumer_id("etl").new_streaming_scan()
+    assert again.plan().snapshot_id == 2

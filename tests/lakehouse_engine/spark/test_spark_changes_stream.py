@@ -175,3 +175,33 @@ def test_a_query_whose_table_is_rolled_back_and_written_again_past_its_offset_fa
     rows, error = _run_to_parquet(spark, tmp_path, "ck", **{"start-snapshot": "0"})
     assert error is not None and "snapshot 2, which the query read, is now another snapshot" in str(error)
     assert rows == first
+
+
+def test_a_query_restarted_from_its_consumer_after_a_rollback_written_again_past_it_fails(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    import time
+
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    query = (_stream(spark, tmp_path, **{"consumer-id": "etl", "start-snapshot": "0"}).writeStream
+             .format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="50 milliseconds").start())
+    try:
+        for i in (2, 3):
+            query.processAllAvailable()
+            put(t, (i, "b", "+I"))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    # Spark commits a batch when it plans the next: the batch of snapshot 2 is the last committed.
+    consumer = t.consumer_manager().consumer("etl")
+    assert consumer is not None and consumer.next_snapshot == 3
+    assert consumer.last_snapshot_millis == t.snapshot(2).time_millis
+    t.rollback_to(1)
+    time.sleep(0.01)
+    for i in range(3):
+        put(t, (10 + i, "x", "+I"))  # the consumer's last snapshot is rewritten
+    # A new query (new checkpoint) from the consumer: before, it read on past the rewrite.
+    rows, error = _run_to_parquet(spark, tmp_path, "ck2", **{"consumer-id": "etl"})
+    assert error is not None and "is now another snapshot" in str(error)
+    assert rows == []

@@ -41,6 +41,16 @@ def test_bad_consumer_ids_and_files_are_named(catalog: Catalog) -> None:
     Path(t.path, "consumer", "consumer-x").write_text("nonsense")
     with pytest.raises(CorruptFileError, match="consumer-x"):
         cm.consumer("x")
+    # Our extra field is checked as strictly as Paimon's: a damaged time is named, not compared.
+    for text in ('{"nextSnapshot": 3, "lastSnapshotTimeMillis": "12"}',
+                 '{"nextSnapshot": 3, "lastSnapshotTimeMillis": true}',
+                 '{"nextSnapshot": 1, "lastSnapshotTimeMillis": 12}'):
+        Path(t.path, "consumer", "consumer-x").write_text(text)
+        with pytest.raises(CorruptFileError, match="consumer-x.*lastSnapshotTimeMillis"):
+            cm.consumer("x")
+    # Fields we do not know (a later Paimon's) are ignored, as Paimon's Consumer ignores them.
+    Path(t.path, "consumer", "consumer-x").write_text('{"nextSnapshot": 3, "other": 1}')
+    assert cm.consumer("x") == Consumer(3)
 
 
 def test_expire_removes_consumers_untouched_since_the_cutoff(catalog: Catalog) -> None:
@@ -73,7 +83,8 @@ def test_a_stream_resumes_from_its_consumer_after_the_plan_before_was_processed(
     assert t.consumer_manager().consumer("job") is None  # not processed yet: nothing recorded
     put(t, (2, "b", "+I"))
     next(stream)  # asking for the next plan records the one before as processed
-    assert t.consumer_manager().consumer("job") == Consumer(2)
+    # (with the commit time of snapshot 1 as read: a restart checks it was not rewritten)
+    assert t.consumer_manager().consumer("job") == Consumer(2, t.snapshot(1).time_millis)
     stream.close()
     put(t, (3, "c", "+I"))
     again = t.new_stream_read_builder().with_consumer_id("job").with_include_row_kind()
