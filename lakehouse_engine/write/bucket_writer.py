@@ -230,8 +230,11 @@ class BucketWriter:
                         self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
-        if looks_up and ctx.first_row_changelog:
-            # (The base is still recorded: the commit checks no other writer's keys landed since.)
+        if looks_up and (ctx.first_row_changelog or self.level0_pending()):
+            # The compaction taking level 0 up gives this run's changelog, one change per key with
+            # the level-0 files before it (Paimon's lookup-wait compaction); a flush changelog
+            # would give a key in both twice. (The base is still recorded: the commit checks no
+            # other writer's keys landed since.)
             written, found = writer.write_run(rows, level=0, min_sequence=first_seq), None
         elif looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
             written, found, run = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
@@ -264,6 +267,14 @@ class BucketWriter:
             if levels.number_of_sorted_runs() >= ctx.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self.compact(full=False)
+
+    def level0_pending(self) -> bool:
+        """Whether the bucket's level 0 holds a file whose changelog is not given yet (a write-only
+        writer's, a flush that left it to the compaction): the next flush leaves its changelog to
+        the compaction that takes level 0 up too. Without one, the flush gives it (the common case)."""
+        # (A DV table's flushes stay out of the levels until the compaction at commit.)
+        files = self.levels().all_files() + (self.new_files if self.context.deletion_vectors else [])
+        return any(f.level == 0 and f.file_name not in self.changelog_given for f in files)
 
     def lookup_files(self) -> list[DataFileMeta]:
         """The bucket's files a flush lookup now would look in: its levels and the runs this writer
