@@ -251,3 +251,42 @@ def test_a_normal_commit_of_a_key_a_write_only_commit_left_in_level_0_gives_one_
         assert changes == [("-U", 1, 1), ("+U", 1, 3), ("+I", 2, 3), ("+I", 3, 3)]
     final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
     assert _strict_replay(table.changes(0)) == final
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "aggregation", "deletion-vectors"])
+def test_when_the_compaction_at_commit_loses_the_level_0_it_left_gives_its_changelog_once(
+        engine: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The normal writer's flush left its run's changelog to its compaction at commit (the bucket
+    held write-only level 0); another compaction takes that level 0 up first, so the writer's
+    loses: its run stays in level 0 with its changelog not given, and the committer's compaction
+    gives it. Each key changes once, and the changes replay to the table."""
+    catalog = Catalog(str(tmp_path))
+    catalog.create_database("db")
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(SCHEMA, primary_keys=["id"], options={
+        "bucket": "1", "rowkind.field": "rk", "changelog-producer": "lookup", **ENGINES[engine]}))
+    table = catalog.get_table("db.t")
+
+    def rows(ids: list[int], v: int) -> pa.Table:
+        return pa.table({"id": ids, "v": [v] * len(ids), "w": [v] * len(ids), "rk": ["+I"] * len(ids)},
+                        schema=SCHEMA)
+
+    def commit(t: Any, ids: list[int], v: int) -> list[int]:
+        wb = t.new_batch_write_builder()
+        w, c = wb.new_write(), wb.new_commit()
+        w.write_arrow(rows(ids, v))
+        return list(c.commit(w.prepare_commit()))
+
+    commit(table, [1], 1)
+    [appended] = commit(table.copy({"write-only": "true"}), [2], 2)
+    wb = table.new_batch_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(rows([1, 3], 3))
+    messages = w.prepare_commit()
+    table.compact(level0_only=True)  # the write-only level 0 goes up first
+    c.commit(messages)
+    assert "lost to a concurrent change" in caplog.text
+    per_key = _changes_per_key(table.changes(appended))
+    assert per_key == {1: 1, 2: 1, 3: 1}
+    assert not _level0_keys(table)  # the committer took the writer's run up, with its changelog
+    final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
+    assert _strict_replay(table.changes(0)) == final
