@@ -342,7 +342,7 @@ class BucketWriter:
             before, after = compactor.compact(levels, unit)
             if lookup:
                 # The changelog of the bucket's other level-0 files (a write-only writer's) comes
-                # first: this writer's flushes compared their rows with those files' rows.
+                # first: this writer's flushes that gave their own came after those went up.
                 self.compact_changelog[:0] = compactor.changelog_files
             else:
                 self.compact_changelog.extend(compactor.changelog_files)
