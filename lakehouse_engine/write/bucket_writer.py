@@ -230,7 +230,8 @@ class BucketWriter:
                         self.lookup_snapshot = now.latest.id
             older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
-        if looks_up and (ctx.first_row_changelog or self.level0_pending()):
+        defers = looks_up and ctx.changelog_producer == "lookup" and self.level0_pending()
+        if looks_up and (ctx.first_row_changelog or defers):
             # The compaction taking level 0 up gives this run's changelog, one change per key with
             # the level-0 files before it (Paimon's lookup-wait compaction); a flush changelog
             # would give a key in both twice. (The base is still recorded: the commit checks no
