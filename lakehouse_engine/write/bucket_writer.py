@@ -228,7 +228,9 @@ class BucketWriter:
                     live = {f.file_name for f in now.bucket_files.get((self.partition.binary, self.bucket), [])}
                     if now.latest is not None and live == names:
                         self.lookup_snapshot = now.latest.id
-            older += [f for f in self.new_files if f.file_name not in names]
+            if self.runs_outside_levels:
+                # (A compaction of the levels replaced their own runs: never read those again.)
+                older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
         defers = looks_up and ctx.changelog_producer == "lookup" and self.level0_pending()
         if looks_up and (ctx.first_row_changelog or defers):
@@ -262,7 +264,7 @@ class BucketWriter:
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
                 self.new_keys[f.file_name] = keys_of_file
-        if ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0:
+        if not self.runs_outside_levels:
             levels = self.levels()
             levels.add_files(written)
             if levels.number_of_sorted_runs() >= ctx.stop_trigger:
@@ -273,14 +275,21 @@ class BucketWriter:
         """Whether the bucket's level 0 holds a file whose changelog is not given yet (a write-only
         writer's, a flush that left it to the compaction): the next flush leaves its changelog to
         the compaction that takes level 0 up too. Without one, the flush gives it (the common case)."""
-        # (A DV table's flushes stay out of the levels until the compaction at commit.)
-        files = self.levels().all_files() + (self.new_files if self.context.deletion_vectors else [])
-        return any(f.level == 0 and f.file_name not in self.changelog_given for f in files)
+        return any(f.level == 0 and f.file_name not in self.changelog_given for f in self.lookup_files())
+
+    @property
+    def runs_outside_levels(self) -> bool:
+        """Whether the runs this writer flushes stay out of its levels (a write-only writer's, a DV
+        table's until its compaction at commit): else the levels hold them, or what compacted them."""
+        ctx = self.context
+        return not (ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0)
 
     def lookup_files(self) -> list[DataFileMeta]:
         """The bucket's files a flush lookup now would look in: its levels and the runs this writer
         flushed outside them (a write-only writer's)."""
         older = self.levels().all_files()
+        if not self.runs_outside_levels:
+            return older
         names = {f.file_name for f in older}
         return older + [f for f in self.new_files if f.file_name not in names]
 
