@@ -228,10 +228,16 @@ class BucketWriter:
                     live = {f.file_name for f in now.bucket_files.get((self.partition.binary, self.bucket), [])}
                     if now.latest is not None and live == names:
                         self.lookup_snapshot = now.latest.id
-            older += [f for f in self.new_files if f.file_name not in names]
+            if self.runs_outside_levels:
+                # (A compaction of the levels replaced their own runs: never read those again.)
+                older += [f for f in self.new_files if f.file_name not in names]
         run = self._run_columns(rows) if (looks_up or ctx.run_cache is not None) and self.bucket >= 0 else None
-        if looks_up and ctx.first_row_changelog:
-            # (The base is still recorded: the commit checks no other writer's keys landed since.)
+        defers = looks_up and ctx.changelog_producer == "lookup" and self.level0_pending()
+        if looks_up and (ctx.first_row_changelog or defers):
+            # The compaction taking level 0 up gives this run's changelog, one change per key with
+            # the level-0 files before it (Paimon's lookup-wait compaction); a flush changelog
+            # would give a key in both twice. (The base is still recorded: the commit checks no
+            # other writer's keys landed since.)
             written, found = writer.write_run(rows, level=0, min_sequence=first_seq), None
         elif looks_up and run is not None and ctx.flush_lookup is not None and ctx.flush_lookup.takes_run:
             written, found, run = write_and_look_up(table, ctx.flush_lookup, writer, rows, self.partition,
@@ -258,17 +264,32 @@ class BucketWriter:
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
                 self.new_keys[f.file_name] = keys_of_file
-        if ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0:
+        if not self.runs_outside_levels:
             levels = self.levels()
             levels.add_files(written)
             if levels.number_of_sorted_runs() >= ctx.stop_trigger:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self.compact(full=False)
 
+    def level0_pending(self) -> bool:
+        """Whether the bucket's level 0 holds a file whose changelog is not given yet (a write-only
+        writer's, a flush that left it to the compaction): the next flush leaves its changelog to
+        the compaction that takes level 0 up too. Without one, the flush gives it (the common case)."""
+        return any(f.level == 0 and f.file_name not in self.changelog_given for f in self.lookup_files())
+
+    @property
+    def runs_outside_levels(self) -> bool:
+        """Whether the runs this writer flushes stay out of its levels (a write-only writer's, a DV
+        table's until its compaction at commit): else the levels hold them, or what compacted them."""
+        ctx = self.context
+        return not (ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0)
+
     def lookup_files(self) -> list[DataFileMeta]:
         """The bucket's files a flush lookup now would look in: its levels and the runs this writer
         flushed outside them (a write-only writer's)."""
         older = self.levels().all_files()
+        if not self.runs_outside_levels:
+            return older
         names = {f.file_name for f in older}
         return older + [f for f in self.new_files if f.file_name not in names]
 
@@ -331,7 +352,7 @@ class BucketWriter:
             before, after = compactor.compact(levels, unit)
             if lookup:
                 # The changelog of the bucket's other level-0 files (a write-only writer's) comes
-                # first: this writer's flushes compared their rows with those files' rows.
+                # first: this writer's flushes that gave their own came after those went up.
                 self.compact_changelog[:0] = compactor.changelog_files
             else:
                 self.compact_changelog.extend(compactor.changelog_files)
