@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_engine.errors import DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
@@ -29,6 +30,7 @@ from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
 from lakehouse_engine.write.bucket_router import RestoredState
+from lakehouse_engine.write.commit_cycles import CommitCycles, levels_stale
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, DeletionVectorCompactor
 from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
@@ -82,6 +84,8 @@ class WriteContext:
     #: commit: the flush looks nothing up; the compaction that takes level 0 up writes the `+I`
     #: changelog of its new keys (`mergetree.compact.first_row_lookup.FirstRowChangelog`).
     first_row_changelog: bool = False
+    #: The TableWrite's commit cycles: in a later one, the levels are checked against the table.
+    cycles: CommitCycles | None = None
 
     @property
     def schema(self) -> TableSchema:
@@ -124,6 +128,12 @@ class BucketWriter:
         self.buffered_bytes = 0
         self.new_files: list[DataFileMeta] = []
         self._levels: Levels | None = None
+        #: The snapshot the levels were taken from (a lookup's staleness check starts there).
+        self.levels_snapshot = 0
+        #: The commit cycle (`WriteContext.cycles`) the levels were last checked against the table in.
+        self._levels_cycle = 0
+        #: Set when the levels were taken from the table again: the next flush numbers its rows above it.
+        self._sequence_floor: int | None = None
         self.compact_before: list[DataFileMeta] = []
         self.compact_after: list[DataFileMeta] = []
         #: Index files the flush lookup made for this bucket since the last commit message.
@@ -191,6 +201,9 @@ class BucketWriter:
         ctx = self.context
         table, schema = ctx.table, ctx.schema
         bucket_dir = table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
+        if looks_up or (ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0):
+            rows = self._above_levels(rows)
         given = rows
         if ctx.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
@@ -206,7 +219,6 @@ class BucketWriter:
                  else paths.data_file_namer(bucket_dir))
         writer = DataFileWriter(table.file_io, schema, bucket_dir, namer, ctx.target_file_size)
         first_seq = None if ctx.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
-        looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
         if looks_up and ctx.first_row_changelog and self.first_row_unlogged is None:
             # The compaction taking level 0 up writes this run's changelog (it looks the keys up
             # anyway). The buffer stands in sequence order: its first row has the lowest number.
@@ -218,8 +230,7 @@ class BucketWriter:
             names = {f.file_name for f in older}
             if self.lookup_base is None:
                 self.lookup_base = sorted(names | self._handed_out)
-                latest = ctx.restored().latest  # (the snapshot the levels were read from)
-                self.lookup_snapshot = latest.id if latest is not None else 0
+                self.lookup_snapshot = self.levels_snapshot
                 if self._handed_out and ctx.current is not None:
                     # A stream writer's later commit: where the bucket is now what its levels
                     # hold, the lookup saw the table as of now, and the staleness check need not
@@ -265,6 +276,22 @@ class BucketWriter:
                 # Paimon's stop trigger: compact before taking more input into this bucket.
                 self.compact(full=False)
 
+    def _above_levels(self, rows: pa.Table) -> pa.Table:
+        """`rows` (the bucket's whole buffer), numbered above every file of the levels when a later
+        commit cycle took them from the table again (another writer's files may number higher than
+        this writer's next numbers): shifted by one offset, in order, as the commit's re-sequencing
+        would shift the run (which would then drop its compaction and changelog)."""
+        self.levels()  # (a later cycle's first use checks them against the table)
+        floor, self._sequence_floor = self._sequence_floor, None
+        seq = rows.column(SEQUENCE_NUMBER)
+        low = int(seq[0].as_py())  # (the buffer stands in sequence order)
+        if floor is None or low >= floor:
+            return rows
+        offset = floor - low
+        self.next_sequence += offset
+        return rows.set_column(rows.schema.get_field_index(SEQUENCE_NUMBER), SEQUENCE_NUMBER,
+                               pc.add(seq, pa.scalar(offset, pa.int64())))
+
     def _run_columns(self, rows: pa.Table) -> pa.Table | None:
         """The run's rows in file layout (the fields, `_SEQUENCE_NUMBER`, `_VALUE_KIND` with the
         data files' types): what the lookup cache holds and the flush lookup reads; None when
@@ -282,15 +309,64 @@ class BucketWriter:
     # ---- levels and the compaction inside the writer --------------------------------------------------------------------------------
     def levels(self) -> Levels:
         """The bucket's files by level: what the latest snapshot held (read on first use), then
-        what this writer's flushes and compactions added."""
+        what this writer's flushes and compactions added; in each later commit cycle of a stream
+        writer, first checked against the latest snapshot (`_align_levels`)."""
+        ctx = self.context
+        cycle = ctx.cycles.count if ctx.cycles is not None else 0
         if self._levels is None:
-            ctx = self.context
+            # A later cycle's new bucket writer reads the table as it is now, not as it was at
+            # the writer's first cycle.
+            state = ctx.current() if cycle and ctx.current is not None else ctx.restored()
             # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
             # compactions take only its own files, never the rows the overwrite deletes.
-            restored = [] if ctx.role.replaces else ctx.restored().bucket_files.get(
-                (self.partition.binary, self.bucket), [])
+            restored = [] if ctx.role.replaces else state.bucket_files.get((self.partition.binary, self.bucket), [])
             self._levels = Levels(restored, ctx.options.num_levels)
+            self.levels_snapshot = state.latest.id if state.latest is not None else 0
+            if cycle:
+                self._sequence_floor = max([f.max_sequence_number + 1 for f in restored], default=None)
+            self._levels_cycle = cycle
+        elif cycle != self._levels_cycle:
+            self._levels_cycle = cycle
+            self._align_levels()
         return self._levels
+
+    def _align_levels(self) -> None:
+        """At a stream writer's first use of the levels in a commit cycle: where they are no longer
+        the bucket's files in the latest snapshot (its last compaction lost, a dedicated compaction
+        or the committer replaced files, another writer added some), take them from it, as Paimon's
+        writer restores its levels after a failed commit (see `write.commit_cycles`). Not while the
+        last commit is in flight: the levels then hold its files, which no snapshot lists yet (its
+        lookup's staleness check covers the rest) - unless a file they hold is gone (a given-up
+        compaction's output), which no lookup may read."""
+        ctx = self.context
+        if ctx.current is None or ctx.cycles is None or ctx.role.replaces:
+            return
+        assert self._levels is not None
+        now = ctx.current()
+        live = now.bucket_files.get((self.partition.binary, self.bucket), [])
+        own = {f.file_name for f in self.new_files + self.compact_after}
+        stale, gone = levels_stale((f for f in self._levels.all_files() if f.file_name not in own), live)
+        snapshot = now.latest.id if now.latest is not None else 0
+        if not stale:
+            self.levels_snapshot = snapshot
+            return
+        if gone:
+            settled_by = ctx.cycles.settled_by()
+            if settled_by is None and not self._any_missing(gone):
+                return
+            if settled_by is not None and snapshot < settled_by:
+                # The state was read before the last commit landed: read the table again.
+                now = RestoredState.read(ctx.table)
+                live = now.bucket_files.get((self.partition.binary, self.bucket), [])
+                snapshot = now.latest.id if now.latest is not None else 0
+        log.info("table %s, bucket %s: the writer's levels are not the table's (%d file(s) gone); "
+                 "taking them from snapshot %s", ctx.table.name, self.bucket, len(gone), snapshot)
+        self._take_levels(live, snapshot)
+
+    def _any_missing(self, files: list[DataFileMeta]) -> bool:
+        """Whether a file of `files` (of this bucket) is not in storage."""
+        bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        return any(not self.context.table.file_io.exists(f"{bucket_dir}/{f.file_name}") for f in files)
 
     def reset_levels(self) -> None:
         """Forget the levels: the next use reads them again from what the table then holds."""
@@ -373,6 +449,12 @@ class BucketWriter:
         own = {f.file_name for f in self.new_files} | {f.file_name for f in self.compact_after}
         if all(f.file_name in names or f.file_name in own for f in self.levels().all_files()):
             return
+        self._take_levels(live, self.levels_snapshot)
+
+    def _take_levels(self, live: list[DataFileMeta], snapshot: int) -> None:
+        """The levels from `live` (the bucket's files in `snapshot`) and this cycle's new files;
+        what this cycle's compactions did on the old levels is dropped (their files deleted)."""
+        names = {f.file_name for f in live}
         bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
         kept = {f.file_name for f in self.new_files}
         for f in self.compact_after + self.compact_changelog:
@@ -382,8 +464,15 @@ class BucketWriter:
         if self.context.first_row_changelog and self.new_files:
             # Their first-row changelog went with the dropped compactions: the next one writes it.
             self.first_row_unlogged = min(f.min_sequence_number for f in self.new_files)
-        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
+        # (This cycle's new files the levels held: a flush adds its run to them after this.)
+        held = {f.file_name for f in self._levels.all_files()} if self._levels is not None else set()
+        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name in held - names],
                               self.context.options.num_levels)
+        self.levels_snapshot = snapshot
+        # Rows written from now on (and the buffered ones, at the next flush) number above every
+        # file the levels now hold.
+        self._sequence_floor = max([f.max_sequence_number + 1 for f in live], default=None)
+        self.next_sequence = max(self.next_sequence, self._sequence_floor or 0)
 
     def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,

@@ -1,0 +1,173 @@
+"""A stream writer (one TableWrite kept across commits) takes a bucket's levels from the latest
+snapshot at the start of a commit cycle when they are no longer the table's: after its compaction
+at commit lost to a dedicated compaction (whose outputs the committer removed), after a dedicated
+compaction replaced files (which expiry then removes), for every merge engine whose writer looks
+keys up or compacts. It never reads a missing file, loses no row, and its changes replay to the
+table. While its last commit is still in flight, its levels keep that commit's files."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakehouse_engine import Catalog
+from lakehouse_engine.table import FileStoreTable
+from lakehouse_engine.write.commit_cycles import CommitCycles, levels_stale
+from tests.lakehouse_engine.conftest import create_table, read
+from tests.lakehouse_engine.read.changes_helpers import SCHEMA, change_tuples, replay
+
+ENGINES: dict[str, dict[str, str]] = {
+    "deduplicate-lookup": {"changelog-producer": "lookup"},
+    "partial-update-lookup": {"merge-engine": "partial-update", "changelog-producer": "lookup"},
+    "aggregation-lookup": {"merge-engine": "aggregation", "fields.v.aggregate-function": "last_non_null_value",
+                           "changelog-producer": "lookup"},
+    "first-row-lookup": {"merge-engine": "first-row", "changelog-producer": "lookup", "ignore-delete": "true"},
+    "first-row": {"merge-engine": "first-row", "ignore-delete": "true"},
+    "deletion-vectors-lookup": {"deletion-vectors.enabled": "true", "changelog-producer": "lookup"},
+    "deduplicate-compacting": {"changelog-producer": "input"},
+    "full-compaction": {"changelog-producer": "full-compaction"},
+}
+
+
+def _table(catalog: Catalog, engine: str, **options: str) -> FileStoreTable:
+    return create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "num-sorted-run.compaction-trigger": "2", **ENGINES[engine], **options})
+
+
+def _rows(keys: range | list[int], v: str) -> pa.Table:
+    keys = list(keys)
+    return pa.table({"id": keys, "v": [v] * len(keys), "k": ["+I"] * len(keys)}, schema=SCHEMA)
+
+
+def _expected(engine: str, writes: list[tuple[range | list[int], str]]) -> dict[int, str]:
+    rows: dict[int, str] = {}
+    for keys, v in writes:
+        for k in keys:
+            if engine.startswith("first-row"):
+                rows.setdefault(k, v)
+            else:
+                rows[k] = v
+    return rows
+
+
+def _other_writer(t: FileStoreTable, keys: list[int], v: str) -> None:
+    """Another (write-only) writer's commit: a level-0 file for the dedicated compaction to merge."""
+    wb = t.copy({"write-only": "true"}).new_batch_write_builder()
+    w = wb.new_write()
+    w.write_arrow(_rows(keys, v))
+    wb.new_commit().commit(w.prepare_commit())
+    w.close()
+
+
+def _table_rows(t: FileStoreTable) -> dict[int, Any]:
+    return {r["id"]: r["v"] for r in read(t).to_pylist()}
+
+
+def _check_changes(t: FileStoreTable, engine: str) -> None:
+    if ENGINES[engine].get("changelog-producer") in ("lookup", "input"):
+        assert replay(change_tuples(t)) == _table_rows(t)
+    elif ENGINES[engine].get("changelog-producer") == "full-compaction":
+        t.compact(full=True)
+        assert replay(change_tuples(t)) == _table_rows(t)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_a_writer_whose_compaction_lost_to_a_dedicated_one_writes_on(catalog: Catalog, engine: str,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    t = _table(catalog, engine, **{"full-compaction.delta-commits": "1"})  # (its compaction rewrites the top)
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    # (Keys the other writer's do not share: a `lookup` changelog of keys the dedicated compaction
+    # rewrote would be stale, and the whole commit conflict, test_changelog_lost_compaction.)
+    writes: list[tuple[range | list[int], str]] = [(range(0, 20, 2), "a"), (range(1, 10, 2), "b")]
+    w.write_arrow(_rows(*writes[0]))
+    c.commit(w.prepare_commit(1), 1)
+    w.write_arrow(_rows(*writes[1]))
+    messages = w.prepare_commit(2)
+    assert any(m.compact_before for m in messages)  # (its compaction at commit)
+    writes.append(([30], "x"))
+    _other_writer(t, [30], "x")
+    t.compact(full=True)  # a dedicated compaction of the same files lands first
+    with caplog.at_level(logging.WARNING):
+        kinds = [t.snapshot(s).commit_kind for s in c.commit(messages, 2)]
+    assert kinds[0] == "APPEND"
+    assert "lost to a concurrent change" in caplog.text
+    for i, (keys, v) in enumerate([([0, 7, 12, 20], "c"), ([1, 12, 21], "d")], start=3):
+        writes.append((keys, v))
+        w.write_arrow(_rows(keys, v))
+        c.commit(w.prepare_commit(i), i)
+    w.close()
+    assert _table_rows(t) == _expected(engine, writes)
+    _check_changes(t, engine)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_a_writer_whose_files_a_dedicated_compaction_replaced_and_expiry_removed_writes_on(
+        catalog: Catalog, engine: str) -> None:
+    t = _table(catalog, engine)
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    writes: list[tuple[range | list[int], str]] = [(range(0, 10), "a"), (range(5, 15), "b")]
+    for i, (keys, v) in enumerate(writes, start=1):
+        w.write_arrow(_rows(keys, v))
+        c.commit(w.prepare_commit(i), i)
+    writes.append(([30], "x"))
+    _other_writer(t, [30], "x")
+    t.compact(full=True)
+    t.expire_snapshots(retain_max=1, retain_min=1)  # the files the compaction replaced are deleted
+    for i, (keys, v) in enumerate([([0, 7, 12, 20], "c"), ([1, 12, 21], "d")], start=3):
+        writes.append((keys, v))
+        w.write_arrow(_rows(keys, v))
+        c.commit(w.prepare_commit(i), i)
+    w.close()
+    assert _table_rows(t) == _expected(engine, writes)
+
+
+def test_a_writer_whose_last_commit_is_in_flight_keeps_its_files_in_its_levels(catalog: Catalog) -> None:
+    """Paimon's Flink writer goes on writing while the checkpoint's commit is pending: the levels
+    keep the prepared commit's files (no snapshot lists them yet); its lookup sees their rows."""
+    t = _table(catalog, "deduplicate-lookup")
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows(range(0, 4), "a"))
+    first = w.prepare_commit(1)
+    w.write_arrow(_rows([0, 9], "b"))  # the first commit is not committed yet
+    c.commit(first, 1)
+    c.commit(w.prepare_commit(2), 2)
+    assert _table_rows(t) == {0: "b", 1: "a", 2: "a", 3: "a", 9: "b"}
+    changes = change_tuples(t)
+    assert [ch[1:] for ch in changes if ch[2] == 0] == [("+I", 0, "a"), ("-U", 0, "a"), ("+U", 0, "b")]
+    assert replay(changes) == _table_rows(t)
+
+
+def test_commit_cycles_settle_when_the_commit_lands(catalog: Catalog) -> None:
+    t = _table(catalog, "deduplicate-lookup")
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    cycles = CommitCycles(t.store, wb.commit_user)
+    assert cycles.settled_by() == 0 and cycles.count == 0
+    w.write_arrow(_rows(range(0, 4), "a"))
+    messages = w.prepare_commit(1)
+    cycles.prepared(1, handed_out=True)
+    assert cycles.count == 1 and cycles.settled_by() is None  # in flight
+    c.commit(messages, 1)
+    assert cycles.settled_by() == t.latest_snapshot().id
+    cycles.prepared(2, handed_out=False)  # nothing handed out: nothing in flight
+    assert cycles.count == 2 and cycles.settled_by() is not None
+
+
+def test_levels_are_stale_when_a_file_or_its_level_differs() -> None:
+    from lakehouse_engine.format.manifest_entries import DataFileMeta
+
+    def f(name: str, level: int) -> DataFileMeta:
+        stats: Any = None
+        return DataFileMeta(file_name=name, file_size=1, row_count=1, min_key=b"", max_key=b"", key_stats=stats,
+                            value_stats=stats, min_sequence_number=0, max_sequence_number=0, schema_id=0,
+                            level=level)
+
+    assert levels_stale([f("a", 0), f("b", 5)], [f("b", 5), f("a", 0)]) == (False, [])
+    assert levels_stale([f("a", 5)], [f("a", 0)]) == (True, [f("a", 5)])
+    assert levels_stale([f("a", 0)], [f("a", 0), f("c", 5)]) == (True, [])
