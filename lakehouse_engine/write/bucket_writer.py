@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_engine.errors import DataFileMissingError
+from lakehouse_engine.errors import CommitConflictError, DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.changelog import input_changelog
 from lakehouse_engine.mergetree.compact.levels import Levels
@@ -157,6 +157,8 @@ class BucketWriter:
         #: Level-0 files this writer flushed whose `lookup` changelog their flush gave: the
         #: compaction taking them up gives that of the bucket's other level-0 files only.
         self.changelog_given: set[str] = set()
+        #: The flush changelog of each of those runs (its files' names, its changelog files).
+        self._run_changelog: list[tuple[frozenset[str], list[DataFileMeta]]] = []
         #: Written since this writer's last full compaction of it landed: the next commit that
         #: compacts fully takes it too, written in that commit or not (Paimon's
         #: GlobalFullCompactionSinkWrite; `write.full_compaction_cadence` clears it).
@@ -265,6 +267,7 @@ class BucketWriter:
             self.lookup_index_files.extend(found.index_files)
             self.compact_changelog.extend(found.changelog_files)
             self.changelog_given.update(f.file_name for f in written)
+            self._run_changelog.append((frozenset(f.file_name for f in written), list(found.changelog_files)))
         self.new_files.extend(written)
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
@@ -342,6 +345,9 @@ class BucketWriter:
         if ctx.current is None or ctx.cycles is None or ctx.role.replaces:
             return
         assert self._levels is not None
+        # Whether the last commit landed, looked up now (once a cycle, a few snapshots back), while
+        # its snapshots are surely retained: a compaction of this cycle may need to know.
+        ctx.cycles.settled_by()
         now = ctx.current()
         live = now.bucket_files.get((self.partition.binary, self.bucket), [])
         own = {f.file_name for f in self.new_files + self.compact_after}
@@ -363,6 +369,29 @@ class BucketWriter:
                  "taking them from snapshot %s", ctx.table.name, self.bucket, len(gone), snapshot)
         self._take_levels(live, snapshot)
 
+    def _levels_replaced(self) -> tuple[bool, list[str]]:
+        """After a compaction met a missing file: whether the levels held files the table no longer
+        lists that are gone (then the levels are taken from the latest snapshot, this cycle's
+        compactions dropped), and the missing files the table still lists (damage). Not while the
+        last commit is in flight (its files, in the levels, are in no snapshot yet)."""
+        ctx = self.context
+        if ctx.role.replaces:
+            return False, []
+        own = {f.file_name for f in self.new_files + self.compact_after}
+        bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        missing = [f for f in self.levels().all_files()
+                   if f.file_name not in own and not ctx.table.file_io.exists(f"{bucket_dir}/{f.file_name}")]
+        if not missing:
+            return False, []
+        now = RestoredState.read(ctx.table)
+        live = now.bucket_files.get((self.partition.binary, self.bucket), [])
+        listed = {f.file_name for f in live}
+        damaged = [f.file_name for f in missing if f.file_name in listed]
+        if damaged or (ctx.cycles is not None and ctx.cycles.settled_by() is None):
+            return False, damaged
+        self._take_levels(live, now.latest.id if now.latest is not None else 0)
+        return True, []
+
     def _any_missing(self, files: list[DataFileMeta]) -> bool:
         """Whether a file of `files` (of this bucket) is not in storage."""
         bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
@@ -372,10 +401,13 @@ class BucketWriter:
         """Forget the levels: the next use reads them again from what the table then holds."""
         self._levels = None
 
-    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True) -> None:
+    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True,
+                realign: bool = True) -> None:
         """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked;
         without `changelog`, writing no full-compaction changelog); the results merge into what it
-        compacted since the last message."""
+        compacted since the last message. A file of the levels that is gone because the table no
+        longer lists it: the levels are taken from the table again and the compaction tried again
+        (once, with `realign`)."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
@@ -407,12 +439,29 @@ class BucketWriter:
             if unlogged is not None:
                 self.first_row_unlogged = None  # (a compaction with level 0 takes all of it up)
         except DataFileMissingError as e:
+            replaced, damaged = self._levels_replaced()
+            if replaced and realign:
+                # The bucket's files changed under this writer during the cycle (a dedicated
+                # compaction replaced them and expiry removed them): compact what the table holds.
+                log.info("table %s, bucket %s: the writer's compaction met a file the table no longer "
+                         "lists; compacting again on its latest files: %s", ctx.table.name, self.bucket, e)
+                self.compact(full, force_up_level0, changelog, realign=False)
+                return
             if unlogged is not None:
-                # This compaction was to write the changelog of the writer's new keys: no skipping.
-                raise
-            # The bucket's files changed under this writer (a dedicated compaction replaced them and
-            # expiry removed them). Compaction here is an optimisation: write the data without it.
-            # A file that is there but will not decode still fails the write.
+                # This compaction writes the changelog of the writer's new keys (and takes its level
+                # 0 up, which readers of first-row skip): it cannot be skipped.
+                if damaged:
+                    raise DataFileMissingError(
+                        f"table {ctx.table.name}, bucket {self.bucket}: data file {damaged[0]} is listed in "
+                        f"the latest snapshot but missing from storage (the table is damaged: restore "
+                        f"the file or roll the table back); the writer's first-row compaction must read "
+                        f"it to give the changelog of its new keys, nothing was committed") from e
+                raise CommitConflictError(
+                    f"table {ctx.table.name}, bucket {self.bucket}: the bucket's files changed under "
+                    f"this writer's first-row compaction ({e}); nothing was committed, write again") from e
+            # Compaction here is an optimisation: write the data without it (a `lookup` table's
+            # runs left in level 0 give their changelog later). A file that is there but will not
+            # decode still fails the write.
             log.warning("table %s, bucket %s: skipping the writer's compaction: %s", ctx.table.name,
                         self.bucket, e)
             return
@@ -439,34 +488,77 @@ class BucketWriter:
         """The compaction before the commit: `full` at the commits `full-compaction.delta-commits`
         names (TableWrite decides); a `lookup` or first-row table's takes level 0 up."""
         self.compact(full, self.context.force_up_level0)
+        self._withhold_level0_changelog()
 
-    def realign_levels(self, live: list[DataFileMeta]) -> None:
+    def _withhold_level0_changelog(self) -> None:
+        """The flush changelog of the runs the compaction at commit left in level 0 (it was skipped,
+        or picked other runs) stays out of the commit, whatever else this cycle compacted (Paimon's
+        invariant: a level-0 file a snapshot lists has not given its changelog yet); the compaction
+        that takes them up gives it. A run partly taken up keeps its changelog (its files above
+        level 0 would give none)."""
+        if not self._run_changelog:
+            return
+        level0 = {f.file_name for f in self.levels().level0}
+        withheld = [run for run in self._run_changelog if run[0] <= level0]
+        if not withheld:
+            return
+        gone = {f.file_name for _, files in withheld for f in files}
+        self.compact_changelog = [f for f in self.compact_changelog if f.file_name not in gone]
+        self._run_changelog = [run for run in self._run_changelog if not run[0] <= level0]
+        bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        for names, files in withheld:
+            self.changelog_given -= names
+            for f in files:
+                self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+
+    def realign_levels(self, live: list[DataFileMeta], snapshot: int | None = None) -> None:
         """Take the bucket's levels from `live` (its files in the latest snapshot) and this commit's
         own new files, when the levels hold a file `live` lacks: an earlier compaction of this
         writer never landed (its messages thrown away, or its commit lost). What this commit's
-        compactions did on those levels is dropped (files deleted), its new files kept."""
+        compactions did on those levels is dropped (files deleted), its new files kept. `snapshot`:
+        the id of the snapshot `live` comes from (default: the one the levels came from)."""
         names = {f.file_name for f in live}
         own = {f.file_name for f in self.new_files} | {f.file_name for f in self.compact_after}
         if all(f.file_name in names or f.file_name in own for f in self.levels().all_files()):
             return
-        self._take_levels(live, self.levels_snapshot)
+        self._take_levels(live, self.levels_snapshot if snapshot is None else snapshot)
 
     def _take_levels(self, live: list[DataFileMeta], snapshot: int) -> None:
         """The levels from `live` (the bucket's files in `snapshot`) and this cycle's new files;
-        what this cycle's compactions did on the old levels is dropped (their files deleted)."""
+        what this cycle's compactions did on the old levels is dropped (their files deleted).
+
+        Raises:
+            CommitConflictError: a first-row lookup-changelog writer's new rows number below a file
+                above level 0 that another writer's rows reached meanwhile: its compaction tells
+                its new keys by their numbers, and would give that writer's again.
+        """
+        ctx = self.context
         names = {f.file_name for f in live}
-        bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        if ctx.first_row_changelog and self.new_files:
+            unlogged = min(f.min_sequence_number for f in self.new_files)
+            newer = [f.file_name for f in live if f.level > 0 and f.max_sequence_number >= unlogged]
+            if newer:
+                raise CommitConflictError(
+                    f"table {ctx.table.name}, bucket {self.bucket}: another writer's rows were compacted "
+                    f"into the bucket's files above level 0 ({newer[0]}) while this writer's were "
+                    f"numbered below them; its first-row changelog cannot tell its new keys apart, "
+                    f"nothing was committed, write again")
+        bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
         kept = {f.file_name for f in self.new_files}
         for f in self.compact_after + self.compact_changelog:
             if f.file_name not in kept:
                 self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
         self.compact_before, self.compact_after, self.compact_changelog = [], [], []
+        # (The flush changelog was of the old levels: the compaction taking those runs up gives it,
+        # from the new ones, which the commit's staleness check then starts from.)
+        self.changelog_given, self._run_changelog = set(), []
+        if self.lookup_base is not None:
+            self.lookup_base = sorted(names | self._handed_out)
+            self.lookup_snapshot = snapshot
         if self.context.first_row_changelog and self.new_files:
             # Their first-row changelog went with the dropped compactions: the next one writes it.
             self.first_row_unlogged = min(f.min_sequence_number for f in self.new_files)
-        # (This cycle's new files the levels held: a flush adds its run to them after this.)
-        held = {f.file_name for f in self._levels.all_files()} if self._levels is not None else set()
-        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name in held - names],
+        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
                               self.context.options.num_levels)
         self.levels_snapshot = snapshot
         # Rows written from now on (and the buffered ones, at the next flush) number above every
@@ -554,7 +646,7 @@ class BucketWriter:
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []
         self.deletion_vector_base, self.lookup_base, self.lookup_snapshot = None, None, None
-        self.changelog_given = set()
+        self.changelog_given, self._run_changelog = set(), []
         self.new_keys = {}
         return message
 

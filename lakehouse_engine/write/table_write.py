@@ -407,10 +407,11 @@ class TableWrite:
                        if w.bucket >= 0 and (w.new_files or (full and w.awaits_full_compaction))]
             if full and self._full_cadence.unconfirmed(commit_identifier):
                 # One of its earlier full compactions never landed: the levels may hold its outputs.
-                files = self._current().bucket_files
+                now = self._current()
                 for w in touched:
                     if w.awaits_full_compaction:
-                        w.realign_levels(files.get((w.partition.binary, w.bucket), []))
+                        w.realign_levels(now.bucket_files.get((w.partition.binary, w.bucket), []),
+                                         now.latest_snapshot_id or 0)
             parallel_map(lambda w: w.compact_at_commit(full), touched)
             if full and any(w.awaits_full_compaction for w in touched):
                 self._full_cadence.submitted(commit_identifier)
