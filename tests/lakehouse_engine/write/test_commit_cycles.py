@@ -12,8 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lakehouse_engine import Catalog
+from lakehouse_engine import Catalog, CommitConflictError
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_cycles import CommitCycles, levels_stale
 from tests.lakehouse_engine.conftest import create_table, read
@@ -171,3 +173,86 @@ def test_levels_are_stale_when_a_file_or_its_level_differs() -> None:
     assert levels_stale([f("a", 0), f("b", 5)], [f("b", 5), f("a", 0)]) == (False, [])
     assert levels_stale([f("a", 5)], [f("a", 0)]) == (True, [f("a", 5)])
     assert levels_stale([f("a", 0)], [f("a", 0), f("c", 5)]) == (True, [])
+
+
+# ---- property: a stream writer amid dedicated compactions, other writers and expiry -------------
+step = st.one_of(
+    st.tuples(st.just("write"), st.lists(st.tuples(st.integers(0, 15), st.integers(0, 9)), min_size=1, max_size=30)),
+    st.tuples(st.just("commit"), st.none()),
+    st.tuples(st.just("compact"), st.sampled_from(["minor", "full", "level0"])),
+    st.tuples(st.just("other"), st.lists(st.tuples(st.integers(0, 15), st.integers(0, 9)), min_size=1, max_size=5)),
+    st.tuples(st.just("expire"), st.none()),
+)
+PROPERTY_ENGINES = {
+    "deduplicate-lookup": {"changelog-producer": "lookup"},
+    "first-row-lookup": {"merge-engine": "first-row", "changelog-producer": "lookup", "ignore-delete": "true"},
+    "deletion-vectors-lookup": {"deletion-vectors.enabled": "true", "changelog-producer": "lookup"},
+    "deduplicate-compacting": {"changelog-producer": "input", "num-sorted-run.stop-trigger": "2"},
+}
+
+
+def _run_script(catalog: Catalog, engine: str, script: list[tuple[str, Any]], n: int) -> None:
+    t = create_table(catalog, f"t{n}", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "write-buffer-size": "1 kb", "num-sorted-run.compaction-trigger": "2",
+        # (Expiry keeps the changelog: the changes stay readable from the start.)
+        "changelog.num-retained.min": "1000", "changelog.num-retained.max": "1000", **PROPERTY_ENGINES[engine]})
+    first_row = engine.startswith("first-row")
+    rows: dict[int, str] = {}
+
+    def land(batch: list[tuple[int, str]]) -> None:
+        for k, v in batch:
+            if not (first_row and k in rows):
+                rows[k] = v
+
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    pending: list[tuple[int, str]] = []
+    for i, (kind, arg) in enumerate(script):
+        if kind == "write":
+            batch = [(k, f"w{i}.{v}") for k, v in arg]
+            w.write_arrow(pa.table({"id": [k for k, _ in batch], "v": [v for _, v in batch],
+                                    "k": ["+I"] * len(batch)}, schema=SCHEMA))
+            pending += batch
+        elif kind == "commit":
+            messages = w.prepare_commit(i)
+            try:
+                c.commit(messages, i)
+            except CommitConflictError:
+                w.abort(messages)  # (the writer's rows of the cycle are written again by no one)
+            else:
+                land(pending)
+            pending = []
+        elif kind == "compact":
+            t.compact(full=arg == "full", level0_only=arg == "level0")
+        elif kind == "other":
+            batch = [(k, f"o{i}.{v}") for k, v in arg]
+            owb = t.new_batch_write_builder()
+            ow = owb.new_write()
+            ow.write_arrow(pa.table({"id": [k for k, _ in batch], "v": [v for _, v in batch],
+                                     "k": ["+I"] * len(batch)}, schema=SCHEMA))
+            owb.new_commit().commit(ow.prepare_commit())
+            ow.close()
+            land(batch)
+        else:
+            t.expire_snapshots(retain_max=1, retain_min=1)
+    w.close()
+    assert _table_rows(t) == rows
+    t.compact(full=True)  # (level 0 up: its changelog too)
+    assert replay(change_tuples(t)) == rows
+
+
+@pytest.mark.parametrize("engine", list(PROPERTY_ENGINES))
+def test_a_stream_writer_amid_compactions_other_writers_and_expiry_keeps_every_row(
+        catalog: Catalog, engine: str) -> None:
+    """Random scripts: whatever the table does between and inside the stream writer's cycles, it
+    reads no removed file; each of its commits lands or conflicts; the table holds every landed
+    row and its changes replay to it."""
+    count = iter(range(10**6))
+
+    @settings(max_examples=int(__import__("os").environ.get("N_EX", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+    @given(script=st.lists(step, min_size=1, max_size=14))
+    def check(script: list[tuple[str, Any]]) -> None:
+        _run_script(catalog, engine, script + [("commit", None)], next(count))
+
+    check()
