@@ -249,7 +249,7 @@ def test_a_stream_writer_amid_compactions_other_writers_and_expiry_keeps_every_r
     row and its changes replay to it."""
     count = iter(range(10**6))
 
-    @settings(max_examples=int(__import__("os").environ.get("N_EX", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.function_scoped_fixture])
     @given(script=st.lists(step, min_size=1, max_size=14))
     def check(script: list[tuple[str, Any]]) -> None:
