@@ -212,13 +212,21 @@ def _run_script(catalog: Catalog, engine: str, script: list[tuple[str, Any]], n:
     w, c = wb.new_write(), wb.new_commit()
     pending: list[tuple[int, str]] = []
     for i, (kind, arg) in enumerate(script):
-        if kind == "write":
-            batch = [(k, f"w{i}.{v}") for k, v in arg]
-            w.write_arrow(pa.table({"id": [k for k, _ in batch], "v": [v for _, v in batch],
-                                    "k": ["+I"] * len(batch)}, schema=SCHEMA))
-            pending += batch
-        elif kind == "commit":
-            messages = w.prepare_commit(i)
+        if kind in ("write", "commit"):
+            try:
+                if kind == "write":
+                    batch = [(k, f"w{i}.{v}") for k, v in arg]
+                    pending += batch
+                    w.write_arrow(pa.table({"id": [k for k, _ in batch], "v": [v for _, v in batch],
+                                            "k": ["+I"] * len(batch)}, schema=SCHEMA))
+                    continue
+                messages = w.prepare_commit(i)
+            except CommitConflictError:
+                # (A first-row writer that cannot take its levels from the table again: its
+                # cycle's rows are written again by no one, the writer starts over.)
+                w.abort()
+                w, c, pending = wb.new_write(), wb.new_commit(), []
+                continue
             try:
                 c.commit(messages, i)
             except CommitConflictError:
