@@ -145,8 +145,8 @@ MODES = {
 
 def _changes(options: dict[str, str], stream: bool, script: list[Any]) -> tuple[Any, ...]:
     """Per snapshot with changes, per key, its changes in read order; the table's rows at the end;
-    and the commit that conflicted, if one did (a stream writer's base a dedicated compaction
-    changed: its next commit conflicts, whichever path made the changelog)."""
+    and the commit that conflicted, if one did (both paths must agree; a stream writer takes its
+    levels from the table again after the dedicated compactions between its commits)."""
     warehouse = tempfile.mkdtemp(prefix="first-row-changelog-")
     try:
         clear_caches()
