@@ -132,18 +132,23 @@ def test_a_writer_whose_files_a_dedicated_compaction_replaced_and_expiry_removed
     assert _table_rows(t) == _expected(engine, writes)
 
 
-def test_a_writer_whose_last_commit_is_in_flight_keeps_its_files_in_its_levels(catalog: Catalog) -> None:
+def test_a_writer_whose_last_commit_is_in_flight_keeps_its_files_in_its_levels(
+        catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
     """Paimon's Flink writer goes on writing while the checkpoint's commit is pending: the levels
-    keep the prepared commit's files (no snapshot lists them yet); its lookup sees their rows."""
-    t = _table(catalog, "deduplicate-lookup")
+    keep the prepared commit's files (no snapshot lists them yet); its lookup sees their rows, and
+    its compaction at commit lands. (Had it dropped them, that compaction would lose, and the
+    committer's would give the changelog.)"""
+    t = _table(catalog, "deduplicate-lookup", **{"write-buffer-size": "1 kb"})
     wb = t.new_stream_write_builder()
     w, c = wb.new_write(), wb.new_commit()
-    w.write_arrow(_rows(range(0, 4), "a"))
+    w.write_arrow(_rows(range(0, 60), "a"))
     first = w.prepare_commit(1)
-    w.write_arrow(_rows([0, 9], "b"))  # the first commit is not committed yet
-    c.commit(first, 1)
-    c.commit(w.prepare_commit(2), 2)
-    assert _table_rows(t) == {0: "b", 1: "a", 2: "a", 3: "a", 9: "b"}
+    w.write_arrow(_rows(range(0, 60), "b"))  # (over the buffer: flushed, looked up, before commit 1)
+    with caplog.at_level(logging.WARNING):
+        c.commit(first, 1)
+        kinds = [t.snapshot(s).commit_kind for s in c.commit(w.prepare_commit(2), 2)]
+    assert kinds == ["APPEND", "COMPACT"] and "lost" not in caplog.text
+    assert _table_rows(t) == {k: "b" for k in range(60)}
     changes = change_tuples(t)
     assert [ch[1:] for ch in changes if ch[2] == 0] == [("+I", 0, "a"), ("-U", 0, "a"), ("+U", 0, "b")]
     assert replay(changes) == _table_rows(t)
