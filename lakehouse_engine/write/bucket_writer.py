@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from lakehouse_engine.errors import DataFileMissingError
+from lakehouse_engine.errors import CommitConflictError, DataFileMissingError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, IndexManifestEntry
 from lakehouse_engine.mergetree.changelog import input_changelog
-from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.data_file import DataFileWriter
 from lakehouse_engine.options import MERGE_ENGINE
 from lakehouse_engine.partition import Partition
 from lakehouse_engine.path_factory import POSTPONE_BUCKET
 from lakehouse_engine.read.split import PartitionRow
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND
+from lakehouse_engine.write.bucket_levels import BucketLevels
 from lakehouse_engine.write.bucket_router import RestoredState
+from lakehouse_engine.write.commit_cycles import CommitCycles
 from lakehouse_engine.write.commit_message import CommitMessage
 from lakehouse_engine.write.deletion_vectors import DeletionVectorBase, DeletionVectorCompactor
 from lakehouse_engine.write.flush_files import input_changelog_files, looked_up, write_and_look_up
@@ -82,6 +83,8 @@ class WriteContext:
     #: commit: the flush looks nothing up; the compaction that takes level 0 up writes the `+I`
     #: changelog of its new keys (`mergetree.compact.first_row_lookup.FirstRowChangelog`).
     first_row_changelog: bool = False
+    #: The TableWrite's commit cycles: in a later one, the levels are checked against the table.
+    cycles: CommitCycles | None = None
 
     @property
     def schema(self) -> TableSchema:
@@ -107,13 +110,14 @@ def _per_file(written: list[DataFileMeta], run: pa.Table) -> Iterator[tuple[Data
         offset += f.row_count
 
 
-class BucketWriter:
+class BucketWriter(BucketLevels):
     """Rows of one (partition, bucket) waiting to become a level-0 sorted run, and the files the
     bucket's flushes and compactions wrote since the last commit message."""
 
     def __init__(self, context: WriteContext, partition: Partition, bucket: int, total_buckets: int,
                  next_sequence: int):
         """A writer of `bucket` of `partition` (of `total_buckets`), numbering its rows from `next_sequence`."""
+        super().__init__()
         self.context = context
         self.partition = partition
         self.bucket = bucket
@@ -123,7 +127,6 @@ class BucketWriter:
         #: What the buffered rows take in memory (TableWrite flushes the largest buffers first).
         self.buffered_bytes = 0
         self.new_files: list[DataFileMeta] = []
-        self._levels: Levels | None = None
         self.compact_before: list[DataFileMeta] = []
         self.compact_after: list[DataFileMeta] = []
         #: Index files the flush lookup made for this bucket since the last commit message.
@@ -147,6 +150,8 @@ class BucketWriter:
         #: Level-0 files this writer flushed whose `lookup` changelog their flush gave: the
         #: compaction taking them up gives that of the bucket's other level-0 files only.
         self.changelog_given: set[str] = set()
+        #: The flush changelog of each of those runs (its files' names, its changelog files).
+        self._run_changelog: list[tuple[frozenset[str], list[DataFileMeta]]] = []
         #: Written since this writer's last full compaction of it landed: the next commit that
         #: compacts fully takes it too, written in that commit or not (Paimon's
         #: GlobalFullCompactionSinkWrite; `write.full_compaction_cadence` clears it).
@@ -191,6 +196,9 @@ class BucketWriter:
         ctx = self.context
         table, schema = ctx.table, ctx.schema
         bucket_dir = table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
+        if looks_up or (ctx.primary_key and not ctx.write_only and not ctx.deletion_vectors and self.bucket >= 0):
+            rows = self._above_levels(rows)
         given = rows
         if ctx.merge_function is not None:
             # Buffered rows stand in sequence order (numbers were handed out as they arrived).
@@ -206,7 +214,6 @@ class BucketWriter:
                  else paths.data_file_namer(bucket_dir))
         writer = DataFileWriter(table.file_io, schema, bucket_dir, namer, ctx.target_file_size)
         first_seq = None if ctx.primary_key else int(rows.column(SEQUENCE_NUMBER)[0].as_py())
-        looks_up = ctx.flush_lookup is not None and ctx.primary_key and self.bucket >= 0
         if looks_up and ctx.first_row_changelog and self.first_row_unlogged is None:
             # The compaction taking level 0 up writes this run's changelog (it looks the keys up
             # anyway). The buffer stands in sequence order: its first row has the lowest number.
@@ -218,8 +225,7 @@ class BucketWriter:
             names = {f.file_name for f in older}
             if self.lookup_base is None:
                 self.lookup_base = sorted(names | self._handed_out)
-                latest = ctx.restored().latest  # (the snapshot the levels were read from)
-                self.lookup_snapshot = latest.id if latest is not None else 0
+                self.lookup_snapshot = self.levels_snapshot
                 if self._handed_out and ctx.current is not None:
                     # A stream writer's later commit: where the bucket is now what its levels
                     # hold, the lookup saw the table as of now, and the staleness check need not
@@ -260,6 +266,7 @@ class BucketWriter:
             self.lookup_index_files.extend(found.index_files)
             self.compact_changelog.extend(found.changelog_files)
             self.changelog_given.update(f.file_name for f in written)
+            self._run_changelog.append((frozenset(f.file_name for f in written), list(found.changelog_files)))
         self.new_files.extend(written)
         if ctx.dv_compacts:
             for f, keys_of_file in _per_file(written, rows.select(ctx.key_names)):
@@ -308,26 +315,13 @@ class BucketWriter:
             return None
 
     # ---- levels and the compaction inside the writer --------------------------------------------------------------------------------
-    def levels(self) -> Levels:
-        """The bucket's files by level: what the latest snapshot held (read on first use), then
-        what this writer's flushes and compactions added."""
-        if self._levels is None:
-            ctx = self.context
-            # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
-            # compactions take only its own files, never the rows the overwrite deletes.
-            restored = [] if ctx.role.replaces else ctx.restored().bucket_files.get(
-                (self.partition.binary, self.bucket), [])
-            self._levels = Levels(restored, ctx.options.num_levels)
-        return self._levels
-
-    def reset_levels(self) -> None:
-        """Forget the levels: the next use reads them again from what the table then holds."""
-        self._levels = None
-
-    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True) -> None:
+    def compact(self, full: bool, force_up_level0: bool = False, changelog: bool = True,
+                realign: bool = True) -> None:
         """Compact the bucket now (with `force_up_level0`, level 0 up when nothing else is picked;
         without `changelog`, writing no full-compaction changelog); the results merge into what it
-        compacted since the last message."""
+        compacted since the last message. A file of the levels that is gone because the table no
+        longer lists it: the levels are taken from the table again and the compaction tried again
+        (once, with `realign`)."""
         from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
         from lakehouse_engine.mergetree.compact.universal import pick_unit
 
@@ -359,12 +353,29 @@ class BucketWriter:
             if unlogged is not None:
                 self.first_row_unlogged = None  # (a compaction with level 0 takes all of it up)
         except DataFileMissingError as e:
+            replaced, damaged = self._levels_replaced()
+            if replaced and realign:
+                # The bucket's files changed under this writer during the cycle (a dedicated
+                # compaction replaced them and expiry removed them): compact what the table holds.
+                log.info("table %s, bucket %s: the writer's compaction met a file the table no longer "
+                         "lists; compacting again on its latest files: %s", ctx.table.name, self.bucket, e)
+                self.compact(full, force_up_level0, changelog, realign=False)
+                return
             if unlogged is not None:
-                # This compaction was to write the changelog of the writer's new keys: no skipping.
-                raise
-            # The bucket's files changed under this writer (a dedicated compaction replaced them and
-            # expiry removed them). Compaction here is an optimisation: write the data without it.
-            # A file that is there but will not decode still fails the write.
+                # This compaction writes the changelog of the writer's new keys (and takes its level
+                # 0 up, which readers of first-row skip): it cannot be skipped.
+                if damaged:
+                    raise DataFileMissingError(
+                        f"table {ctx.table.name}, bucket {self.bucket}: data file {damaged[0]} is listed in "
+                        f"the latest snapshot but missing from storage (the table is damaged: restore "
+                        f"the file or roll the table back); the writer's first-row compaction must read "
+                        f"it to give the changelog of its new keys, nothing was committed") from e
+                raise CommitConflictError(
+                    f"table {ctx.table.name}, bucket {self.bucket}: the bucket's files changed under "
+                    f"this writer's first-row compaction ({e}); nothing was committed, write again") from e
+            # Compaction here is an optimisation: write the data without it (a `lookup` table's
+            # runs left in level 0 give their changelog later). A file that is there but will not
+            # decode still fails the write.
             log.warning("table %s, bucket %s: skipping the writer's compaction: %s", ctx.table.name,
                         self.bucket, e)
             return
@@ -391,27 +402,65 @@ class BucketWriter:
         """The compaction before the commit: `full` at the commits `full-compaction.delta-commits`
         names (TableWrite decides); a `lookup` or first-row table's takes level 0 up."""
         self.compact(full, self.context.force_up_level0)
+        self._withhold_level0_changelog()
 
-    def realign_levels(self, live: list[DataFileMeta]) -> None:
-        """Take the bucket's levels from `live` (its files in the latest snapshot) and this commit's
-        own new files, when the levels hold a file `live` lacks: an earlier compaction of this
-        writer never landed (its messages thrown away, or its commit lost). What this commit's
-        compactions did on those levels is dropped (files deleted), its new files kept."""
-        names = {f.file_name for f in live}
-        own = {f.file_name for f in self.new_files} | {f.file_name for f in self.compact_after}
-        if all(f.file_name in names or f.file_name in own for f in self.levels().all_files()):
+    def _withhold_level0_changelog(self) -> None:
+        """The flush changelog of the runs the compaction at commit left in level 0 (it was skipped,
+        or picked other runs) stays out of the commit, whatever else this cycle compacted (Paimon's
+        invariant: a level-0 file a snapshot lists has not given its changelog yet); the compaction
+        that takes them up gives it. A run partly taken up keeps its changelog (its files above
+        level 0 would give none)."""
+        if not self._run_changelog:
             return
+        level0 = {f.file_name for f in self.levels().level0}
+        withheld = [run for run in self._run_changelog if run[0] <= level0]
+        if not withheld:
+            return
+        gone = {f.file_name for _, files in withheld for f in files}
+        self.compact_changelog = [f for f in self.compact_changelog if f.file_name not in gone]
+        self._run_changelog = [run for run in self._run_changelog if not run[0] <= level0]
         bucket_dir = self.context.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
+        for names, files in withheld:
+            self.changelog_given -= names
+            for f in files:
+                self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+
+    def _drop_cycle_work(self, live: list[DataFileMeta], snapshot: int) -> None:
+        """Before the levels are taken from `live` (the bucket's files in `snapshot`): what this
+        cycle's compactions did on the old levels is dropped (their files deleted), and the flush
+        changelog with them.
+
+        Raises:
+            CommitConflictError: a first-row lookup-changelog writer's new rows number below a file
+                above level 0 that another writer's rows reached meanwhile: its compaction tells
+                its new keys by their numbers, and would give that writer's again.
+        """
+        ctx = self.context
+        names = {f.file_name for f in live}
+        if ctx.first_row_changelog and self.new_files:
+            unlogged = min(f.min_sequence_number for f in self.new_files)
+            newer = [f.file_name for f in live if f.level > 0 and f.max_sequence_number >= unlogged]
+            if newer:
+                raise CommitConflictError(
+                    f"table {ctx.table.name}, bucket {self.bucket}: another writer's rows were compacted "
+                    f"into the bucket's files above level 0 ({newer[0]}) while this writer's were "
+                    f"numbered below them; its first-row changelog cannot tell its new keys apart, "
+                    f"nothing was committed, write again")
+        bucket_dir = ctx.table.path_factory.bucket_dir(self.partition.spec, self.bucket)
         kept = {f.file_name for f in self.new_files}
         for f in self.compact_after + self.compact_changelog:
             if f.file_name not in kept:
-                self.context.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
+                ctx.table.file_io.delete_file(f"{bucket_dir}/{f.file_name}")
         self.compact_before, self.compact_after, self.compact_changelog = [], [], []
-        if self.context.first_row_changelog and self.new_files:
+        # (The flush changelog was of the old levels: the compaction taking those runs up gives it,
+        # from the new ones, which the commit's staleness check then starts from.)
+        self.changelog_given, self._run_changelog = set(), []
+        if self.lookup_base is not None:
+            self.lookup_base = sorted(names | self._handed_out)
+            self.lookup_snapshot = snapshot
+        if ctx.first_row_changelog and self.new_files:
             # Their first-row changelog went with the dropped compactions: the next one writes it.
             self.first_row_unlogged = min(f.min_sequence_number for f in self.new_files)
-        self._levels = Levels(list(live) + [f for f in self.new_files if f.file_name not in names],
-                              self.context.options.num_levels)
 
     def take_level0_up(self, full: bool = False) -> None:
         """At the commit of a writer that does not compact as it writes (an overwrite, a rescale,
@@ -493,7 +542,7 @@ class BucketWriter:
         self.new_changelog, self.compact_changelog = [], []
         self.lookup_index_files, self.deletion_vector_files = [], []
         self.deletion_vector_base, self.lookup_base, self.lookup_snapshot = None, None, None
-        self.changelog_given = set()
+        self.changelog_given, self._run_changelog = set(), []
         self.new_keys = {}
         return message
 

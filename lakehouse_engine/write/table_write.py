@@ -35,6 +35,7 @@ from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
 from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
+from lakehouse_engine.write.commit_cycles import CommitCycles
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
@@ -149,6 +150,8 @@ class TableWrite:
         self.full_compaction_delta_commits = opts.get(FULL_COMPACTION_DELTA_COMMITS)
         self._awaiting_restored = False
         self._full_cadence = FullCompactionCadence(table, commit_user)
+        #: A stream writer's later cycles check each bucket's levels against the table first.
+        self._cycles = CommitCycles(table, commit_user)
         self._closed = False
         self._lock = threading.Lock()
         self._write_cols: list[str] | None = None
@@ -173,7 +176,7 @@ class TableWrite:
             # (The table's producer: an overwrite's writer makes no changelog, yet its level 0 goes up.)
             force_up_level0=(self.primary_key and not self.deletion_vectors
                              and (producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")),
-            current=self._current,
+            current=self._current, cycles=self._cycles,
             # Its compaction at every commit takes level 0 up: the +I changelog comes from there.
             first_row_changelog=(self.changelog_producer == "lookup" and not self.write_only
                                  and not role.replaces and opts.require(MERGE_ENGINE) == "first-row"))
@@ -343,8 +346,10 @@ class TableWrite:
         key = (part.binary, bucket)
         writer = self._writers.get(key)
         if writer is None:
+            # (A later cycle's new bucket numbers its rows above the bucket's files as they are now.)
+            state = self._current() if self._cycles.count else self._restore()
             writer = BucketWriter(self._context, part, bucket, total_buckets,
-                                  self._restore().max_sequence.get(key, -1) + 1)
+                                  state.max_sequence.get(key, -1) + 1)
             self._writers[key] = writer
         if self._prefetch is not None and bucket >= 0:
             self._prefetch.start(part, bucket, self._restore().bucket_files.get(key, []), rows)
@@ -415,10 +420,11 @@ class TableWrite:
                        if w.bucket >= 0 and (w.new_files or (full and w.awaits_full_compaction))]
             if full and self._full_cadence.unconfirmed(commit_identifier):
                 # One of its earlier full compactions never landed: the levels may hold its outputs.
-                files = self._current().bucket_files
+                now = self._current()
                 for w in touched:
                     if w.awaits_full_compaction:
-                        w.realign_levels(files.get((w.partition.binary, w.bucket), []))
+                        w.realign_levels(now.bucket_files.get((w.partition.binary, w.bucket), []),
+                                         now.latest_snapshot_id or 0)
             parallel_map(lambda w: w.compact_at_commit(full), touched)
             if full and any(w.awaits_full_compaction for w in touched):
                 self._full_cadence.submitted(commit_identifier)
@@ -454,6 +460,7 @@ class TableWrite:
             self._restored = None
             for writer in self._writers.values():
                 writer.reset_levels()
+        self._cycles.prepared(commit_identifier, bool(messages))
         return messages
 
     def _restore_awaiting_full_compaction(self, commit_identifier: int) -> None:
