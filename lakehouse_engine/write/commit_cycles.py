@@ -38,11 +38,14 @@ class CommitCycles:
         self._last: tuple[int, int] | None = None
         self._settled_by: int | None = 0
 
-    def prepared(self, identifier: int, handed_out: bool) -> None:
-        """The writer prepared the commit of `identifier` (`handed_out`: with messages)."""
+    def prepared(self, identifier: int, handed_out: bool, known: int | None = None) -> None:
+        """The writer prepared the commit of `identifier` (`handed_out`: with messages); `known`: a
+        snapshot id it read this cycle (its commit lands above it), else the latest is read."""
         self.count += 1
         if handed_out:
-            self._last = (identifier, self.table.snapshot_manager().latest_snapshot_id() or 0)
+            if known is None:
+                known = self.table.snapshot_manager().latest_snapshot_id() or 0
+            self._last = (identifier, known)
             self._settled_by = None
 
     def settled_by(self) -> int | None:

@@ -390,6 +390,10 @@ class TableWrite:
         which decides `full-compaction.delta-commits`."""
         messages = []
         self._flush_all(list(self._writers.values()))
+        # A snapshot this cycle read (the commit lands above it): the cycles need one, and reading
+        # the latest again costs an object store a request or three per commit.
+        seen = self._current_state or (self._restored if not self._cycles.count else None)
+        known = (seen.latest_snapshot_id or 0) if seen is not None else None
         self._current_state = None  # the next cycle's lookups see the table as it will be then
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
@@ -460,7 +464,7 @@ class TableWrite:
             self._restored = None
             for writer in self._writers.values():
                 writer.reset_levels()
-        self._cycles.prepared(commit_identifier, bool(messages))
+        self._cycles.prepared(commit_identifier, bool(messages), known)
         return messages
 
     def _restore_awaiting_full_compaction(self, commit_identifier: int) -> None:
