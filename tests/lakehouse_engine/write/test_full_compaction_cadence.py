@@ -165,3 +165,24 @@ def test_a_bucket_whose_full_compaction_was_skipped_still_owes_it(
     assert lone_bucket in [m.bucket for m in messages if m.compact_after]
     c.commit(messages, 4)
     assert replay(change_tuples(t)) == _table_rows(t)
+
+
+def test_the_committer_takes_no_level_0_up_on_a_full_compaction_table(catalog: Catalog) -> None:
+    """The committer's level-0-up (a COMPACT snapshot of the writer's commit user and identifier,
+    `write/level0_changelog.py`) is made on `lookup`, first-row and deletion-vector tables only:
+    on a `full-compaction` table the writer's level 0 stays until its full compaction, so every
+    COMPACT snapshot of its commit user at a full identifier is its full compaction. (Its lost
+    full compaction lands no COMPACT either: test_a_full_compaction_whose_commit_lost_is_done_again.)"""
+    t = keyed_table(catalog, **{"changelog-producer": "full-compaction", "full-compaction.delta-commits": "2"})
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows((1, "a"), (2, "a")))
+    assert [t.snapshot(s).commit_kind for s in c.commit(w.prepare_commit(1), 1)] == ["APPEND"]
+    assert {e.file.level for e in t.store.manifest_io().live_entries(t.latest_snapshot())} == {0}
+    assert change_tuples(t) == []  # its changelog waits for the full compaction
+    w.write_arrow(_rows((1, "b")))
+    compacted = [t.snapshot(s) for s in c.commit(w.prepare_commit(2), 2)]
+    assert [(s.commit_kind, s.commit_identifier) for s in compacted] == [("APPEND", 2), ("COMPACT", 2)]
+    assert {e.file.level for e in t.store.manifest_io().live_entries(t.latest_snapshot())} == {
+        t.options.num_levels - 1}
+    assert replay(change_tuples(t)) == _table_rows(t) == {1: "b", 2: "a"}
