@@ -158,6 +158,9 @@ class BucketWriter(BucketLevels):
         self.awaits_full_compaction = False
         #: The identifier of the last commit that wrote the bucket, while it awaits a full compaction.
         self.written_at: int | None = None
+        #: The identifier of the last commit whose compaction left the bucket fully compacted (its
+        #: COMPACT snapshot landing clears the debt; one that skipped the bucket does not).
+        self.full_compacted_at: int | None = None
         #: A first-row lookup-changelog writer: the first sequence number of the flushed rows whose
         #: changelog no compaction of this writer wrote yet (None: none waits).
         self.first_row_unlogged: int | None = None

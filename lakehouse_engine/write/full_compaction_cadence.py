@@ -5,9 +5,17 @@ A bucket written at commit identifier `i` owes a full compaction (its changelog 
 The writer compacts every owing bucket fully at each commit whose identifier is a full-compaction
 one, and remembers that identifier. A bucket stops owing only once a COMPACT snapshot of this
 commit user with such an identifier `c >= i` is seen in the table, checked when the next commit is
-prepared: a full compaction whose messages were thrown away, or whose COMPACT commit lost to a
-concurrent change, is done again at the next full-compaction identifier, so the changelog of those
-buckets is late, never lost.
+prepared, and the writer's compaction at `c` left the bucket fully compacted (one clean sorted run
+at the top level, or empty): a full compaction whose messages were thrown away, or whose COMPACT
+commit lost to a concurrent change, or a bucket whose compaction at `c` was skipped while the other
+buckets' landed in that COMPACT snapshot, is done again at the next full-compaction identifier, so
+the changelog of those buckets is late, never lost.
+
+A COMPACT snapshot of the same commit user and identifier that is not the writer's full compaction
+(the committer's level-0-up of `write/level0_changelog.py`, `_settle_level0` in the commit) is
+made only on `lookup`, first-row and deletion-vector tables; a `full-compaction` producer table is
+none of them (first-row and deletion vectors refuse that producer), so its writer's COMPACT
+snapshots are its own compactions at commit.
 
 Such a bucket's levels (the writer's picture of its files) may hold the lost compaction's outputs:
 before compacting it fully again, the writer takes its files from the latest snapshot
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import CommitKind, is_full_compacted_identifier
+from lakehouse_engine.mergetree.compact.universal import pick_unit
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
@@ -67,14 +76,24 @@ class FullCompactionCadence:
         if landed is None:
             return
         for w in writers:
-            if w.written_at is not None and w.written_at <= landed:
+            # Only a bucket this writer left fully compacted at the landed identifier itself: the
+            # COMPACT snapshot of a commit whose compaction of the bucket was skipped
+            # (`BucketWriter.compact` met a file it could not read) holds the other buckets' full
+            # compactions, not its own (every owing bucket is taken at every full identifier, so
+            # an earlier one of its own is unconfirmed, and it is compacted again: late, not lost).
+            if w.written_at is not None and w.written_at <= landed and w.full_compacted_at == landed:
                 w.awaits_full_compaction = False
                 w.written_at = None
         self.to_check = {i: since for i, since in self.to_check.items() if i > landed}
 
-    def submitted(self, identifier: int) -> None:
-        """Remember the full compaction of the commit `identifier` (prepared now)."""
+    def submitted(self, identifier: int, writers: Iterable[BucketWriter]) -> None:
+        """Remember the full compaction of the commit `identifier` (prepared now), and which of the
+        owing `writers`' buckets it left fully compacted (one clean sorted run at the top level,
+        or none: what a full compaction leaves, told by what the bucket holds)."""
         self.to_check.setdefault(identifier, self.table.snapshot_manager().latest_snapshot_id() or 0)
+        for w in writers:
+            if w.awaits_full_compaction and pick_unit(w.levels(), self.table.options, True) is None:
+                w.full_compacted_at = identifier
 
     def unconfirmed(self, before: int) -> bool:
         """Whether a full compaction submitted before the commit `before` was not seen landed."""

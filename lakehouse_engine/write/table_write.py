@@ -431,7 +431,7 @@ class TableWrite:
                                          now.latest_snapshot_id or 0)
             parallel_map(lambda w: w.compact_at_commit(full), touched)
             if full and any(w.awaits_full_compaction for w in touched):
-                self._full_cadence.submitted(commit_identifier)
+                self._full_cadence.submitted(commit_identifier, touched)
         elif (self._context.force_up_level0 or self._replaces_to_top) and not self.options.require(WRITE_ONLY):
             # An overwrite, a rescale or postpone compaction of a table whose readers skip level
             # 0 takes its level 0 up too: else a new stream's first plan would miss its rows (and

@@ -20,6 +20,7 @@ from pipelines.lib import keys, wap
 from pipelines.lib.bucket_report import BucketRow, bucket_rows, buckets_markdown, skew
 from pipelines.lib.events import PRIMARY_KEY
 from pipelines.lib.resources import LakehouseResource
+from pipelines.lib.runs import run_carrying
 
 MAX_BUCKET_SKEW = 2.0            # largest bucket over the mean bucket of a partition
 MIN_ROWS_FOR_SKEW = 1_000        # smaller partitions are too small for the ratio to mean much
@@ -27,10 +28,35 @@ MAX_DUPLICATES_SHOWN = 10
 NO_SNAPSHOT = "the table has no snapshot yet"
 
 
+def lsm_write_ran_in(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether `lsm_write` materialized in run `run_id` (for any of its days)."""
+    return any(event.asset_materialization is not None and event.asset_materialization.asset_key == keys.LSM_WRITE
+               for event in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION))
+
+
+def written_run(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The run whose `lsm_write` (and audit branch) run `run_id` audits and publishes: itself, or
+    for a re-execution from failure that did not run `lsm_write` again, the earlier run of its
+    chain that did (its branch holds the batch the failed run should have published)."""
+    return run_carrying(instance, run_id, lambda rid: lsm_write_ran_in(instance, rid))
+
+
+def lsm_write_metadata(instance: dg.DagsterInstance, run_id: str) -> list[dict[str, Any]]:
+    """The metadata values of each of `lsm_write`'s materializations in run `run_id`."""
+    found = []
+    for event in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        mat = event.asset_materialization
+        if mat is not None and mat.asset_key == keys.LSM_WRITE:
+            found.append({k: getattr(v, "value", v) for k, v in mat.metadata.items()})
+    return found
+
+
 def rows_written_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
-    """Rows lsm_write reported written in the check's own run (summed over its days); None when
-    lsm_write did not materialize in that run (the check was asked for on its own)."""
-    events = context.instance.all_logs(context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    """Rows lsm_write reported written in the run the check audits (`written_run`: its own, or
+    the one a re-execution from failure carries on; summed over its days); None when lsm_write
+    did not materialize there (the check was asked for on its own)."""
+    events = context.instance.all_logs(written_run(context.instance, context.run.run_id),
+                                       of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
     written = None
     for event in events:
         mat = event.asset_materialization
@@ -53,8 +79,10 @@ def audited_table(lakehouse: LakehouseResource, run_id: str | None) -> FileStore
 
 def keys_staged_in_run(context: dg.AssetCheckExecutionContext) -> int | None:
     """Distinct primary keys among the contract-valid rows lsm_write read from staging in the
-    check's run (`keys_staged`); None when lsm_write did not materialize in that run."""
-    events = context.instance.all_logs(context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    run the check audits (`keys_staged`; `written_run`); None when lsm_write did not materialize
+    there."""
+    events = context.instance.all_logs(written_run(context.instance, context.run.run_id),
+                                       of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
     found = None
     for event in events:
         mat = event.asset_materialization
@@ -195,7 +223,7 @@ def row_counts_check(asset: dg.AssetKey, audited: bool = False) -> dg.AssetCheck
                     description="Rows per bucket in the manifests add up to the snapshot's record count"
                                 + (" (on the run's audit branch)." if audited else "."))
     def _check(context: dg.AssetCheckExecutionContext, lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-        latest = latest_snapshot_of(lakehouse, context.run.run_id if audited else None)
+        latest = latest_snapshot_of(lakehouse, written_run(context.instance, context.run.run_id) if audited else None)
         if latest is None:
             return passed_empty()
         table, snapshot = latest

@@ -196,6 +196,28 @@ def rebase(table: FileStoreTable, branch: str) -> str:
     return name
 
 
+def branch_holding_batch(table: FileStoreTable, run_id: str) -> str | None:
+    """The branch that holds run `run_id`'s batch now: its audit branch, or when a publish rebased
+    the batch and dropped the audited branch, the latest rebased one; None when neither is left."""
+    name = audit_branch_name(run_id)
+    branches = table.list_branches()
+    if name in branches:
+        return name
+    rebased = [b for b in branches if b.startswith(f"{name}{REBASED}") and b.rsplit(REBASED, 1)[1].isdigit()]
+    return max(rebased, key=lambda b: int(b.rsplit(REBASED, 1)[1]), default=None)
+
+
+def fast_forwarded(table: FileStoreTable, branch: str) -> bool:
+    """Whether main was fast-forwarded to audit branch `branch` already: main's latest snapshot is
+    the branch's head (the same commit), past the branch point (a publish that died before
+    dropping the branch)."""
+    if branch not in table.list_branches():
+        return False
+    head, latest = table.branch_table(branch).latest_snapshot(), table.latest_snapshot()
+    return (head is not None and latest is not None and head.id == latest.id and head.id > branch_base(table, branch)
+            and _same(head, latest))
+
+
 def publish(table: FileStoreTable, branch: str, recheck: Recheck | None = None) -> Published:
     """Fast-forward main to the audit branch, then drop the branch and its tag.
 

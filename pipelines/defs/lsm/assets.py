@@ -242,6 +242,7 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
         ids: list[int] = []
         level0_up: list[int] = []
         keys_staged = 0
+        commit_user = ""
         # Rows an interrupted run committed, though it did not live to record it: never twice.
         for user, entries in state.committing_users(pending).items():
             landed = main.committed_snapshots(user)  # landed means: published to main
@@ -313,6 +314,9 @@ def lsm_write(context: dg.AssetExecutionContext, spark: LakehouseSparkResource,
         "audit_branch": branch,
         "branch_base_snapshot": wap.branch_base(main, branch),
         "keys_staged": keys_staged,
+        # The commit user of this run's write: lsm_publish (or its re-execution from failure) finds
+        # by it whether main holds the batch once the branch is gone.
+        "commit_user": commit_user or "none",
         "snapshot_id": snapshot.id if snapshot else 0,
         "schema_id": table.schema.id,
         "columns": ", ".join(table.schema.field_names),

@@ -20,6 +20,7 @@ from pipelines.lib.table_checks import (
     row_counts_check,
     rows_written_in_run,
     skew_result,
+    written_run,
 )
 
 lsm_write_row_counts = row_counts_check(keys.LSM_WRITE, audited=True)
@@ -30,7 +31,7 @@ lsm_write_row_counts = row_counts_check(keys.LSM_WRITE, audited=True)
                             "(its HASH index counts the keys; on the run's audit branch).")
 def dynamic_buckets_within_target(context: dg.AssetCheckExecutionContext,
                                   lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    latest = latest_snapshot_of(lakehouse, context.run.run_id)
+    latest = latest_snapshot_of(lakehouse, written_run(context.instance, context.run.run_id))
     if latest is None:
         return passed_empty()
     table, snapshot = latest
@@ -48,7 +49,7 @@ def no_duplicate_primary_key(context: dg.AssetCheckExecutionContext, spark: Lake
                              lakehouse: LakehouseResource) -> dg.AssetCheckResult:
     from pyspark.sql import functions as F
 
-    latest = latest_snapshot_of(lakehouse, context.run.run_id)
+    latest = latest_snapshot_of(lakehouse, written_run(context.instance, context.run.run_id))
     if latest is None:
         return passed_empty()  # nothing to read: no reason to start Spark
     if rows_written_in_run(context) == 0:
@@ -71,7 +72,7 @@ def no_duplicate_primary_key(context: dg.AssetCheckExecutionContext, spark: Lake
                 description=f"In each partition the largest bucket holds under {MAX_BUCKET_SKEW}x the "
                             f"mean bucket's rows (WARN).")
 def bucket_skew(context: dg.AssetCheckExecutionContext, lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-    latest = latest_snapshot_of(lakehouse, context.run.run_id)
+    latest = latest_snapshot_of(lakehouse, written_run(context.instance, context.run.run_id))
     if latest is None:
         return passed_empty()
     return skew_result(bucket_rows(latest[0]))
@@ -84,7 +85,7 @@ def bucket_skew(context: dg.AssetCheckExecutionContext, lakehouse: LakehouseReso
 def contract_keys_on_branch(context: dg.AssetCheckExecutionContext,
                             lakehouse: LakehouseResource) -> dg.AssetCheckResult:
     staged = keys_staged_in_run(context)
-    latest = latest_snapshot_of(lakehouse, context.run.run_id)
+    latest = latest_snapshot_of(lakehouse, written_run(context.instance, context.run.run_id))
     if latest is None or staged is None:
         return passed_empty("lsm_write did not write in this run" if staged is None else NO_SNAPSHOT)
     table, head = latest

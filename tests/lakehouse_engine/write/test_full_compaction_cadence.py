@@ -122,3 +122,67 @@ def test_a_writer_of_another_commit_user_owes_nothing_for_what_earlier_writers_w
     assert replay(change_tuples(t)) == {lone: "b"}
     t.compact(full=True)
     assert replay(change_tuples(t)) == _table_rows(t)
+
+
+@pytest.mark.parametrize("skipped", ["written", "owing"])
+def test_a_bucket_whose_full_compaction_was_skipped_still_owes_it(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, skipped: str) -> None:
+    """At a full-compaction identifier the writer's compaction of one bucket is skipped (it met a
+    file it could not read: `BucketWriter.compact` writes the data without it) while the other
+    bucket's full compaction lands in the COMPACT snapshot of that identifier: that snapshot is
+    not the skipped bucket's full compaction, so the bucket owes it at the next full identifier and
+    its changelog comes then. (`written`: the bucket was written at that identifier; `owing`: it
+    was written before and owed the compaction from an earlier commit.)"""
+    from lakehouse_engine.errors import DataFileMissingError
+    from lakehouse_engine.mergetree.compact.rewriter import BucketCompactor
+
+    t = keyed_table(catalog, **{"changelog-producer": "full-compaction", "full-compaction.delta-commits": "2"})
+    others, lone = _split_keys(t)
+    lone_bucket = _buckets(t, [lone])[lone]
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows(*((i, "a") for i in others), *([(lone, "a")] if skipped == "owing" else [])))
+    c.commit(w.prepare_commit(1), 1)
+    w.write_arrow(_rows(*((i, "b") for i in others[:1]), *([(lone, "b")] if skipped == "written" else [])))
+    real = BucketCompactor.compact
+
+    def unreadable(self: BucketCompactor, *args: object, **kwargs: object) -> object:
+        if self.bucket == lone_bucket:
+            raise DataFileMissingError("a file of the bucket could not be read")
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BucketCompactor, "compact", unreadable)
+        ids = c.commit(w.prepare_commit(2), 2)
+    compacted = [t.snapshot(s) for s in ids if t.snapshot(s).commit_kind == "COMPACT"]
+    # The other bucket's full compaction landed under identifier 2, the lone bucket's did not.
+    assert [(s.commit_user, s.commit_identifier) for s in compacted] == [(wb.commit_user, 2)]
+    assert replay(change_tuples(t)) != _table_rows(t)  # the lone bucket's rows wait for it
+    w.write_arrow(_rows(*((i, "c") for i in others[:1])))
+    c.commit(w.prepare_commit(3), 3)
+    w.write_arrow(_rows(*((i, "d") for i in others[:1])))
+    messages = w.prepare_commit(4)  # full again: the lone bucket is taken too, unwritten since
+    assert lone_bucket in [m.bucket for m in messages if m.compact_after]
+    c.commit(messages, 4)
+    assert replay(change_tuples(t)) == _table_rows(t)
+
+
+def test_the_committer_takes_no_level_0_up_on_a_full_compaction_table(catalog: Catalog) -> None:
+    """The committer's level-0-up (a COMPACT snapshot of the writer's commit user and identifier,
+    `write/level0_changelog.py`) is made on `lookup`, first-row and deletion-vector tables only:
+    on a `full-compaction` table the writer's level 0 stays until its full compaction, so every
+    COMPACT snapshot of its commit user at a full identifier is its full compaction. (Its lost
+    full compaction lands no COMPACT either: test_a_full_compaction_whose_commit_lost_is_done_again.)"""
+    t = keyed_table(catalog, **{"changelog-producer": "full-compaction", "full-compaction.delta-commits": "2"})
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    w.write_arrow(_rows((1, "a"), (2, "a")))
+    assert [t.snapshot(s).commit_kind for s in c.commit(w.prepare_commit(1), 1)] == ["APPEND"]
+    assert {e.file.level for e in t.store.manifest_io().live_entries(t.latest_snapshot())} == {0}
+    assert change_tuples(t) == []  # its changelog waits for the full compaction
+    w.write_arrow(_rows((1, "b")))
+    compacted = [t.snapshot(s) for s in c.commit(w.prepare_commit(2), 2)]
+    assert [(s.commit_kind, s.commit_identifier) for s in compacted] == [("APPEND", 2), ("COMPACT", 2)]
+    assert {e.file.level for e in t.store.manifest_io().live_entries(t.latest_snapshot())} == {
+        t.options.num_levels - 1}
+    assert replay(change_tuples(t)) == _table_rows(t) == {1: "b", 2: "a"}
