@@ -19,6 +19,7 @@ from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.read.changes_helpers import kinds_keys_values, strict_replay
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("rk", pa.string())])
@@ -55,18 +56,6 @@ def _above_level0(table: FileStoreTable) -> dict[int, Any]:
     return {r["id"]: r["v"] for r in got.to_pylist()}
 
 
-def _strict_replay(changes: pa.Table) -> dict[int, Any]:
-    state: dict[int, Any] = {}
-    for c in changes.to_pylist():
-        key, v, kind = c["id"], c["v"], c["_row_kind"]
-        if kind in ("+I", "+U"):
-            assert key not in state, f"{kind} of key {key} that holds {state.get(key)}: {v}"
-            state[key] = v
-        else:
-            assert state.get(key) == v, f"{kind} of key {key} {v}, but it holds {state.get(key)}"
-            del state[key]
-    return state
-
 
 def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
     warehouse = tempfile.mkdtemp(prefix="level0-only-")
@@ -88,17 +77,17 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
                 w.write_arrow(pa.table({"id": [k for k, _, _ in arg], "v": [v for _, v, _ in arg],
                                         "rk": [r for _, _, r in arg]}, schema=SCHEMA))
                 c.commit(w.prepare_commit())
-            assert _strict_replay(table.changes(0)) == _above_level0(table), f"after {action} {arg}"
+            assert strict_replay(kinds_keys_values(table.changes(0), "v")) == _above_level0(table), f"after {action} {arg}"
             builder = table.new_stream_read_builder().with_include_row_kind()
             scan, read_ = builder.new_streaming_scan(), builder.new_read()
             streams.append((scan, read_, [read_.to_arrow(scan.plan().splits())]))
         table.compact(full=True)
         final = {r["id"]: r["v"] for r in read(table).to_pylist()}
-        assert _strict_replay(table.changes(0)) == final, "after the last compaction"
+        assert strict_replay(kinds_keys_values(table.changes(0), "v")) == final, "after the last compaction"
         for i, (scan, read_, seen) in enumerate(streams):
             while (plan := scan.plan()).snapshot_id is not None:
                 seen.append(read_.to_arrow(plan.splits()))
-            assert _strict_replay(pa.concat_tables(seen)) == final, f"a stream started after step {i}"
+            assert strict_replay(kinds_keys_values(pa.concat_tables(seen), "v")) == final, f"a stream started after step {i}"
     finally:
         shutil.rmtree(warehouse, ignore_errors=True)
 

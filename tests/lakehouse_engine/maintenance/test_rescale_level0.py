@@ -13,7 +13,12 @@ import pytest
 from lakehouse_engine import Catalog
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
-from tests.lakehouse_engine.read.changes_helpers import change_tuples, keyed_table, put
+from tests.lakehouse_engine.read.changes_helpers import (
+    change_tuples,
+    keyed_table,
+    put,
+    strict_replay,
+)
 
 SETUPS = {
     "dv": {"deletion-vectors.enabled": "true"},
@@ -27,17 +32,6 @@ SETUPS = {
 def _rows(table: FileStoreTable) -> dict[int, Any]:
     return {r["id"]: r["v"] for r in read(table).to_pylist()}
 
-
-def _strict_replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
-    state: dict[int, Any] = {}
-    for _, kind, key, value in changes:
-        if kind in ("+I", "+U"):
-            assert key not in state, f"{kind} of key {key} that holds {state.get(key)}"
-            state[key] = value
-        else:
-            assert state.get(key) == value, f"{kind} of key {key} {value}, but it holds {state.get(key)}"
-            del state[key]
-    return state
 
 
 @pytest.mark.parametrize("write_only", [False, True], ids=["table", "write-only table"])
@@ -60,4 +54,4 @@ def test_rescale_keeps_level0_rows_and_gives_no_change_twice(catalog: Catalog, s
     table = catalog.get_table("db.t")
     assert _rows(table) == expected
     if "lookup" in setup:
-        assert _strict_replay(change_tuples(table)) == expected
+        assert strict_replay((kind, key, value) for _, kind, key, value in change_tuples(table)) == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -45,3 +46,25 @@ def replay(changes: list[tuple[int, str, int, Any]]) -> dict[int, Any]:
         else:
             state.pop(k, None)
     return state
+
+
+def strict_replay(changes: Iterable[tuple[str, Any, Any]]) -> dict[Any, Any]:
+    """The table (key -> value) that (row kind, key, value) changes make, applied in order to an
+    empty one, strictly: `+I`/`+U` only of an absent key, `-U`/`-D` only of the value the key holds
+    (a change given twice, or against a row that is not there, fails with what it met)."""
+    state: dict[Any, Any] = {}
+    for kind, key, value in changes:
+        if kind in ("+I", "+U"):
+            assert key not in state, f"{kind} of key {key} that holds {state.get(key)}: {value}"
+            state[key] = value
+        else:
+            assert state.get(key) == value, f"{kind} of key {key} {value}, but it holds {state.get(key)}"
+            del state[key]
+    return state
+
+
+def kinds_keys_values(changes: pa.Table, *values: str) -> list[tuple[str, Any, Any]]:
+    """(row kind, id, value) of each change read: the value is column `values[0]`, or the tuple of
+    `values` when there are several."""
+    return [(r["_row_kind"], r["id"], r[values[0]] if len(values) == 1 else tuple(r[v] for v in values))
+            for r in changes.to_pylist()]

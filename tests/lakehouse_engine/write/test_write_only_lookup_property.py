@@ -25,6 +25,7 @@ from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.read.scan import TableScan
 from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import read
+from tests.lakehouse_engine.read.changes_helpers import kinds_keys_values, strict_replay
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("w", pa.int64()), pa.field("rk", pa.string())])
@@ -101,18 +102,6 @@ def _paimons_changes_per_key(taken: set[int], written: set[int], before: dict[in
     return {k: 1 for k in touched if k in before or k in after}
 
 
-def _strict_replay(changes: pa.Table) -> dict[int, tuple[Any, Any]]:
-    state: dict[int, tuple[Any, Any]] = {}
-    for c in changes.to_pylist():
-        key, row, kind = c["id"], (c["v"], c["w"]), c["_row_kind"]
-        if kind in ("+I", "+U"):
-            assert key not in state, f"{kind} of key {key} that holds {state.get(key)}: {row}"
-            state[key] = row
-        else:
-            assert state.get(key) == row, f"{kind} of key {key} {row}, but it holds {state.get(key)}"
-            del state[key]
-    return state
-
 
 def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
     warehouse = tempfile.mkdtemp(prefix="write-only-")
@@ -138,7 +127,7 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
                                         "w": [v for _, v, _ in arg], "rk": [r for _, _, r in arg]}, schema=SCHEMA))
                 c.commit(w.prepare_commit())
             after = _above_level0(table)
-            assert _strict_replay(table.changes(0)) == after, f"after {action} {arg}"
+            assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == after, f"after {action} {arg}"
             # As many changes per key as Paimon's compaction gives: one per key it takes up.
             left = _level0_keys(table)
             taken = {k for name, keys in level0.items() if name not in left for k in keys}
@@ -153,11 +142,11 @@ def _run(options: dict[str, str], script: list[tuple[str, Any]]) -> None:
             streams.append((scan, read_, [read_.to_arrow(scan.plan().splits())]))
         table.compact()  # level 0 up: its changelog given, the whole table is what the changes say
         final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
-        assert _strict_replay(table.changes(0)) == final, "after the last compaction"
+        assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == final, "after the last compaction"
         for i, (scan, read_, seen) in enumerate(streams):
             while (plan := scan.plan()).snapshot_id is not None:
                 seen.append(read_.to_arrow(plan.splits()))
-            assert _strict_replay(pa.concat_tables(seen)) == final, f"a stream started after step {i}"
+            assert strict_replay(kinds_keys_values(pa.concat_tables(seen), "v", "w")) == final, f"a stream started after step {i}"
     finally:
         shutil.rmtree(warehouse, ignore_errors=True)
 
@@ -250,7 +239,7 @@ def test_a_normal_commit_of_a_key_a_write_only_commit_left_in_level_0_gives_one_
     else:
         assert changes == [("-U", 1, 1), ("+U", 1, 3), ("+I", 2, 3), ("+I", 3, 3)]
     final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
-    assert _strict_replay(table.changes(0)) == final
+    assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == final
 
 
 @pytest.mark.parametrize("engine", ["deduplicate", "aggregation", "deletion-vectors"])
@@ -289,7 +278,7 @@ def test_when_the_compaction_at_commit_loses_the_level_0_it_left_gives_its_chang
     assert per_key == {1: 1, 2: 1, 3: 1}
     assert not _level0_keys(table)  # the committer took the writer's run up, with its changelog
     final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
-    assert _strict_replay(table.changes(0)) == final
+    assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == final
 
 
 @pytest.mark.parametrize("engine", ["deduplicate", "partial-update", "aggregation", "deletion-vectors"])
@@ -322,7 +311,7 @@ def test_flushes_before_and_after_a_stop_trigger_compaction_took_the_write_only_
     commit(table, [([1, 4], 3), ([1, 3], 4), ([1, 5], 5), ([1, 2], 6)])
     changes = table.changes(appended)
     final = {r["id"]: (r["v"], r["w"]) for r in read(table).to_pylist()}
-    assert _strict_replay(table.changes(0)) == final
+    assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == final
     assert not _level0_keys(table)
     per_key = _changes_per_key(changes)
     key1 = [(r["_row_kind"], r["v"]) for r in changes.to_pylist() if r["id"] == 1]
@@ -355,4 +344,4 @@ def test_a_flush_after_a_stop_trigger_compaction_reads_the_runs_it_compacted_onc
     c.commit(w.prepare_commit())
     changes = [(r["_row_kind"], r["v"]) for r in table.changes(0).to_pylist()]
     assert changes == [("+I", 1), ("-U", 1), ("+U", 3), ("-U", 3), ("+U", 6), ("-U", 6), ("+U", 10)]
-    assert _strict_replay(table.changes(0)) == {1: (10, 10)}
+    assert strict_replay(kinds_keys_values(table.changes(0), "v", "w")) == {1: (10, 10)}
