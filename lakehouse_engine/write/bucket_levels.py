@@ -61,14 +61,17 @@ class BucketLevels:
         cycle = ctx.cycles.count if ctx.cycles is not None else 0
         if self._levels is None:
             # A later cycle's new bucket writer reads the table as it is now, not as it was at
-            # the writer's first cycle.
-            state = ctx.current() if cycle and ctx.current is not None else ctx.restored()
+            # the writer's first cycle; so does a DV writer's (levels read only by its flush
+            # lookup, after every commit again): by its flush, the state read at its first write
+            # may list files another writer's compaction at commit replaced and expiry removed.
+            fresh = ctx.current is not None and bool(cycle or ctx.dv_compacts)
+            state = ctx.current() if fresh and ctx.current is not None else ctx.restored()
             # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
             # compactions take only its own files, never the rows the overwrite deletes.
             restored = [] if ctx.role.replaces else state.bucket_files.get((self.partition.binary, self.bucket), [])
             self._levels = Levels(restored, ctx.options.num_levels)
             self.levels_snapshot = state.latest.id if state.latest is not None else 0
-            if cycle:
+            if fresh:
                 self._sequence_floor = max([f.max_sequence_number + 1 for f in restored], default=None)
             self._levels_cycle = cycle
         elif cycle != self._levels_cycle:

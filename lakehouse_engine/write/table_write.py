@@ -113,7 +113,9 @@ class TableWrite:
         if self.changelog_producer == "lookup" and flush_lookup is None:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
-            self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
+            # (The vectors of the snapshot the bucket writers' levels come from: see BucketLevels.levels.)
+            self.flush_lookup = LookupChangelog(
+                table, lambda: (self._current() if self._dv_compacts else self._restore()).latest)
         #: An overwrite or rescale of a full-compaction table compacts its own files fully at
         #: commit, as Paimon's batch writer of one does (its changelog is dropped with the overwrite).
         self._replaces_to_top = self.primary_key and role.replaces and producer == "full-compaction"
