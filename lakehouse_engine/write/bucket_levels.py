@@ -61,14 +61,22 @@ class BucketLevels:
         cycle = ctx.cycles.count if ctx.cycles is not None else 0
         if self._levels is None:
             # A later cycle's new bucket writer reads the table as it is now, not as it was at
-            # the writer's first cycle.
-            state = ctx.current() if cycle and ctx.current is not None else ctx.restored()
+            # the writer's first cycle. A DV writer's levels serve its flush lookup only (read
+            # again after every commit): they come from the table as the cycle's first flush finds
+            # it, as a state read at a write before may list files another writer's compaction
+            # at commit replaced and expiry removed since.
+            if ctx.flush_state is not None:
+                state, fresh = ctx.flush_state(), True
+            elif cycle and ctx.current is not None:
+                state, fresh = ctx.current(), True
+            else:
+                state, fresh = ctx.restored(), False
             # An overwrite's files replace the bucket's (Paimon's ignorePreviousFiles): its
             # compactions take only its own files, never the rows the overwrite deletes.
             restored = [] if ctx.role.replaces else state.bucket_files.get((self.partition.binary, self.bucket), [])
             self._levels = Levels(restored, ctx.options.num_levels)
             self.levels_snapshot = state.latest.id if state.latest is not None else 0
-            if cycle:
+            if fresh:
                 self._sequence_floor = max([f.max_sequence_number + 1 for f in restored], default=None)
             self._levels_cycle = cycle
         elif cycle != self._levels_cycle:

@@ -85,6 +85,9 @@ class WriteContext:
     first_row_changelog: bool = False
     #: The TableWrite's commit cycles: in a later one, the levels are checked against the table.
     cycles: CommitCycles | None = None
+    #: A DV writer's flush lookup: what the latest snapshot holds at the cycle's first flush (its
+    #: levels and the vectors the lookup applies come from there; `BucketLevels.levels`).
+    flush_state: Callable[[], RestoredState] | None = None
 
     @property
     def schema(self) -> TableSchema:

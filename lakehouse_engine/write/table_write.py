@@ -113,7 +113,9 @@ class TableWrite:
         if self.changelog_producer == "lookup" and flush_lookup is None:
             from lakehouse_engine.write.changelog_producers import LookupChangelog
 
-            self.flush_lookup = LookupChangelog(table, lambda: self._restore().latest)
+            # (The vectors of the snapshot the bucket writers' levels come from: see BucketLevels.levels.)
+            self.flush_lookup = LookupChangelog(
+                table, lambda: (self._flush_state() if self._dv_compacts else self._restore()).latest)
         #: An overwrite or rescale of a full-compaction table compacts its own files fully at
         #: commit, as Paimon's batch writer of one does (its changelog is dropped with the overwrite).
         self._replaces_to_top = self.primary_key and role.replaces and producer == "full-compaction"
@@ -136,6 +138,8 @@ class TableWrite:
         self._buffered_bytes = 0
         self._restored: RestoredState | None = None
         self._current_state: RestoredState | None = None
+        #: A DV writer's state at the cycle's first flush lookup (see `_flush_state`).
+        self._flush_state_read: RestoredState | None = None
         self.write_only = opts.require(WRITE_ONLY) if role.compacts is None else not role.compacts
         self.stop_trigger = opts.stop_trigger
         # A DV table's level 0 is invisible to readers: every commit compacts it through the
@@ -177,6 +181,7 @@ class TableWrite:
             force_up_level0=(self.primary_key and not self.deletion_vectors
                              and (producer == "lookup" or opts.require(MERGE_ENGINE) == "first-row")),
             current=self._current, cycles=self._cycles,
+            flush_state=self._flush_state if self._dv_compacts else None,
             # Its compaction at every commit takes level 0 up: the +I changelog comes from there.
             first_row_changelog=(self.changelog_producer == "lookup" and not self.write_only
                                  and not role.replaces and opts.require(MERGE_ENGINE) == "first-row"))
@@ -217,6 +222,14 @@ class TableWrite:
             if self._current_state is None:
                 self._current_state = RestoredState.read(self.table)
             return self._current_state
+
+    def _flush_state(self) -> RestoredState:
+        """What the latest snapshot holds at a DV writer's first flush lookup of the commit cycle
+        (read then, once per cycle: a state read at an earlier write may list removed files)."""
+        with self._lock:
+            if self._flush_state_read is None:
+                self._flush_state_read = RestoredState.read(self.table)
+            return self._flush_state_read
 
     def _restore(self) -> RestoredState:
         """What the latest snapshot holds (read on first use, once per writer)."""
@@ -392,9 +405,10 @@ class TableWrite:
         self._flush_all(list(self._writers.values()))
         # A snapshot this cycle read (the commit lands above it): the cycles need one, and reading
         # the latest again costs an object store a request or three per commit.
-        seen = self._current_state or (self._restored if not self._cycles.count else None)
+        seen = self._current_state or self._flush_state_read or (self._restored if not self._cycles.count else None)
         known = (seen.latest_snapshot_id or 0) if seen is not None else None
-        self._current_state = None  # the next cycle's lookups see the table as it will be then
+        # The next cycle's lookups see the table as it will be then.
+        self._current_state = self._flush_state_read = None
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:

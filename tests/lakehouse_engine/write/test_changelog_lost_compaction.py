@@ -46,7 +46,7 @@ def test_a_full_compaction_changelog_goes_with_the_compaction_that_lost(catalog:
 
 def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Catalog) -> None:
     """A DV table's compaction at commit reads the bucket as it is then, but its lookup changelog
-    was computed at the flush, against the bucket as the writer opened it: when another writer
+    was computed at the flush, against the bucket as the flush found it: when another writer
     committed the key since, the changelog (here: nothing, a delete of an absent key) is stale and
     the commit conflicts, nothing landing, instead of committing a table the changes disagree with."""
     t = create_table(catalog, "t", SCHEMA, ["id"], options={
@@ -54,9 +54,9 @@ def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Ca
         "num-sorted-run.compaction-trigger": "2"})  # the compaction at commit takes the other writer's file
     late = _open(t, "a")
     other = _open(t, "b")
-    other[1].commit(other[0].prepare_commit())  # +I 0 = b
     late[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
     messages = late[0].prepare_commit()  # its lookup saw no key 0: no changelog for the delete
+    other[1].commit(other[0].prepare_commit())  # +I 0 = b, after that lookup
     before = t.latest_snapshot().id
     with pytest.raises(CommitConflictError, match="changelog"):
         late[1].commit(messages)
@@ -69,6 +69,23 @@ def test_a_dv_tables_lookup_changelog_against_a_stale_base_conflicts(catalog: Ca
     again[1].commit(again[0].prepare_commit())
     assert [c[1:] for c in change_tuples(t, before)] == [("-D", 0, "b")]
     assert read(t).num_rows == 0
+
+
+def test_a_dv_tables_lookup_changelog_is_against_the_bucket_as_the_flush_finds_it(catalog: Catalog) -> None:
+    """Another writer committed the key after the DV writer's first write but before its flush:
+    the flush looks the key up in the bucket as it is then (not as the first write found it), and
+    its changelog of the delete (-D b) lands with the data, numbered above the other writer's."""
+    t = create_table(catalog, "t", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "changelog-producer": "lookup", "deletion-vectors.enabled": "true",
+        "num-sorted-run.compaction-trigger": "2"})
+    late = _open(t, "a")
+    other = _open(t, "b")
+    other[1].commit(other[0].prepare_commit())  # +I 0 = b
+    before = t.latest_snapshot().id
+    late[0].write_arrow(pa.table({"id": [0], "v": [None], "k": ["-D"]}, schema=SCHEMA))
+    late[1].commit(late[0].prepare_commit())
+    assert [c[1:] for c in change_tuples(t, before)] == [("-D", 0, "b")]
+    assert replay(change_tuples(t)) == {} == {r["id"]: r["v"] for r in read(t).to_pylist()}
 
 
 def test_a_resequenced_write_lands_without_the_full_compaction_changelog_of_its_dropped_compaction(

@@ -258,6 +258,18 @@ def _run_script(catalog: Catalog, engine: str, script: list[tuple[str, Any]], n:
     assert replay(change_tuples(t)) == rows
 
 
+@pytest.mark.parametrize("later_cycle", [False, True])
+def test_a_dv_stream_writer_looks_up_the_bucket_as_its_flush_finds_it(catalog: Catalog, later_cycle: bool) -> None:
+    """A DV writer's cycle (its first, or a later one's new bucket writer): between the bucket's
+    first write and its flush, another writer's compaction at commit replaced the bucket's file and
+    expiry removed it; the flush lookup reads the bucket (files and vectors) as the latest snapshot
+    holds it, not as the write found it (it read the removed file before: DataFileMissingError;
+    found by the property below)."""
+    _run_script(catalog, "deletion-vectors-lookup", [("commit", None)] * later_cycle + [
+        ("other", [(0, 0), (2, 0), (3, 0), (4, 0)]), ("other", [(5, 0)]), ("compact", "full"),
+        ("write", [(0, 0)]), ("other", [(1, 0)]), ("expire", None), ("commit", None)], 0)
+
+
 @pytest.mark.parametrize("engine", list(PROPERTY_ENGINES))
 def test_a_stream_writer_amid_compactions_other_writers_and_expiry_keeps_every_row(
         catalog: Catalog, engine: str) -> None:
