@@ -5,6 +5,7 @@ the page shows); the Spark blocks with a Spark session."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,5 @@ def test_the_python_and_cli_examples_run_as_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_the_spark_examples_run_as_written(tmp_path: Path) -> None:
-    pytest.importorskip("pyspark")
+def test_the_spark_examples_run_as_written(tmp_path: Path, doc_spark: Any) -> None:
     assert run_page(PAGE, tmp_path, spark=True) == len(blocks(PAGE))
