@@ -37,6 +37,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lakehouse_engine.errors import InvalidOptionError, LakehouseError, SnapshotNotExistError
+from lakehouse_engine.options import CONSUMER_IGNORE_PROGRESS
 from lakehouse_engine.read.changes import (
     CHANGELOG,
     DELTA,
@@ -147,7 +148,8 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         table = self.settings.ref.open()
-        if self.consumer_id is not None:
+        # `consumer.ignore-progress`: start as the options say, as the Python stream does.
+        if self.consumer_id is not None and not table.options.get(CONSUMER_IGNORE_PROGRESS):
             consumer = table.consumer_manager().consumer(self.consumer_id)
             if consumer is not None:
                 # With the commit time our streams record, `latestOffset` sees a rollback-and-rewrite
