@@ -39,6 +39,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import (
 from lakehouse_engine.options import (
     CHANGELOG_PRODUCER,
     CHANGELOG_PRODUCER_ROW_DEDUPLICATE,
+    FILE_COMPRESSION,
     CoreOptions,
 )
 from lakehouse_engine.schema import SEQUENCE_NUMBER, VALUE_KIND, TableSchema
@@ -71,6 +72,8 @@ def check_producer_options(options: CoreOptions, table_name: str) -> None:
         if value is not None and value != default:
             if key == "changelog-file.format" and value == options.raw.get("file.format", "parquet"):
                 continue  # the data files' format is what changelog files are written in
+            if key == "changelog-file.compression" and value.strip().lower() == options.require(FILE_COMPRESSION):
+                continue  # and their compression
             raise UnsupportedError(
                 f"table {table_name}: option '{key}' = {value!r} is not applied by this engine's "
                 f"changelog producers (changelog files follow the data files' format and "
