@@ -120,3 +120,25 @@ def run_page(page: str, tmp_path: Path, spark: bool = False) -> int:
                 run_console(block, page)
             ran += 1
     return ran
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def broken_links(page: str) -> list[str]:
+    """The links of docs/<page> to another page (or a heading of one) that does not exist."""
+    text = (REPO / "docs" / page).read_text()
+    broken = []
+    for target, anchor in re.findall(r"\]\(([\w\-./]*\.md)?(?:#([\w\-]+))?\)", text):
+        path = REPO / "docs" / (target or page)
+        if not path.is_file():
+            broken.append(f"{target}#{anchor}")
+            continue
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.MULTILINE)
+            if anchor not in {github_slug(h) for h in headings}:
+                broken.append(f"{target or page}#{anchor}")
+    return broken

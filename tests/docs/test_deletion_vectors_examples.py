@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.docs.doc_examples import blocks, run_page
+from tests.docs.doc_examples import blocks, broken_links, run_page
 
 PAGE = "deletion-vectors.md"
 
@@ -28,3 +28,7 @@ def test_the_python_examples_run_as_written(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_the_spark_example_runs_as_written(tmp_path: Path, doc_spark: Any) -> None:
     assert run_page(PAGE, tmp_path, spark=True) == len(blocks(PAGE))
+
+
+def test_every_link_of_the_page_reaches_a_page_and_heading() -> None:
+    assert broken_links(PAGE) == []
