@@ -1,13 +1,10 @@
 """docs/changelog.md's examples run as written, in order, against a fresh warehouse: the Python
 blocks (what each prints is what the page says) and the `lakehouse` commands (their output is what
-the page shows); the Spark blocks with a Spark session."""
+the page shows); its Spark blocks run in test_spark_examples.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.docs.doc_examples import blocks, broken_links, run_page
 
@@ -25,10 +22,6 @@ def test_the_python_and_cli_examples_run_as_written(tmp_path: Path) -> None:
     assert ran == len([b for b in blocks(PAGE) if not b.uses_spark])
     assert (tmp_path / "warehouse" / "shop.db" / "orders" / "consumer").is_dir()
 
-
-@pytest.mark.spark
-def test_the_spark_examples_run_as_written(tmp_path: Path, doc_spark: Any) -> None:
-    assert run_page(PAGE, tmp_path, spark=True) == len(blocks(PAGE))
 
 
 def test_every_link_of_the_page_reaches_a_page_and_heading() -> None:

@@ -1,12 +1,9 @@
 """docs/deletion-vectors.md's examples run as written, in order, against a fresh warehouse: the
-Python blocks (what each prints is what the page says); the Spark block with a Spark session."""
+Python blocks (what each prints is what the page says); its Spark block runs in test_spark_examples.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.docs.doc_examples import blocks, broken_links, run_page
 
@@ -24,10 +21,6 @@ def test_the_python_examples_run_as_written(tmp_path: Path) -> None:
     assert ran == len([b for b in blocks(PAGE) if not b.uses_spark])
     assert any((tmp_path / "warehouse" / "shop.db" / "orders_dv" / "index").iterdir())
 
-
-@pytest.mark.spark
-def test_the_spark_example_runs_as_written(tmp_path: Path, doc_spark: Any) -> None:
-    assert run_page(PAGE, tmp_path, spark=True) == len(blocks(PAGE))
 
 
 def test_every_link_of_the_page_reaches_a_page_and_heading() -> None:
