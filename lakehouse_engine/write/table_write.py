@@ -34,7 +34,7 @@ from lakehouse_engine.schema import BucketMode
 from lakehouse_engine.threads import cores, parallel_map
 from lakehouse_engine.write.batch_input import conform_to_schema
 from lakehouse_engine.write.bucket_router import BucketRouter, RestoredState
-from lakehouse_engine.write.bucket_writer import BucketWriter, WriteContext
+from lakehouse_engine.write.bucket_writer import BucketWriter
 from lakehouse_engine.write.commit_cycles import CommitCycles
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import (
@@ -47,6 +47,7 @@ from lakehouse_engine.write.full_compaction_cadence import (
 )
 from lakehouse_engine.write.lookup_prefetch import LookupPrefetch
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
+from lakehouse_engine.write.write_context import WriteContext
 from lakehouse_engine.write.write_roles import (
     COMPACTION_OUTPUT,
     NEW_DATA,
