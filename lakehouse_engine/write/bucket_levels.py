@@ -25,7 +25,7 @@ from lakehouse_engine.write.commit_cycles import levels_stale
 if TYPE_CHECKING:
     from lakehouse_engine.format.manifest_entries import DataFileMeta
     from lakehouse_engine.partition import Partition
-    from lakehouse_engine.write.bucket_writer import WriteContext
+    from lakehouse_engine.write.write_context import WriteContext
 
 log = logging.getLogger(__name__)
 
@@ -194,5 +194,5 @@ class BucketLevels:
         self.next_sequence = max(self.next_sequence, self._sequence_floor or 0)
 
     def _drop_cycle_work(self, live: list[DataFileMeta], snapshot: int) -> None:
-        """The writer's part of `_take_levels` (see BucketWriter)."""
+        """The writer's part of `_take_levels` (see BucketCompaction)."""
         raise NotImplementedError

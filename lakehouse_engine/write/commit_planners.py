@@ -1,9 +1,10 @@
 """What a commit of each kind changes, planned against the latest snapshot of one attempt.
 
-`TableCommit` runs one attempt loop for every kind (race for the snapshot id, publish, clean up,
-back off); a planner per kind (APPEND, OVERWRITE, COMPACT) says what the next snapshot holds on
-top of the latest one: its manifest entries, its index manifest changes and, for later kinds of
-data, its changelog, and refuses (CommitConflictError) what cannot apply on top of it.
+`FileStoreCommit` (`write/file_store_commit.py`) runs one attempt loop for every kind (race for
+the snapshot id, publish, clean up, back off); a planner per kind (APPEND, OVERWRITE, COMPACT)
+says what the next snapshot holds on top of the latest one: its manifest entries, its index
+manifest changes and, for later kinds of data, its changelog, and refuses (CommitConflictError)
+what cannot apply on top of it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ committed at level 0, and the next compaction of the bucket takes it up through 
 Files are compared by key range first (`mergetree.key_range`); only files that meet have their key
 columns read.
 When the writer's compaction lost (or re-sequencing dropped it), the committer takes the bucket's
-level 0 up again against what landed (`TableCommit`, as for a deletion-vector table).
+level 0 up again against what landed (`write.level0_settlement`, as for a deletion-vector table).
 """
 
 from __future__ import annotations

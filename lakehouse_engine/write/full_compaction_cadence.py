@@ -12,7 +12,7 @@ buckets' landed in that COMPACT snapshot, is done again at the next full-compact
 the changelog of those buckets is late, never lost.
 
 A COMPACT snapshot of the same commit user and identifier that is not the writer's full compaction
-(the committer's level-0-up of `write/level0_changelog.py`, `_settle_level0` in the commit) is
+(the committer's level-0-up of `write/level0_changelog.py`, `write/level0_settlement.py`) is
 made only on `lookup`, first-row and deletion-vector tables; a `full-compaction` producer table is
 none of them (first-row and deletion vectors refuse that producer), so its writer's COMPACT
 snapshots are its own compactions at commit.

@@ -18,7 +18,7 @@ from lakehouse_engine import Catalog
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.store.manifest_io import clear_manifest_cache
 from lakehouse_engine.write.commit_planners import AppendPlanner
-from lakehouse_engine.write.table_commit import TableCommit
+from lakehouse_engine.write.file_store_commit import FileStoreCommit
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
@@ -49,7 +49,7 @@ def _commit_with(table: Any, expire_at: str, monkeypatch: pytest.MonkeyPatch) ->
     w, c = wb.new_write(), wb.new_commit()
     w.write_arrow(_batch(1))
     messages = w.prepare_commit()
-    real_index: Callable[..., Any] = TableCommit._index_manifest
+    real_index: Callable[..., Any] = FileStoreCommit._index_manifest
     real_put: Callable[..., Any] = FileIO.try_put_if_absent
     real_plan: Callable[..., Any] = AppendPlanner.plan
     fired: set[str] = set()
@@ -79,12 +79,12 @@ def _commit_with(table: Any, expire_at: str, monkeypatch: pytest.MonkeyPatch) ->
             _expire(table)
         return real_put(self, path, data)
 
-    monkeypatch.setattr(TableCommit, "_index_manifest", index_hook)
+    monkeypatch.setattr(FileStoreCommit, "_index_manifest", index_hook)
     monkeypatch.setattr(FileIO, "try_put_if_absent", put_hook)
     monkeypatch.setattr(AppendPlanner, "plan", plan_hook)
     ids = c.commit(messages)
     monkeypatch.setattr(AppendPlanner, "plan", real_plan)
-    monkeypatch.setattr(TableCommit, "_index_manifest", real_index)
+    monkeypatch.setattr(FileStoreCommit, "_index_manifest", real_index)
     monkeypatch.setattr(FileIO, "try_put_if_absent", real_put)
     assert expire_at in fired
     return ids
