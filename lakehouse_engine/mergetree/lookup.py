@@ -140,10 +140,13 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     if not found_index:
         empty = np.empty(0, np.int64)
         return LookupResult(exists, empty, value_schema.empty_table(), [], empty, empty)
-    index = np.concatenate(found_index)
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # (one part: no copy)
+
+    index = joined(found_index)
     exists[index] = True
     old = pa.concat_tables(found_rows) if len(found_rows) > 1 else found_rows[0]
-    file_index, positions = np.concatenate(found_file_index), np.concatenate(found_positions)
+    file_index, positions = joined(found_file_index), joined(found_positions)
     if len(index) > 1 and not bool(np.all(index[1:] > index[:-1])):
         # In key order, as the keys came in (one file's matches already are).
         order = np.argsort(index, kind="stable")

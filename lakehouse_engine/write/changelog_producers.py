@@ -117,9 +117,8 @@ class LookupChangelog:
         if found.old_rows.num_rows:
             old_kinds = found.old_rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             live = (old_kinds == INSERT) | (old_kinds == UPDATE_AFTER)
-        updated = np.zeros(new.num_rows, bool)
-        updated[found.key_index[live]] = True
-        kinds = np.where(updated, UPDATE_AFTER, INSERT).astype(np.int8)
+        kinds = np.full(new.num_rows, INSERT, np.int8)
+        kinds[found.key_index[live]] = UPDATE_AFTER
 
         def gather() -> pa.Table:
             # Every column but the kind (each -U row's is UPDATE_BEFORE), taken once from the files.
