@@ -2,7 +2,8 @@
 
 1. ``producer_upsert_bench``: the foundation upsert (an initial write, then an upsert of which half
    updates) into `bucket = 4` with each `changelog-producer` against `none`, side by side on fresh
-   tables, best of ``repeat`` rounds (at least `UPSERT_ROUNDS` from `run_changelog_bench`; wall and CPU seconds), the producers alternating round by round;
+   tables, best of ``repeat`` rounds (`run_changelog_bench`: at least `UPSERT_ROUNDS`; wall and
+   CPU seconds), the producers alternating round by round;
    ``lookup`` cold (a fresh process's lookup cache) and warm (the process wrote the base). A
    producer this engine refuses is reported as refused, not timed.
    Targets (issue 26): lookup <= 1.5x, input <= 1.2x of none, for the foundation upsert, which the
