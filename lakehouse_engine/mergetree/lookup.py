@@ -140,10 +140,13 @@ def lookup(keys: pa.Table, levels: Sequence[Sequence[DataFileMeta]], read_file: 
     if not found_index:
         empty = np.empty(0, np.int64)
         return LookupResult(exists, empty, value_schema.empty_table(), [], empty, empty)
-    index = np.concatenate(found_index)
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)  # (one part: no copy)
+
+    index = joined(found_index)
     exists[index] = True
     old = pa.concat_tables(found_rows) if len(found_rows) > 1 else found_rows[0]
-    file_index, positions = np.concatenate(found_file_index), np.concatenate(found_positions)
+    file_index, positions = joined(found_file_index), joined(found_positions)
     if len(index) > 1 and not bool(np.all(index[1:] > index[:-1])):
         # In key order, as the keys came in (one file's matches already are).
         order = np.argsort(index, kind="stable")
@@ -176,7 +179,7 @@ def _old_rows(f: DataFileMeta, file_keys: pa.Table, positions: np.ndarray, read_
     any read with them) are `file_keys` (the others are read only now that the file holds a key
     sought)."""
     at = pa.array(positions)
-    taken = {k: file_keys.column(k).take(at) for k in file_keys.column_names}
+    taken = {k: file_keys.column(k).take(at) for k in file_keys.column_names if k in value_schema.names}
     if others:
         rest = read_file(f, others)
         taken.update((c, rest.column(c).take(at)) for c in others)
@@ -261,6 +264,16 @@ def _sorted_positions(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> tuple
     if file_keys is None or not _integer_like(sought.type) or sought.null_count:
         return None
     keys = _integers(sought)
+    if len(file_keys) == 0 or len(keys) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    if len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):
+        # Sorted keys (a run's): only those within the file's key range are searched, and the
+        # positions found ascend as the keys do.
+        first = int(np.searchsorted(keys, file_keys[0]))
+        last = int(np.searchsorted(keys, file_keys[-1], side="right"))
+        at = np.searchsorted(file_keys, keys[first:last])
+        hit = np.flatnonzero(file_keys[at] == keys[first:last])
+        return at[hit].astype(np.int64, copy=False), hit + first
     at = np.searchsorted(file_keys, keys)
     hit = np.flatnonzero(at < len(file_keys))
     hit = hit[file_keys[at[hit]] == keys[hit]]
@@ -301,7 +314,11 @@ def _sorted_match(sought: pa.ChunkedArray, column: pa.ChunkedArray) -> np.ndarra
 
 def _integers(column: pa.ChunkedArray) -> np.ndarray:
     """The values of an integer-like column as int64 (dates and times by their stored integer)."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):
+        # One chunk (a cached file's column) is used as it is: `combine_chunks` would copy it.
+        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        array = column
     width = array.type.bit_width
     signed = not pa.types.is_unsigned_integer(array.type)
     as_int = pa.int64() if width == 64 else pa.int32() if width == 32 else array.type

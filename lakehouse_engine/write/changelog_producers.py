@@ -69,6 +69,7 @@ class LookupChangelog:
         self.columns = self.fields + [SEQUENCE_NUMBER, VALUE_KIND]
         file_schema = schema.data_file_arrow_schema()
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
+        self._before_schema = pa.schema([f for f in self.read_schema if f.name != VALUE_KIND])
         self._kind_schema = pa.schema([file_schema.field(VALUE_KIND)])
         self.engine = opts.require(MERGE_ENGINE)
         self.row_deduplicate = row_deduplicate(opts)
@@ -116,22 +117,22 @@ class LookupChangelog:
         if found.old_rows.num_rows:
             old_kinds = found.old_rows.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False)
             live = (old_kinds == INSERT) | (old_kinds == UPDATE_AFTER)
-        updated = np.zeros(new.num_rows, bool)
-        updated[found.key_index[live]] = True
-        kinds = np.where(updated, UPDATE_AFTER, INSERT).astype(np.int8)
+        kinds = np.full(new.num_rows, INSERT, np.int8)
+        kinds[found.key_index[live]] = UPDATE_AFTER
 
         def gather() -> pa.Table:
-            old = rows_at(found, older, read, self.read_schema)
+            # Every column but the kind (each -U row's is UPDATE_BEFORE), taken once from the files.
+            old = rows_at(found, older, read, self._before_schema)
             # The old rows come in key_index order (level by level); the changelog file is sorted
             # by key, as the run is. Most often (one sorted run holds them all) they already are.
             live_index = found.key_index[live]
-            if live.all() and bool(np.all(live_index[1:] > live_index[:-1])):
-                before = old
-            else:
-                before = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
-            before = before.select(new.column_names).cast(new.schema)
-            return before.set_column(before.column_names.index(VALUE_KIND), new.schema.field(VALUE_KIND),
-                                     pa.array(np.full(before.num_rows, UPDATE_BEFORE, np.int8)))
+            if not (live.all() and bool(np.all(live_index[1:] > live_index[:-1]))):
+                old = old.take(pa.array(np.flatnonzero(live)[np.argsort(live_index, kind="stable")]))
+            kind = pa.array(np.full(old.num_rows, UPDATE_BEFORE, np.int8), new.schema.field(VALUE_KIND).type)
+            columns = [kind if c == VALUE_KIND else old.column(c) for c in new.column_names]
+            if all(c.type == f.type for c, f in zip(columns, new.schema, strict=True)):
+                return pa.Table.from_arrays(columns, schema=new.schema)
+            return pa.Table.from_arrays(columns, names=new.column_names).cast(new.schema)
 
         return BeforeImages(kinds=kinds, gather=gather)
 

@@ -125,9 +125,6 @@ class LookupPrefetch:
         if self._cache is None or rows.num_rows == 0 or self._overflowed:
             return
         key = (partition.binary, bucket)
-        with self._lock:
-            if self._rest:
-                self._keys.setdefault(key, []).append(_sample(rows.select(self._key_names)))
         asked, asked_rest = self._asked.setdefault(key, set()), self._asked_rest.setdefault(key, set())
         wanted = [f for f in files if not (self._above_level0_only and f.level == 0)
                   and (f.file_name not in asked or (self._rest and f.file_name not in asked_rest))]
@@ -137,6 +134,11 @@ class LookupPrefetch:
         asked.update(whole)
         asked_rest.update(whole)
         wanted = [f for f in wanted if f.file_name not in whole]
+        with self._lock:
+            # The keys go to the bucket's read still to begin, or to the one these files start;
+            # a warm writer's bucket has neither (nothing to read): no sample taken.
+            if self._rest and (wanted or key in self._queued):
+                self._keys.setdefault(key, []).append(_sample(rows.select(self._key_names)))
         if not wanted:
             return
         # (With the other columns, files already read are matched again, from the cache: a key

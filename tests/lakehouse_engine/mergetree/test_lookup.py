@@ -167,3 +167,24 @@ def test_rows_at_gathers_the_rows_a_key_only_lookup_found_in_its_order(table: Fi
     assert narrow.key_index.tolist() == full.key_index.tolist()
     nothing = lookup(_batch(range(900, 905), "n").select(["k1", "k2"]), runs, **tools)
     assert rows_at(nothing, [], tools["read_file"], full_schema).equals(full_schema.empty_table())
+
+
+@pytest.mark.parametrize("span", ["below", "overlap-low", "inside", "overlap-high", "above", "around"])
+def test_match_rows_of_sorted_keys_searches_only_the_files_key_range(span: str) -> None:
+    # A flush's run comes sorted: only its keys within the file's [first, last] key are searched.
+    # Keys below, above or around the file's range match exactly as a plain dictionary lookup.
+    from lakehouse_engine.mergetree.lookup import match_rows
+
+    rng = np.random.default_rng(11)
+    file_ids = np.sort(rng.choice(np.arange(1_000, 2_000), 400, replace=False)).astype(np.int64)
+    low, high = {"below": (0, 900), "overlap-low": (500, 1_500), "inside": (1_100, 1_900),
+                 "overlap-high": (1_500, 2_500), "above": (2_100, 3_000), "around": (0, 3_000)}[span]
+    sought_ids = np.sort(rng.choice(np.arange(low, high), 300, replace=False)).astype(np.int64)
+    rows, sought = pa.table({"k": file_ids}), pa.table({"k": sought_ids})
+    expected = np.asarray(_expected(sought, rows, ["k"]))
+    positions, hit = match_rows(sought, rows, ["k"])
+    assert positions.tolist() == np.flatnonzero(expected >= 0).tolist()
+    assert hit.tolist() == expected[positions].tolist()
+    assert (len(positions) > 0) == (span not in ("below", "above"))
+    none_sought = match_rows(sought.slice(0, 0), rows, ["k"])
+    assert none_sought[0].tolist() == [] and none_sought[1].tolist() == []
