@@ -124,11 +124,15 @@ def workload(seed: int) -> Workload:
     return w
 
 
-def build(catalog: Catalog, name: str, w: Workload) -> tuple[FileStoreTable, list[tuple[list[int], list[dict[str, Any]]]]]:
-    """Create table `name` of `w` and run its operations; the snapshots and rows of each write."""
+def build(catalog: Catalog, name: str, w: Workload, consumers: tuple[str, ...] = ()
+          ) -> tuple[FileStoreTable, list[tuple[list[int], list[dict[str, Any]]]]]:
+    """Create table `name` of `w` and run its operations; the snapshots and rows of each write.
+    `consumers` are registered at snapshot 1 first (what they still need survives the expiries)."""
     pks = ["p", "id"] if w.partitioned else ["id"]
     t = create_table(catalog, name, SCHEMA, primary_keys=pks, partition_keys=["p"] if w.partitioned else [],
                      options=w.options)
+    for consumer in consumers:
+        t.consumer_manager().reset_consumer(consumer, 1)
     writes = []
     for op, rows in w.ops:
         if op in ("write", "write-only"):
