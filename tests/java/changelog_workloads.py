@@ -210,3 +210,35 @@ def multisets(plans: list[tuple[int, list[list[Any]]]]) -> list[tuple[int, list[
 def table_rows(table: FileStoreTable) -> list[list[Any]]:
     """The latest snapshot's rows, `[*COLUMNS]`, sorted."""
     return sorted(([r[c] for c in COLUMNS] for r in read(table).to_pylist()), key=repr)
+
+
+def java_twin(warehouse: str, name: str, w: Workload) -> list[dict[str, Any]]:
+    """Judge requests with which Java creates `name` as `w`'s table and runs its operations itself:
+    the same rows and write-only commits, `compact` for both of our compactions (Java has no
+    level-0-only one), full compactions; not the expiries (0.9's changelog expiry fails when it
+    keeps more changelogs than exist)."""
+    pks = ["p", "id"] if w.partitioned else ["id"]
+    requests: list[dict[str, Any]] = [
+        {"op": "create", "warehouse": warehouse, "table": name, "fields": JAVA_FIELDS, "primary_keys": pks,
+         "partition_keys": ["p"] if w.partitioned else [], "options": w.options}]
+    for op, rows in w.ops:
+        if op in ("write", "write-only"):
+            requests.append({"op": "write", "warehouse": warehouse, "table": name,
+                             "rows": [[r["k"], *(r[c] for c in COLUMNS)] for r in rows],
+                             **({"options": {"write-only": "true"}} if op == "write-only" else {})})
+        elif op in ("compact", "compact-level0", "full-compact"):
+            requests.append({"op": "compact", "warehouse": warehouse, "table": name, "full": op == "full-compact"})
+    return requests
+
+
+def per_key(plans: list[tuple[int, list[list[Any]]]]) -> dict[tuple[Any, Any], list[list[list[Any]]]]:
+    """Each key's changes, snapshot by snapshot (snapshot ids left out): the key's rows of each
+    snapshot that has some, as a sorted multiset."""
+    out: dict[tuple[Any, Any], list[list[list[Any]]]] = {}
+    for _, rows in plans:
+        mine: dict[tuple[Any, Any], list[list[Any]]] = {}
+        for r in rows:
+            mine.setdefault(key_of(r), []).append(r)
+        for key, group in mine.items():
+            out.setdefault(key, []).append(sorted(group, key=repr))
+    return out

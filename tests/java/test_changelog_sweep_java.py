@@ -31,10 +31,12 @@ from tests.java.changelog_workloads import (
     Workload,
     accepted,
     build,
+    java_twin,
     key_of,
     multisets,
     our_change_read,
     our_stream,
+    per_key,
     table_rows,
 )
 from tests.java.conftest import Judge, ok
@@ -45,7 +47,10 @@ pytestmark = pytest.mark.java
 SEEDS = range(0, 30)
 SOAK_SEEDS = range(1000, 1300)
 #: Seeds that once found a disagreement (seed: what it was), run with SEEDS.
-PINNED: dict[int, str] = {}
+PINNED: dict[int, str] = {
+    17: "Java's full-compaction output records the key of a -D it drops in _MAX_KEY; our data-file "
+        "check took the wider range for damage and refused to read Java's table (data_file_check.py)",
+}
 
 
 def _java_plans(answer: dict[str, Any]) -> list[tuple[int, list[list[Any]]]]:
@@ -53,29 +58,55 @@ def _java_plans(answer: dict[str, Any]) -> list[tuple[int, list[list[Any]]]]:
 
 
 def _judge_seeds(tmp: Any, judge: Judge, seeds: list[int]) -> list[str]:
-    """Build every seed's table, judge them all in one JVM; the disagreements, one line each."""
+    """Build every seed's table (and Java's twin of it), judge them all in one JVM; the
+    disagreements, one line each."""
     warehouse = tmp / "warehouse"
     catalog = Catalog(str(warehouse))
     catalog.create_database("db")
     built: list[tuple[Workload, Any, Any]] = []
+    twins: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
     for seed in seeds:
         w = accepted(catalog, seed)
         table, writes = build(catalog, f"s{seed}", w)
         built.append((w, table, writes))
-        requests += [_stream(warehouse, seed, 1), _stream(warehouse, seed, _earliest(table)),
-                     {"op": "read", "warehouse": str(warehouse), "table": f"db.s{seed}"}]
-    answers = judge(requests)
-    failures = []
+        twins += java_twin(str(warehouse), f"db.j{seed}", w)
+        requests += [_stream(warehouse, f"s{seed}", 1), _stream(warehouse, f"s{seed}", _earliest(table)),
+                     {"op": "read", "warehouse": str(warehouse), "table": f"db.s{seed}"},
+                     _stream(warehouse, f"j{seed}", 1),
+                     {"op": "read", "warehouse": str(warehouse), "table": f"db.j{seed}"}]
+    answers = judge(twins + requests)
+    failures = [f"Java's twin: {a['error']}" for a in answers[:len(twins)] if "error" in a]
+    answers = answers[len(twins):]
     for i, (w, table, writes) in enumerate(built):
-        for problem in _disagreements(w, table, writes, *answers[3 * i:3 * i + 3]):
-            failures.append(f"{problem}\n    {w.describe()}")
+        ours, from_earliest, read, twin_stream, twin_read = answers[5 * i:5 * i + 5]
+        problems = _disagreements(w, table, writes, ours, from_earliest, read)
+        problems += _twin_disagreements(w, table, catalog.get_table(f"db.j{w.seed}"), twin_stream, twin_read)
+        failures += [f"{problem}\n    {w.describe()}" for problem in problems]
     return failures
 
 
-def _stream(warehouse: Any, seed: int, start: int) -> dict[str, Any]:
-    return {"op": "stream", "warehouse": str(warehouse), "table": f"db.s{seed}",
+def _stream(warehouse: Any, name: str, start: int) -> dict[str, Any]:
+    return {"op": "stream", "warehouse": str(warehouse), "table": f"db.{name}",
             "options": {"scan.mode": "from-snapshot", "scan.snapshot-id": str(start)}}
+
+
+def _twin_disagreements(w: Workload, ours: Any, twin: Any, stream: dict[str, Any], read: dict[str, Any]) -> list[str]:
+    """We read the changelog Java wrote for the same workload as Java reads it; and it is ours,
+    key by key (each key's changes, snapshot by snapshot, snapshot ids aside)."""
+    if "error" in stream or "error" in read:
+        return [f"Java failed on its twin: {stream.get('error') or read.get('error')}"]
+    out = []
+    theirs = our_stream(twin)
+    if _java_plans(stream) != multisets(theirs):
+        out.append(f"our stream of Java's table {multisets(theirs)} != Java's {_java_plans(stream)}")
+    if sorted((r[1:] for r in read["rows"]), key=repr) != table_rows(twin):
+        out.append("our read of Java's table != Java's")
+    elif table_rows(twin) != table_rows(ours):
+        out.append(f"Java's table {table_rows(twin)} != ours {table_rows(ours)}")
+    if per_key(theirs) != per_key(our_stream(ours)):
+        out.append(f"Java's changes per key {per_key(theirs)} != ours {per_key(our_stream(ours))}")
+    return out
 
 
 def _earliest(table: Any) -> int:
