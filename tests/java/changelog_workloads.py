@@ -22,12 +22,12 @@ from lakehouse_engine.table import FileStoreTable
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("p", pa.int32(), nullable=False), pa.field("id", pa.int64(), nullable=False),
-                    pa.field("a", pa.string()), pa.field("n", pa.int64()), pa.field("s", pa.int64(), nullable=False),
+                    pa.field("a", pa.string()), pa.field("n", pa.int64()), pa.field("s", pa.int64()),
                     pa.field("k", pa.string())])
 COLUMNS = ["p", "id", "a", "n", "s", "k"]
 #: The fields as the judge's `create` takes them (a Java-written twin of a workload's table).
 JAVA_FIELDS = [["p", "INT", False], ["id", "BIGINT", False], ["a", "STRING", True], ["n", "BIGINT", True],
-               ["s", "BIGINT", False], ["k", "STRING", True]]
+               ["s", "BIGINT", True], ["k", "STRING", True]]
 PRODUCERS = ("input", "lookup", "full-compaction")
 ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 KEYS = 8  # ids per partition: small, so keys are hit again and again
@@ -60,6 +60,9 @@ def _options(rng: random.Random, producer: str, engine: str) -> dict[str, str]:
     if engine == "aggregation":
         opts["fields.n.aggregate-function"] = "sum"
         opts["fields.a.aggregate-function"] = rng.choice(["last_non_null_value", "last_value"])
+        # p is NOT NULL and, unpartitioned, a value column: a retraction must not clear it (Paimon
+        # 0.9 then writes a null there, which its own reader cannot read back; see the sweep test).
+        opts["fields.p.aggregate-function"] = "sum"
     if engine == "partial-update" and rng.random() < 0.6:
         opts["partial-update.remove-record-on-delete"] = "true"
     if engine == "first-row" and rng.random() < 0.6:
