@@ -35,6 +35,8 @@ SEEDS = range(0, 16)
 SOAK_SEEDS = range(2000, 2150)
 #: Seeds that once found a disagreement (seed: what it was), run with SEEDS.
 PINNED: dict[int, str] = {}
+#: The options pypaimon refused, across a run.
+REFUSED: set[str] = set()
 
 PYPAIMON_STREAMS = """
 import signal
@@ -49,7 +51,11 @@ for job in ARGS["jobs"]:
     table = catalog.get_table(job["table"])
     builder = table.new_stream_read_builder().with_include_row_kind(True).with_consumer_id(job["consumer"])
     builder.with_poll_interval_ms(10)
-    scan, read = builder.new_streaming_scan(), builder.new_read()
+    try:
+        scan, read = builder.new_streaming_scan(), builder.new_read()
+    except NotImplementedError as e:  # options pypaimon does not implement: it says which
+        out.append({"plans": [], "late": False, "refused": str(e)})
+        continue
     scan._diff_threshold = 1 << 30  # per-snapshot plans, not one catch-up diff (see the module)
     plans, late = [], False
     if job["until"] is None:  # nothing after our consumer: pypaimon would wait for a snapshot
@@ -122,6 +128,8 @@ def _sweep(tmp: Any, pypaimon: Callable[..., Any], seeds: list[int]) -> list[str
 def _disagreements(table: Any, full: list[tuple[int, list[list[Any]]]], m: int, ours_first: Any,
                    forward: dict[str, Any], reverse: dict[str, Any]) -> list[str]:
     out = []
+    if "refused" in forward or "refused" in reverse:
+        return _refusal(table, forward.get("refused") or reverse.get("refused"))
     if ours_first != full[:m + 1]:
         out.append(f"our consumer's first half {ours_first} != {full[:m + 1]}")
     theirs = multisets([(sid, rows) for sid, rows in forward["plans"]])
@@ -139,6 +147,18 @@ def _disagreements(table: Any, full: list[tuple[int, list[list[Any]]]], m: int, 
     if reverse["late"] or theirs != full[m + 1:]:
         out.append(f"pypaimon from our consumer (late={reverse['late']}) {theirs} != ours {full[m + 1:]}")
     return out
+
+
+def _refusal(table: Any, message: str) -> list[str]:
+    """pypaimon 2.1.0 refuses to read a partial-update table with `ignore-delete` or
+    `partial-update.remove-record-on-*` (even its changelog): fine when it names options the table
+    sets, and only those."""
+    named = message.split("does not yet implement: ", 1)[-1].split(". ", 1)[0].split(", ")
+    options = table.options.raw
+    if "'partial-update'" in message and named and all(options.get(o) == "true" for o in named):
+        REFUSED.update(named)
+        return []
+    return [f"pypaimon refused: {message}"]
 
 
 def test_pypaimon_streams_our_changelog_of_random_workloads_through_consumers_both_honour(
