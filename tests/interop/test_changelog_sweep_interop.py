@@ -129,7 +129,7 @@ def _disagreements(table: Any, full: list[tuple[int, list[list[Any]]]], m: int, 
                    forward: dict[str, Any], reverse: dict[str, Any]) -> list[str]:
     out = []
     if "refused" in forward or "refused" in reverse:
-        return _refusal(table, forward.get("refused") or reverse.get("refused"))
+        return _refusal(table, str(forward.get("refused") or reverse.get("refused")))
     if ours_first != full[:m + 1]:
         out.append(f"our consumer's first half {ours_first} != {full[:m + 1]}")
     theirs = multisets([(sid, rows) for sid, rows in forward["plans"]])
@@ -164,10 +164,12 @@ def _refusal(table: Any, message: str) -> list[str]:
 def test_pypaimon_streams_our_changelog_of_random_workloads_through_consumers_both_honour(
         tmp_path: Any, pypaimon: Callable[..., Any]) -> None:
     failures = _sweep(tmp_path, pypaimon, sorted(set(SEEDS) | set(PINNED)))
+    print(f"options pypaimon refused: {sorted(REFUSED)}")
     assert not failures, "\n".join(failures)
 
 
 @pytest.mark.slow
 def test_soak_pypaimon_streams_our_changelog_of_random_workloads(tmp_path: Any, pypaimon: Callable[..., Any]) -> None:
     failures = _sweep(tmp_path, pypaimon, list(SOAK_SEEDS))
+    print(f"options pypaimon refused: {sorted(REFUSED)}")
     assert not failures, "\n".join(failures)

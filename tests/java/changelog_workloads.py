@@ -193,7 +193,7 @@ def our_stream(table: FileStoreTable, start: int = 1) -> list[tuple[int, list[li
             break
         rows = [[r["_row_kind"], *(r[c] for c in COLUMNS)] for r in rd.to_arrow(plan.splits()).to_pylist()]
         if rows:
-            out.append((plan.snapshot_id, rows))
+            out.append((plan.snapshot.id, rows))
     return out
 
 
