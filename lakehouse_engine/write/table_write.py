@@ -41,6 +41,7 @@ from lakehouse_engine.write.deletion_vectors import (
     DeletionVectorBase,
     deletion_vectors_enabled,
 )
+from lakehouse_engine.write.flush_staleness import flush_lookup_errors
 from lakehouse_engine.write.full_compaction_cadence import (
     FullCompactionCadence,
     buckets_awaiting_full_compaction,
@@ -394,7 +395,8 @@ class TableWrite:
             self._buffered_bytes -= nbytes
         if self._flush_prefetch is not None:
             self._flush_prefetch.wait(writer.partition, writer.bucket)
-        writer.flush(rows)
+        with flush_lookup_errors(self.table, writer):  # (its levels' files replaced and expired mid-cycle?)
+            writer.flush(rows)
 
     # ---- the commit ------------------------------------------------------------------------
     def prepare_commit(self, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[CommitMessage]:
