@@ -11,6 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lakehouse_engine import Catalog, CommitConflictError
 from lakehouse_engine.errors import DataFileMissingError
@@ -95,3 +97,87 @@ def test_a_flush_lookup_over_a_file_the_table_still_lists_but_storage_lacks_name
     with pytest.raises(DataFileMissingError, match=only.file_name):
         w.prepare_commit(1)
     w.close()
+
+
+PROPERTY_WRITERS = {
+    **WRITERS,
+    "dv-aggregation-lookup": {"deletion-vectors.enabled": "true", "changelog-producer": "lookup",
+                              "merge-engine": "aggregation", "fields.v.aggregate-function": "max"},
+    "partial-update-lookup": {"merge-engine": "partial-update", "changelog-producer": "lookup"},
+}
+step = st.one_of(
+    st.tuples(st.just("write"), st.lists(st.integers(0, 11), min_size=1, max_size=4)),
+    st.tuples(st.just("flush"), st.none()),
+    st.tuples(st.just("commit"), st.none()),
+    st.tuples(st.just("compact"), st.sampled_from(["minor", "full", "level0"])),
+    st.tuples(st.just("other"), st.lists(st.integers(0, 11), min_size=1, max_size=3)),
+    st.tuples(st.just("expire"), st.none()),
+)
+
+
+def _run(catalog: Catalog, writer: str, cached: bool, script: list[tuple[str, Any]], n: int) -> None:
+    """Run `script` against a stream writer; each conflict aborts its cycle (a new writer); the
+    table holds exactly the landed rows and its changes replay strictly to it."""
+    t = create_table(catalog, f"t{n}", SCHEMA, ["id"], options={
+        "bucket": "1", "rowkind.field": "k", "num-sorted-run.compaction-trigger": "2",
+        "changelog.num-retained.min": "1000", "changelog.num-retained.max": "1000",
+        **({} if cached else {"lookup.cache-max-memory-size": "0"}), **PROPERTY_WRITERS[writer]})
+    newest = PROPERTY_WRITERS[writer].get("merge-engine") != "aggregation"
+    rows: dict[int, str] = {}
+
+    def land(batch: list[tuple[int, str]]) -> None:
+        for k, v in batch:
+            rows[k] = v if newest or k not in rows else max(rows[k], v)
+
+    wb = t.new_stream_write_builder()
+    w, c = wb.new_write(), wb.new_commit()
+    pending: list[tuple[int, str]] = []
+    for i, (kind, arg) in enumerate(script):
+        try:
+            if kind == "write":
+                batch = [(k, f"w{i:03}") for k in arg]
+                pending += batch
+                w.write_arrow(_rows([k for k, _ in batch], batch[0][1]))
+            elif kind == "flush":
+                _flush(w)
+            elif kind == "commit":
+                messages = w.prepare_commit(i)
+                try:
+                    c.commit(messages, i)
+                except CommitConflictError:
+                    w.abort(messages)
+                else:
+                    land(pending)
+                pending = []
+            elif kind == "compact":
+                t.compact(full=arg == "full", level0_only=arg == "level0")
+            elif kind == "other":
+                _other(t, arg, f"o{i:03}")
+                land([(k, f"o{i:03}") for k in arg])
+            else:
+                t.expire_snapshots(retain_max=1, retain_min=1)
+        except CommitConflictError:
+            w.abort()
+            w.close()
+            w, c, pending = wb.new_write(), wb.new_commit(), []
+    w.close()
+    assert {r["id"]: r["v"] for r in read(t).to_pylist()} == rows
+    t.compact(full=True)  # (level 0 up: its changelog too)
+    assert strict_replay((r["_row_kind"], r["id"], r["v"]) for r in t.changes(0).to_pylist()) == rows
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "cached"])
+@pytest.mark.parametrize("writer", list(PROPERTY_WRITERS))
+def test_a_stream_writer_flushing_amid_compactions_other_writers_and_expiry_keeps_every_landed_row(
+        catalog: Catalog, writer: str, cached: bool) -> None:
+    """Random scripts with flushes inside the cycles: no removed file is read as damage, every
+    landed row is in the table and its changes replay strictly."""
+    count = iter(range(10**6))
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+    @given(script=st.lists(step, min_size=1, max_size=12))
+    def check(script: list[tuple[str, Any]]) -> None:
+        _run(catalog, writer, cached, script + [("commit", None)], next(count))
+
+    check()
