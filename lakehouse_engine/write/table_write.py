@@ -46,6 +46,7 @@ from lakehouse_engine.write.full_compaction_cadence import (
     FullCompactionCadence,
     buckets_awaiting_full_compaction,
 )
+from lakehouse_engine.write.latest_state import latest_state
 from lakehouse_engine.write.lookup_prefetch import LookupPrefetch
 from lakehouse_engine.write.pandas_input import arrow_from_pandas
 from lakehouse_engine.write.write_roles import (
@@ -410,12 +411,12 @@ class TableWrite:
         seen = self._current_state or self._flush_state_read or (self._restored if not self._cycles.count else None)
         known = (seen.latest_snapshot_id or 0) if seen is not None else None
         # The next cycle's lookups see the table as it will be then.
-        self._current_state = self._flush_state_read = None
+        flushed, self._current_state, self._flush_state_read = self._flush_state_read, None, None
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:
                 # The bucket as it is now (a streaming writer's earlier commits compacted it).
-                state = RestoredState.read(self.table)
+                state = latest_state(self.table, flushed)  # (the flush's read, when no snapshot landed since)
                 self._dv_state = (state, DeletionVectorBase.of_snapshot(self.table, state.latest))
             state, bases = self._dv_state
             prefetch = self._prefetch
