@@ -51,6 +51,6 @@ def flush_lookup_error(table: FileStore, partition: Partition, bucket: int, olde
         return error
     return CommitConflictError(
         f"table {table.name}, bucket {bucket}: the bucket's files changed under this writer during its "
-        f"commit cycle (a compaction replaced {missing[0]} and expiry removed it after the cycle's "
-        f"first flush); its flush lookup cannot compute the changelog, nothing was committed: abort "
-        f"the write and write the cycle's rows again")
+        f"commit cycle: {missing[0]} is gone and the table no longer lists it (a compaction replaced it "
+        f"and expiry removed it, or the commit that wrote it was aborted); its flush lookup cannot "
+        f"compute the changelog, nothing was committed: abort the write and write the cycle's rows again")
