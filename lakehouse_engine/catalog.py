@@ -21,6 +21,7 @@ from lakehouse_engine.maintenance.branches import validate_branch_name
 from lakehouse_engine.maintenance.partitions import PagedList, PartitionStatistics, page_partitions
 from lakehouse_engine.maintenance.tags import GetTagResponse, TagNotExistError, get_tag_response
 from lakehouse_engine.options import BRANCH
+from lakehouse_engine.options.startup import check_stored_startup_options
 from lakehouse_engine.path_factory import PathFactory
 from lakehouse_engine.schema import Schema, TableSchema
 from lakehouse_engine.schema_change import SchemaChange
@@ -154,7 +155,14 @@ class Catalog:
             raise TableAlreadyExistError(f"table '{ident}' already exists", ident)
 
     def get_table(self, identifier: str | Identifier) -> FileStoreTable:
-        """Load a table at its latest schema; TableNotExistError when there is none."""
+        """Load a table at its latest schema; TableNotExistError when there is none, and
+        InvalidOptionError when its stored start options conflict (Paimon refuses such a schema at
+        load too; `alter_table` can still reset one of them)."""
+        table = self._load_table(identifier)
+        check_stored_startup_options(table.schema.options, str(table.identifier))
+        return table
+
+    def _load_table(self, identifier: str | Identifier) -> FileStoreTable:
         ident = _identifier(identifier)
         path = self.table_path(ident)
         main = ident.main_identifier()
@@ -182,7 +190,7 @@ class Catalog:
         concurrent alters: one writes the next `schema-N`, the other gets CommitConflictError.
         """
         try:
-            table = self.get_table(identifier)
+            table = self._load_table(identifier)
         except TableNotExistError:
             if ignore_if_not_exists:
                 return

@@ -20,7 +20,7 @@ _TAKES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "incremental": ((BETWEEN, BETWEEN_TIMESTAMP), ()),
 }
 
-__all__ = ["check_startup_options", "resolved_mode"]
+__all__ = ["check_startup_options", "check_stored_startup_options", "resolved_mode"]
 
 
 def resolved_mode(raw: Mapping[str, str]) -> str:
@@ -54,3 +54,14 @@ def check_startup_options(raw: Mapping[str, str]) -> None:
                                        if raw.get("scan.mode", "default").lower() == "default" else "")
         raise InvalidOptionError(f"option {', '.join(repr(k) for k in stray)} must not be set with {why}: "
                                  f"a read would follow one and pass over the other (Paimon refuses the combination)")
+
+
+def check_stored_startup_options(stored: Mapping[str, str], table: str) -> None:
+    """`check_startup_options` on a table's stored options when it is opened, as Paimon's
+    FileStoreTableFactory validates the schema at every load: a schema another engine wrote with
+    conflicting start options is refused naming `table`, the options and how to mend it."""
+    try:
+        check_startup_options(stored)
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"table {table} stores conflicting start options: {exc}; reset one of them "
+                                 f"(alter_table with SchemaChange.remove_option) to open it") from exc

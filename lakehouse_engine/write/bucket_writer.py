@@ -160,7 +160,8 @@ class BucketWriter(BucketCompaction):
             if self.lookup_base is None:
                 self.lookup_base = sorted(names | self._handed_out)
                 self.lookup_snapshot = self.levels_snapshot
-                if self._handed_out and ctx.current is not None:
+                # (A DV writer's levels come from the table as this cycle's first flush read it: as of now.)
+                if self._handed_out and ctx.current is not None and ctx.flush_state is None:
                     # A stream writer's later commit: where the bucket is now what its levels
                     # hold, the lookup saw the table as of now, and the staleness check need not
                     # read (possibly expired) snapshots back to where the writer started.

@@ -28,10 +28,12 @@ from lakehouse_engine.write.bucket_writer import BucketWriter
 from lakehouse_engine.write.commit_cycles import CommitCycles
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import DeletionVectorBase
+from lakehouse_engine.write.flush_staleness import flush_lookup_errors
 from lakehouse_engine.write.full_compaction_cadence import (
     FullCompactionCadence,
     buckets_awaiting_full_compaction,
 )
+from lakehouse_engine.write.latest_state import latest_state
 
 if TYPE_CHECKING:
     import numpy as np
@@ -164,7 +166,8 @@ class FileStoreWrite:
             self._buffered_bytes -= nbytes
         if self._flush_prefetch is not None:
             self._flush_prefetch.wait(writer.partition, writer.bucket)
-        writer.flush(rows)
+        with flush_lookup_errors(self.table, writer):  # (its levels' files replaced and expired mid-cycle?)
+            writer.flush(rows)
 
     # ---- the commit ------------------------------------------------------------------------
     def prepare_commit(self, commit_identifier: int = BATCH_COMMIT_IDENTIFIER) -> list[CommitMessage]:
@@ -178,12 +181,12 @@ class FileStoreWrite:
         seen = self._current_state or self._flush_state_read or (self._restored if not self._cycles.count else None)
         known = (seen.latest_snapshot_id or 0) if seen is not None else None
         # The next cycle's lookups see the table as it will be then.
-        self._current_state = self._flush_state_read = None
+        flushed, self._current_state, self._flush_state_read = self._flush_state_read, None, None
         if self._dv_compacts:
             touched = [w for w in self._writers.values() if w.new_files and w.bucket >= 0]
             if touched and not self.role.replaces:
                 # The bucket as it is now (a streaming writer's earlier commits compacted it).
-                state = RestoredState.read(self.table)
+                state = latest_state(self.table, flushed)  # (the flush's read, when no snapshot landed since)
                 self._dv_state = (state, DeletionVectorBase.of_snapshot(self.table, state.latest))
             state, bases = self._dv_state
             prefetch = self._prefetch

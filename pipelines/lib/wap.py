@@ -22,7 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lakehouse_engine import CommitConflictError, FileStoreTable, Snapshot, UnsupportedError
+from lakehouse_engine import (
+    CommitConflictError,
+    FileStoreTable,
+    Snapshot,
+    SnapshotNotExistError,
+    UnsupportedError,
+)
 from lakehouse_engine.options import WRITE_ONLY
 
 AUDIT_PREFIX = "audit-"
@@ -208,14 +214,30 @@ def branch_holding_batch(table: FileStoreTable, run_id: str) -> str | None:
 
 
 def fast_forwarded(table: FileStoreTable, branch: str) -> bool:
-    """Whether main was fast-forwarded to audit branch `branch` already: main's latest snapshot is
-    the branch's head (the same commit), past the branch point (a publish that died before
-    dropping the branch)."""
+    """Whether main was fast-forwarded to audit branch `branch` already (a publish that died before
+    dropping the branch): main holds the branch's head, past the branch point, as the same commit,
+    whether or not main moved on since (a compaction, another run's publish: publishing again
+    would rebase the batch and write it twice, its rows over newer ones). MainMovedError when main
+    expired that snapshot (it cannot be told)."""
     if branch not in table.list_branches():
         return False
-    head, latest = table.branch_table(branch).latest_snapshot(), table.latest_snapshot()
-    return (head is not None and latest is not None and head.id == latest.id and head.id > branch_base(table, branch)
-            and _same(head, latest))
+    head = table.branch_table(branch).latest_snapshot()
+    if head is None or head.id <= branch_base(table, branch):
+        return False
+    try:
+        on_main = table.snapshot(head.id)
+    except SnapshotNotExistError:
+        earliest = table.snapshot_manager().earliest_snapshot_id()
+        if earliest is None or earliest < head.id:
+            return False  # (main never reached it, or was rolled back below it: main does not hold it)
+        raise MainMovedError(
+            f"main of {table.identifier} expired its snapshots up to {earliest - 1} since audit branch {branch} "
+            f"was made: whether a publish already fast-forwarded main to the branch's head (snapshot "
+            f"{head.id}) cannot be told, and publishing it again would write the batch a second time over "
+            f"newer rows. Nothing was published; the branch is kept for inspection. Drop it "
+            f"(wap.discard) once main is known to hold the batch, or to have the next run write and "
+            f"audit the staged rows again") from None
+    return _same(head, on_main)
 
 
 def publish(table: FileStoreTable, branch: str, recheck: Recheck | None = None) -> Published:

@@ -75,6 +75,15 @@ class FirstRowLookup:
         # (A lone level-0 file is asked twice: whether to move it, then what its rewrite drops.)
         self._asked: dict[tuple[str, ...], pa.Table | None] = {}
 
+    def held_keys(self, keys: pa.Table, files: Sequence[DataFileMeta]) -> pa.Table | None:
+        """Those of the distinct `keys` that one of `files` (above level 0) holds; None when none does."""
+        runs: dict[int, list[DataFileMeta]] = {}
+        for f in files:
+            runs.setdefault(f.level, []).append(f)
+        found = lookup(keys, [runs[level] for level in sorted(runs)], lambda f, _cols: self._keys(f),
+                       self.key_names, self.key_schema, self._range, comparable_key)
+        return keys.take(pa.array(found.key_index)) if len(found.key_index) else None
+
     def dropped_keys(self, files: Sequence[DataFileMeta]) -> pa.Table | None:
         """The keys of `files`' level-0 rows that live above the output level (to drop from their
         rewrite); None when there are none."""
@@ -112,15 +121,27 @@ class FirstRowLookup:
 
 class FirstRowChangelog:
     """The `+I` changelog of a first-row compaction that takes a writer's level 0 up: the rows it
-    keeps numbered from `first_sequence` on (the writer's rows no changelog covers yet)."""
+    keeps numbered from `first_sequence` on (the writer's rows no changelog covers yet), but those
+    of a key one of the compaction's files above level 0 holds (Paimon's `containsHighLevel`).
 
-    def __init__(self, first_sequence: int, reader: CachedFileReader, bucket_dir: str, read_schema: pa.Schema):
-        """`reader`/`read_schema`: read a level-0 file the compaction moves up without rewriting."""
+    (Writers number their rows apart: a write-only writer's level-0 file can be numbered below
+    rows already above level 0, so `first_sequence`, the lowest number in level 0, may reach rows
+    of those files, whose keys gave their `+I` when they went up. The committer renumbers a
+    level-0 file above the files that share its keys, so a key's own level-0 rows stay newer.)"""
+
+    def __init__(self, first_sequence: int, reader: CachedFileReader, bucket_dir: str, read_schema: pa.Schema,
+                 upper: Sequence[DataFileMeta] = (), lookup: FirstRowLookup | None = None):
+        """`reader`/`read_schema`: read a level-0 file the compaction moves up without rewriting;
+        `upper`: the compaction's files above level 0, whose keys `lookup` finds."""
         self.first_sequence = first_sequence
         self._reader = reader
         self._bucket_dir = bucket_dir
         self._read_schema = read_schema
         self._parts: list[pa.Table] = []
+        # Only rows numbered at or below the top of `upper` can be one of its rows.
+        self._upper = list(upper) if lookup is not None else []
+        self._upper_top = max((f.max_sequence_number for f in self._upper), default=-1)
+        self._lookup = lookup
 
     def kept(self, rows: pa.Table) -> pa.Table:
         """Take note of merged rows the compaction writes (key ranges in key order); returns them."""
@@ -142,8 +163,26 @@ class FirstRowChangelog:
         if not self._parts:
             return None
         rows = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
+        if self.first_sequence <= self._upper_top:
+            rows = self._without_upper_keys(rows)
+            if not rows.num_rows:
+                return None
         kind = rows.schema.get_field_index(VALUE_KIND)
         return rows.set_column(kind, rows.schema.field(kind), pa.array(np.full(rows.num_rows, INSERT, np.int8)))
+
+
+    def _without_upper_keys(self, rows: pa.Table) -> pa.Table:
+        """`rows` without those whose key a file of `upper` holds (only rows numbered within its
+        range are asked: the others are level-0 rows)."""
+        assert self._lookup is not None
+        seq = rows.column(SEQUENCE_NUMBER).combine_chunks().to_numpy(zero_copy_only=False)
+        maybe = seq <= self._upper_top
+        if not maybe.any():
+            return rows
+        key_names = self._lookup.key_names
+        asked = rows.filter(pa.array(maybe)).select(key_names)
+        held = self._lookup.held_keys(_distinct(asked.cast(self._lookup.key_schema), key_names), self._upper)
+        return rows if held is None else without_keys(rows, held, key_names)
 
 
 def without_keys(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> pa.Table:

@@ -157,7 +157,8 @@ class BucketCompactor:
         self._first_row_changelog = None
         if first_row is not None and self._first_row_changelog_from is not None:
             self._first_row_changelog = FirstRowChangelog(self._first_row_changelog_from, first_row.reader,
-                                                          self.bucket_dir, self.read_schema)
+                                                          self.bucket_dir, self.read_schema,
+                                                          [f for f in unit.files if f.level > 0], first_row)
         first_row_changelog = self._first_row_changelog
 
         def upgrade(f: DataFileMeta) -> None:
