@@ -19,6 +19,7 @@ import pyarrow as pa
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.errors import LakehouseError
 from lakehouse_engine.table import FileStoreTable
+from tests.java.conftest import our_stream_plans
 from tests.lakehouse_engine.conftest import create_table, read, write
 
 SCHEMA = pa.schema([pa.field("p", pa.int32(), nullable=False), pa.field("id", pa.int64(), nullable=False),
@@ -181,20 +182,7 @@ def key_of(row: list[Any]) -> tuple[Any, Any]:
 def our_stream(table: FileStoreTable, start: int = 1) -> list[tuple[int, list[list[Any]]]]:
     """Our streaming scan from snapshot `start` to the latest: (snapshot id, rows in read order)
     of each plan with rows, a row `[_row_kind, *COLUMNS]`."""
-    t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": str(start)})
-    builder = t.new_stream_read_builder().with_include_row_kind()
-    scan, rd = builder.new_streaming_scan(), builder.new_read()
-    latest = table.snapshot_manager().latest_snapshot_id()
-    assert latest is not None
-    out = []
-    while (scan.checkpoint() or 0) <= latest:
-        plan = scan.plan()
-        if plan.snapshot is None:
-            break
-        rows = [[r["_row_kind"], *(r[c] for c in COLUMNS)] for r in rd.to_arrow(plan.splits()).to_pylist()]
-        if rows:
-            out.append((plan.snapshot.id, rows))
-    return out
+    return our_stream_plans(table, COLUMNS, start, by_key=False)
 
 
 def our_change_read(table: FileStoreTable) -> list[tuple[int, list[list[Any]]]]:

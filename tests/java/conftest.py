@@ -125,10 +125,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.java)
 
 
-def our_stream_plans(table: Any, columns: Sequence[str], start: int = 1) -> list[tuple[int, list[list[Any]]]]:
+def our_stream_plans(table: Any, columns: Sequence[str], start: int = 1,
+                     by_key: bool = True) -> list[tuple[int, list[list[Any]]]]:
     """Our streaming scan of `table` from snapshot `start` to the latest, as the judge's `stream`
     answers it: (snapshot id, rows) for each plan with rows, a row `[_row_kind, *columns]`, rows
-    sorted by the first column keeping each key's own order (the order a replay needs)."""
+    sorted by the first column keeping each key's own order (the order a replay needs), or in
+    read order when not `by_key`."""
     t = table.copy({"scan.mode": "from-snapshot", "scan.snapshot-id": str(start)})
     builder = t.new_stream_read_builder().with_include_row_kind()
     scan, read = builder.new_streaming_scan(), builder.new_read()
@@ -141,5 +143,5 @@ def our_stream_plans(table: Any, columns: Sequence[str], start: int = 1) -> list
             break
         rows = [[r["_row_kind"], *(r[c] for c in columns)] for r in read.to_arrow(plan.splits()).to_pylist()]
         if rows:
-            out.append((plan.snapshot_id, sorted(rows, key=lambda r: r[1])))
+            out.append((plan.snapshot_id, sorted(rows, key=lambda r: r[1]) if by_key else rows))
     return out
