@@ -362,8 +362,6 @@ def test_java_fails_so_on_its_own_table(tmp_path: Any, judge: Judge) -> None:
     assert "error" in stream and _index_manifest_of_a_long_lived_changelog(w, table, stream["error"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: our lookup changelog of an aggregation table with "
-                   "sequence.field can give an after-image the table does not read (seed 1150)")
 def test_our_lookup_changelog_of_aggregation_with_a_sequence_field_is_our_table(tmp_path: Any) -> None:
     """Seed 1150 (lookup, aggregation, sequence.field s, retractions of absent keys): snapshot 6's
     changelog gives key 1 `+U (x, -9, s=2)` (the merged row before, s=2, then a row with s=1:
