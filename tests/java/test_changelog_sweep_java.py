@@ -54,6 +54,9 @@ SOAK_SEEDS = range(1000, 1300)
 PINNED: dict[int, str] = {
     17: "Java's full-compaction output records the key of a -D it drops in _MAX_KEY; our data-file "
         "check took the wider range for damage and refused to read Java's table (data_file_check.py)",
+    2896: "lookup, aggregation with sequence.field: the +U merged the older records' row (ordered by its "
+          "largest sequence value) with the new record, where the table merges every record one by one "
+          "(mergetree/changelog.py lookup_changelog; seeds 1150, 2928 alike)",
 }
 
 
