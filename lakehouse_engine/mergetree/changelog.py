@@ -193,10 +193,13 @@ def lookup_changelog(new: pa.Table, old_records: pa.Table, key_names: Sequence[s
         old = old.filter(pa.array(np.isin(kinds, (INSERT, UPDATE_AFTER))))
     rows = pa.concat_tables([old, new])
     at_top = np.concatenate([np.ones(old.num_rows, bool), np.zeros(new.num_rows, bool)])
-    # The row after: every record of the key merged, a retraction still kept in the older levels
-    # too (an aggregation's `-D` of a key it had not seen retracts from what comes after, as the
-    # read merges it); the row before: the older records' merge where it is a row.
-    merged = merge(pa.concat_tables([merged_old, new])) if len(merged_old) > len(old) else merge(rows)
+    # The row after: every record of the key merged, the older records one by one, as the read
+    # and the compaction merge them (with `sequence.field` a new record may sort between two older
+    # ones, which their merged row, ordered by its largest sequence, would put after it), a
+    # retraction kept too (an aggregation's `-D` of a key it had not seen retracts from what comes
+    # after); the row before: the older records' merge where it is a row.
+    older = old_records.select(columns).cast(new.schema) if old_records.num_rows else merged_old
+    merged = merge(pa.concat_tables([older, new]))
     out = full_compaction_changelog(rows, at_top, merged, key_names, value_columns, row_deduplicate)
     if first_row and out.num_rows:
         out = out.filter(pc.equal(out.column(VALUE_KIND), INSERT))

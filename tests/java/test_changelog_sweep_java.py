@@ -54,6 +54,9 @@ SOAK_SEEDS = range(1000, 1300)
 PINNED: dict[int, str] = {
     17: "Java's full-compaction output records the key of a -D it drops in _MAX_KEY; our data-file "
         "check took the wider range for damage and refused to read Java's table (data_file_check.py)",
+    2896: "lookup, aggregation with sequence.field: the +U merged the older records' row (ordered by its "
+          "largest sequence value) with the new record, where the table merges every record one by one "
+          "(mergetree/changelog.py lookup_changelog; seeds 1150, 2928 alike)",
 }
 
 
@@ -200,12 +203,17 @@ def _twin_disagreements(w: Workload, ours: Any, twin: Any, errors: list[str], st
     if _phantom_retractions(w):
         known["aggregation: java keeps a phantom row of a lone retraction"] += 1
         return out
-    if _open_aggregation_sequence_issue(w):
-        known["OPEN: aggregation with sequence.field, java's twin"] += 1
-        return out
     reason = _twin_equivalent(w)
     if reason is not None:
         known[reason] += 1
+        return out
+    if _sequence_field_retracted(w):
+        # Only keys with a retraction may differ; the others' rows are compared.
+        retracted = {(r["p"], r["id"]) for _, rows in w.ops for r in rows if r["k"] in ("-D", "-U")}
+        mine_rows, twin_rows = ([r for r in table_rows(t) if tuple(r[:2]) not in retracted] for t in (ours, twin))
+        if mine_rows != twin_rows:
+            out.append(f"Java's table {twin_rows} != ours {mine_rows} (keys never retracted)")
+        known["aggregation: java 0.9 aggregates the sequence field (a retraction clears it)"] += 1
         return out
     mine = our_stream(ours)
     if w.engine == "first-row" and w.producer == "lookup":
@@ -278,27 +286,24 @@ def _disagreements(w: Workload, table: Any, writes: Any, stream: dict[str, Any],
     try:
         replayed = strict_replay(changes)
     except AssertionError as e:
-        if _open_aggregation_sequence_issue(w):
-            known["OPEN: changelog of aggregation with sequence.field vs our table"] += 1
-            return out
         return out + [f"strict replay: {e}"]
     if sorted(replayed.values(), key=repr) != latest:
-        if _open_aggregation_sequence_issue(w):
-            known["OPEN: changelog of aggregation with sequence.field vs our table"] += 1
-            return out
         out.append(f"replay {sorted(replayed.values(), key=repr)} != table {latest}")
     if w.engine == "first-row" and {r[0] for r in _rows(ours)} != {"+I"}:
         out.append("first-row changelog is not +I only")
     return out
 
 
-def _open_aggregation_sequence_issue(w: Workload) -> bool:
-    """The open disagreements of aggregation tables with `sequence.field`, not analysed yet: our
-    `lookup` changelog's after-image can be a row our read of the table does not return
-    (`test_our_lookup_changelog_of_aggregation_with_a_sequence_field_is_our_table`), and Java's
-    twin can end with other rows (soak seed 1280, full-compaction: the sequence column and a
-    `last_value` field of keys with retractions)."""
-    return w.engine == "aggregation" and "sequence.field" in w.options
+def _sequence_field_retracted(w: Workload) -> bool:
+    """Whether Paimon 0.9 may end `w`'s twin with other rows than ours: an aggregation table with
+    `sequence.field` and retractions. 0.9 aggregates the sequence field itself with the default
+    function (last_non_null_value: a retraction clears it, so the merged row sorts first and
+    later merges put it before records it followed); ours keeps the last record's value there, as
+    Paimon's later AggregateMergeFunction does (no aggregation of sequence fields). Soak seed 1280:
+    a key's `+I x@1`, then `+I z@0` and `-D x@2` merged in one write, gives Java `(x, 5, s=1)`, us
+    `(null, 5, s=2)`."""
+    return (w.engine == "aggregation" and "sequence.field" in w.options
+            and any(r["k"] in ("-D", "-U") for _, rows in w.ops for r in rows))
 
 
 def _index_manifest_of_a_long_lived_changelog(w: Workload, table: Any, error: str) -> bool:
@@ -362,13 +367,12 @@ def test_java_fails_so_on_its_own_table(tmp_path: Any, judge: Judge) -> None:
     assert "error" in stream and _index_manifest_of_a_long_lived_changelog(w, table, stream["error"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: our lookup changelog of an aggregation table with "
-                   "sequence.field can give an after-image the table does not read (seed 1150)")
 def test_our_lookup_changelog_of_aggregation_with_a_sequence_field_is_our_table(tmp_path: Any) -> None:
-    """Seed 1150 (lookup, aggregation, sequence.field s, retractions of absent keys): snapshot 6's
-    changelog gives key 1 `+U (x, -9, s=2)` (the merged row before, s=2, then a row with s=1:
-    last_non_null_value by sequence keeps `x`), but our read of snapshot 6 returns `(z, -9, 2)`
-    (the raw records merged by s: x@s0, z@s1, a retraction@s2), and snapshot 10's `-U` is the `z` row."""
+    """Seed 1150 (lookup, aggregation, sequence.field s, retractions of absent keys): the changelog
+    replays strictly to the table. It once gave key 1 at snapshot 6 `+U (x, -9, s=2)` (the older
+    records' merged row, s=2, merged after the new record with s=1), where the read (every record
+    merged by s: x@s0, z@s1, the retractions' row @s2) returns `(z, -9, 2)`; snapshot 10's `-U`
+    was the `z` row (tests/lakehouse_engine/write/test_lookup_aggregation_sequence_field.py)."""
     catalog = Catalog(str(tmp_path / "warehouse"))
     catalog.create_database("db")
     w = accepted(catalog, 1150)
