@@ -12,6 +12,8 @@ also writes that changelog (`FirstRowChangelog`: the new keys' first rows, `+I`)
 A `lookup` changelog table's compaction that takes level-0 files up gives their changelog (Paimon's
 LookupMergeTreeCompactRewriter): the caller hands it a `Level0ChangelogWriter`
 (`write.level0_changelog`), which compares their records with the bucket's files above level 0.
+Such a table's partial-update or aggregation compaction also merges the files above level 0 its
+files overlap, so no key stays in two levels above 0 (`mergetree.compact.lookup_levels`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ from lakehouse_engine.mergetree.compact.first_row_lookup import (
     without_keys,
 )
 from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.lookup_levels import (
+    join_overlapping_above_level0,
+    joins_runs_above_level0,
+)
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.data_file_check import checked_batches
@@ -125,6 +131,8 @@ class BucketCompactor:
             check_producer_options(opts, table.name)
         self._top_level = opts.num_levels - 1
         self._first_row = opts.require(MERGE_ENGINE) == "first-row"
+        #: A `lookup` table's merging engine: no key left in two levels above 0 (`lookup_levels`).
+        self._join_above_level0 = joins_runs_above_level0(opts)
         #: The running compaction's first-row lookup (a first-row table taking level 0 up).
         self._first_row_lookup: FirstRowLookup | None = None
         self._first_row_changelog_from = first_row_changelog_from if self._first_row else None
@@ -141,6 +149,8 @@ class BucketCompactor:
 
     def compact(self, levels: Levels, unit: CompactUnit) -> tuple[list[DataFileMeta], list[DataFileMeta]]:
         """Run `unit` against `levels` (updating them); returns (files before, files after)."""
+        if self._join_above_level0:
+            unit = join_overlapping_above_level0(levels, unit, self._key)
         output_level = unit.output_level
         drop_delete = output_level != 0 and output_level >= levels.non_empty_highest_level()
         # The full-compaction producer: a compaction into the top level yields the changelog of

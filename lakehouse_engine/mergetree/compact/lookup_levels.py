@@ -1,0 +1,74 @@
+"""One record per key above level 0 for the merging engines of tables that need lookups.
+
+Paimon 0.9 (Java) reads a table that needs lookups (`changelog-producer` = lookup) with its
+LookupMergeFunction: per key the level-0 records and only the LATEST record above level 0, taken for
+the key's whole merged value (its lookup compaction writes each output record merged with the value
+it looked up). Our read merges every level. For the deduplicate engine both agree (the latest record
+wins); for partial-update and aggregation they agree only while no key sits in two levels above 0.
+So every compaction of such a table whose output lands above level 0 also merges each file above
+level 0 whose key range overlaps its files (again, until none is left), and its output goes to the
+highest level it merges: a key is then in at most one level above 0. The cost is write
+amplification: a level-0 file's compaction rewrites the older files holding its key range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.changelog import changelog_producer
+from lakehouse_engine.mergetree.compact.levels import Levels
+from lakehouse_engine.mergetree.compact.universal import CompactUnit
+from lakehouse_engine.options import MERGE_ENGINE, CoreOptions
+
+#: The merge engines whose merged value Java's LookupMergeFunction would take from one level alone.
+MERGING_ENGINES = ("partial-update", "aggregation")
+
+
+def joins_runs_above_level0(options: CoreOptions) -> bool:
+    """Whether a compaction of the table must merge the overlapping files above level 0 into its
+    output (a `lookup` changelog table with a merging engine; see the module)."""
+    return changelog_producer(options) == "lookup" and options.require(MERGE_ENGINE) in MERGING_ENGINES
+
+
+def join_overlapping_above_level0(levels: Levels, unit: CompactUnit,
+                                  key_of: Callable[[bytes], tuple[Any, ...]]) -> CompactUnit:
+    """`unit` with every file above level 0 whose key range overlaps one of its files (repeated
+    until none is left), its output at the highest level among them; `unit` itself when its output
+    is level 0 or no other file overlaps."""
+    if unit.output_level == 0:
+        return unit
+    picked = {(f.file_name, f.level) for f in unit.files}
+    ranges = [_range(f, key_of) for f in unit.files]
+    others = [f for f in levels.all_files() if f.level > 0 and (f.file_name, f.level) not in picked]
+    joined: list[DataFileMeta] = []
+    grown = True
+    while grown and others:
+        grown = False
+        rest = []
+        for f in others:
+            r = _range(f, key_of)
+            if any(_overlap(r, u) for u in ranges):
+                joined.append(f)
+                ranges.append(r)
+                grown = True
+            else:
+                rest.append(f)
+        others = rest
+    if not joined:
+        return unit
+    output_level = max([unit.output_level] + [f.level for f in joined])
+    return CompactUnit(output_level, unit.files + tuple(joined))
+
+
+def _range(f: DataFileMeta, key_of: Callable[[bytes], tuple[Any, ...]]) -> tuple[Any, Any] | None:
+    lo, hi = key_of(f.min_key), key_of(f.max_key)
+    # A writer sorting NaN first (pypaimon 2.1.0) leaves a range that says nothing: overlaps all.
+    return None if lo > hi else (lo, hi)
+
+
+def _overlap(a: tuple[Any, Any] | None, b: tuple[Any, Any] | None) -> bool:
+    if a is None or b is None:
+        return True
+    return not (a[1] < b[0] or b[1] < a[0])
