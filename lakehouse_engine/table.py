@@ -274,7 +274,8 @@ class FileStoreTable:
                 level0_only: bool = False) -> list[int]:
         """Compact buckets (all, or those of `partitions`); commits COMPACT snapshots, returns their ids.
         `level0_only`: only take each bucket's level 0 up into one new sorted run at a free level
-        (no run merged; a `lookup` table's gives the changelog of that level 0)."""
+        (no run merged; a `lookup` table's gives the changelog of that level 0, and a `lookup`
+        partial-update/aggregation table's merges the files above level 0 it overlaps)."""
         from lakehouse_engine.compact.table_compact import compact_table
 
         return compact_table(self.store, full=full, partitions=partitions, expire=self.expire_after_commit,
