@@ -50,7 +50,7 @@ def test_no_key_of_a_lookup_merging_table_sits_in_two_levels_above_0(catalog: Ca
         op = rng.choice(["write", "write", "write-only", "level0", "compact"])
         if op in ("write", "write-only"):
             ids = rng.sample(range(40), rng.randint(1, 15))
-            rows = [{"id": i, "a": rng.choice([None, f"s{rng.randint(0, 9)}"]),
+            rows: list[dict[str, Any]] = [{"id": i, "a": rng.choice([None, f"s{rng.randint(0, 9)}"]),
                      "n": rng.randint(1, 9) if engine == "aggregation" else rng.choice([None, rng.randint(1, 9)])}
                     for i in ids]
             write(t if op == "write" else write_only, pa.Table.from_pylist(rows, schema=SCHEMA))
