@@ -73,6 +73,21 @@ def test_java_reads_our_partial_update_keys_written_by_normal_commits(tmp_path: 
     assert _levels(t) == [5]  # before: [4, 5]
 
 
+def test_java_reads_our_force_lookup_aggregation_table_as_we_do(tmp_path: Any, judge: Judge) -> None:
+    catalog = Catalog(str(tmp_path / "warehouse"))
+    catalog.create_database("db")
+    t = create_table(catalog, "t", SCHEMA, primary_keys=["id"],
+                     options={"bucket": "1", "force-lookup": "true", **AGGREGATION})  # no changelog producer
+    write(t, pa.table({"id": [1, 2], "a": [None, None], "n": [10, 10]}, schema=SCHEMA))
+    t.compact(full=True)  # the top run
+    write(t, pa.table({"id": [1], "a": ["a"], "n": [1]}, schema=SCHEMA))
+    t.compact(level0_only=True)  # merged with the top run it overlaps (before: level 4 beside 5)
+    expected = [["+I", 1, "a", 11], ["+I", 2, None, 10]]
+    assert [["+I", *r.values()] for r in read(t).sort_by("id").to_pylist()] == expected
+    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected  # before: key 1 read n=1
+    assert _levels(t) == [5]
+
+
 @pytest.mark.parametrize("engine", [AGGREGATION, {"merge-engine": "partial-update"}], ids=["aggregation", "partial-update"])
 def test_java_reads_our_deletion_vector_merging_table_as_we_do(tmp_path: Any, judge: Judge,
                                                                engine: dict[str, str]) -> None:

@@ -1,6 +1,6 @@
 """One record per key above level 0 for the merging engines of tables that need lookups.
 
-Paimon 0.9 (Java) reads a table that needs lookups (`changelog-producer` = lookup) with its
+Paimon 0.9 (Java) reads a table that needs lookups (`changelog-producer` = lookup, or `force-lookup`) with its
 LookupMergeFunction: per key the level-0 records and only the LATEST record above level 0, taken for
 the key's whole merged value (its lookup compaction writes each output record merged with the value
 it looked up). Our read merges every level. For the deduplicate engine both agree (the latest record
@@ -28,8 +28,16 @@ MERGING_ENGINES = ("partial-update", "aggregation")
 
 def joins_runs_above_level0(options: CoreOptions) -> bool:
     """Whether a compaction of the table must merge the overlapping files above level 0 into its
-    output (a `lookup` changelog table with a merging engine; see the module)."""
-    return changelog_producer(options) == "lookup" and options.require(MERGE_ENGINE) in MERGING_ENGINES
+    output (a `lookup` changelog table, or one with `force-lookup`, which Java reads the same way,
+    with a merging engine; see the module)."""
+    needs_lookup = changelog_producer(options) == "lookup" or _force_lookup(options)
+    return needs_lookup and options.require(MERGE_ENGINE) in MERGING_ENGINES
+
+
+def _force_lookup(options: CoreOptions) -> bool:
+    """Paimon's `force-lookup` (stored here, type-checked as a boolean): Java then reads the table
+    with its LookupMergeFunction too."""
+    return options.raw.get("force-lookup", "false").strip().lower() == "true"
 
 
 def join_overlapping_above_level0(levels: Levels, unit: CompactUnit,
