@@ -154,8 +154,8 @@ def test_an_audit_that_errored_audits_and_publishes_the_failed_runs_branch(
     assert runs.main_equals_staged() and runs.pending() == 0
 
 
-def test_a_publish_that_died_after_the_fast_forward_is_only_finished(
-        runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+def died_after_the_fast_forward(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A run whose `lsm_publish` died after main's fast-forward, before dropping the branch."""
     def die(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the process died")
 
@@ -163,6 +163,12 @@ def test_a_publish_that_died_after_the_fast_forward_is_only_finished(
         patch.setattr(wap, "discard", die)  # after the fast-forward, before dropping the branch
         failed = runs.run()
     assert not failed.success and runs.main_equals_staged() and runs.pending() == 1
+    return failed
+
+
+def test_a_publish_that_died_after_the_fast_forward_is_only_finished(
+        runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = died_after_the_fast_forward(runs, monkeypatch)
     ids = runs.main_ids()
     again = runs.from_failure(failed)
     assert again.success and _published(again)["note"] == "main held the batch already"

@@ -5,13 +5,11 @@ second time (tests/pipelines/test_wap_fast_forwarded.py shows the rows it then p
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from pipelines.lib import wap
 from tests.pipelines import test_lsm_reexecution as lsm
-from tests.pipelines.test_lsm_reexecution import Runs, _published
+from tests.pipelines.test_lsm_reexecution import Runs, _published, died_after_the_fast_forward
 
 # (The fixtures of the re-execution tests: a Dagster instance, the staged day and its job.)
 instance, runs = lsm.instance, lsm.runs
@@ -21,13 +19,7 @@ pytestmark = pytest.mark.spark
 
 def test_a_publish_that_died_after_the_fast_forward_is_only_finished_after_main_moved(
         runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
-    def die(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("the process died")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(wap, "discard", die)  # after the fast-forward, before dropping the branch
-        failed = runs.run()
-    assert not failed.success and runs.main_equals_staged() and runs.pending() == 1
+    failed = died_after_the_fast_forward(runs, monkeypatch)
     assert runs.lakehouse.get_table().rescale(3)  # main moves on (its rows as they were)
     ids = runs.main_ids()
     again = runs.from_failure(failed)

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.changelog import changelog_producer
 from lakehouse_engine.mergetree.compact.levels import Levels
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
+from lakehouse_engine.mergetree.interval_partition import interval_partition
 from lakehouse_engine.options import MERGE_ENGINE, CoreOptions
 
 #: The merge engines whose merged value Java's LookupMergeFunction would take from one level alone.
@@ -43,40 +43,19 @@ def _force_lookup(options: CoreOptions) -> bool:
 def join_overlapping_above_level0(levels: Levels, unit: CompactUnit,
                                   key_of: Callable[[bytes], tuple[Any, ...]]) -> CompactUnit:
     """`unit` with every file above level 0 whose key range overlaps one of its files (repeated
-    until none is left), its output at the highest level among them; `unit` itself when its output
-    is level 0 or no other file overlaps."""
+    until none is left: the unit's sections of overlapping files, Paimon's IntervalPartition), its
+    output at the highest level among them; `unit` itself when its output is level 0 or no other
+    file overlaps."""
     if unit.output_level == 0:
         return unit
     picked = {(f.file_name, f.level) for f in unit.files}
-    ranges = [_range(f, key_of) for f in unit.files]
     others = [f for f in levels.all_files() if f.level > 0 and (f.file_name, f.level) not in picked]
-    joined: list[DataFileMeta] = []
-    grown = True
-    while grown and others:
-        grown = False
-        rest = []
-        for f in others:
-            r = _range(f, key_of)
-            if any(_overlap(r, u) for u in ranges):
-                joined.append(f)
-                ranges.append(r)
-                grown = True
-            else:
-                rest.append(f)
-        others = rest
+    if not others:
+        return unit
+    joined = [f for section in interval_partition(list(unit.files) + others, key_of)
+              if any((f.file_name, f.level) in picked for f in section)
+              for f in section if (f.file_name, f.level) not in picked]
     if not joined:
         return unit
     output_level = max([unit.output_level] + [f.level for f in joined])
     return CompactUnit(output_level, unit.files + tuple(joined))
-
-
-def _range(f: DataFileMeta, key_of: Callable[[bytes], tuple[Any, ...]]) -> tuple[Any, Any] | None:
-    lo, hi = key_of(f.min_key), key_of(f.max_key)
-    # A writer sorting NaN first (pypaimon 2.1.0) leaves a range that says nothing: overlaps all.
-    return None if lo > hi else (lo, hi)
-
-
-def _overlap(a: tuple[Any, Any] | None, b: tuple[Any, Any] | None) -> bool:
-    if a is None or b is None:
-        return True
-    return not (a[1] < b[0] or b[1] < a[0])
