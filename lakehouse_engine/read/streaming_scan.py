@@ -1,12 +1,8 @@
 """StreamingTableScan: a table's changes as a stream of plans, one per snapshot that changed rows.
 
-Where it starts (Paimon's starting scanners, in this order):
-  1. a consumer's recorded next snapshot (`with_consumer_id` / `consumer-id`), unless
-     `consumer.ignore-progress`;
-  2. `scan.mode`: `latest-full` (the default) reads the latest snapshot in full, then its changes;
-     `latest` only what comes after it; `from-snapshot` the changes from `scan.snapshot-id` on;
-     `from-snapshot-full` that snapshot in full, then its changes; `from-timestamp` the changes
-     after `scan.timestamp-millis`; `compacted-full` the latest compaction's snapshot in full.
+Where it starts is read/stream_start.py (shared with Spark's streaming source): a consumer's
+recorded next snapshot (`with_consumer_id` / `consumer-id`), unless `consumer.ignore-progress`;
+else `scan.mode` (`latest-full`, the default, reads the latest snapshot in full first).
 After that each plan is the changes of the next snapshot that has some (`read.changes`), read
 from its long-lived changelog once the snapshot has expired (`changelog.*` retention): skipped
 snapshots (compactions of a table without a changelog producer, overwrites) yield nothing. A full
@@ -22,36 +18,26 @@ rule: `stream()` writes it when the caller asks for the next plan).
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from lakehouse_engine.errors import InvalidOptionError, SnapshotNotExistError, UnsupportedError
 from lakehouse_engine.format.snapshot import Snapshot
-from lakehouse_engine.options import (
-    CONSUMER_ID,
-    CONSUMER_IGNORE_PROGRESS,
-    SCAN_SNAPSHOT_ID,
-    SCAN_TIMESTAMP_MILLIS,
-)
 from lakehouse_engine.read.changes import (
     ChangeScan,
     as_store,
-    changelog_producer,
     follow_up_kind,
     has_changes,
 )
 from lakehouse_engine.read.predicate import Predicate
-from lakehouse_engine.read.scan import Plan, TableScan
-from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
-from lakehouse_engine.store.scan_start import latest_compacted, startup_mode
+from lakehouse_engine.read.scan import Plan
+from lakehouse_engine.read.stream_start import full_read_splits, stream_consumer_id, stream_start
+from lakehouse_engine.store.consumer_manager import Consumer
 
 if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
     from lakehouse_engine.table import FileStoreTable
-
-log = logging.getLogger(__name__)
 
 
 def check_stream_options(table: FileStore) -> None:
@@ -78,8 +64,7 @@ class StreamingTableScan:
             raise InvalidOptionError(f"poll interval must be a number of milliseconds >= 0, got {poll_interval_ms!r}")
         self.poll_interval = poll_interval_ms / 1000.0
         self.bucket_filter = bucket_filter
-        consumer_id = consumer_id if consumer_id is not None else table.options.get(CONSUMER_ID)
-        self.consumer_id = check_consumer_id(consumer_id) if consumer_id is not None else None
+        self.consumer_id = stream_consumer_id(table, consumer_id)
         self._consumers = table.consumer_manager() if self.consumer_id is not None else None
         check_stream_options(table)
         self.kind = follow_up_kind(table)
@@ -208,85 +193,22 @@ class StreamingTableScan:
 
     # ---- the first plan ---------------------------------------------------------------
     def _first_plan(self) -> Plan:
-        sm = self.table.snapshot_manager()
-        opts = self.table.options
-        if self._consumers is not None and self.consumer_id is not None and not opts.get(CONSUMER_IGNORE_PROGRESS):
-            consumer = self._consumers.consumer(self.consumer_id)
-            if consumer is not None:
-                self.next_snapshot_id = self._not_before_earliest(consumer.next_snapshot, "consumer")
-                self._read_up_to = consumer.next_snapshot - 1
-                # Recorded by our streams (not by Paimon's or pypaimon's): `plan` checks that the
-                # snapshot the consumer read last is still the one it read.
-                self._read_up_to_millis = consumer.last_snapshot_millis
-                return self.plan()
-        mode = startup_mode(self.table)
-        latest = sm.latest_snapshot()
-        if mode == "latest-full":
-            return self._full_plan(latest)
-        if mode == "latest":
-            self.next_snapshot_id = latest.id + 1 if latest is not None else 1
-            return Plan([], None)
-        if mode == "compacted-full":
-            return self._full_plan(latest_compacted(self.table) or latest)
-        if mode in ("from-snapshot", "from-snapshot-full"):
-            start = opts.get(SCAN_SNAPSHOT_ID)
-            if start is None:
-                raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' needs 'scan.snapshot-id' "
-                                         f"(a streaming read cannot start from a tag)")
-            start = self._not_before_earliest(start, "scan.snapshot-id")
-            if mode == "from-snapshot-full":
-                # A full read needs the snapshot, not its long-lived changelog: Paimon's
-                # ContinuousFromSnapshotFullStartingScanner reads the earliest snapshot at least.
-                earliest = sm.earliest_snapshot_id()
-                snapshot = sm.get_snapshot_by_id(max(start, earliest) if earliest is not None else start)
-                if snapshot is None:
-                    return Plan([], None)  # not committed yet: wait for it
-                return self._full_plan(snapshot)
-            self.next_snapshot_id = start
-            return self.plan()
-        if mode == "from-timestamp":
-            millis = opts.get(SCAN_TIMESTAMP_MILLIS)
-            if millis is None:
-                raise InvalidOptionError(f"table {self.table.name}: scan.mode 'from-timestamp' needs "
-                                         f"'scan.timestamp-millis'")
-            # Long-lived changelogs reach further back than the snapshots (Paimon's
-            # earlierThanTimeMills with startFromChangelog).
-            before = sm.earlier_or_equal_time_mills(millis) or sm.long_lived_changelog_at_or_before(millis)
-            earliest = sm.earliest_readable_id()
-            self.next_snapshot_id = before.id + 1 if before is not None else (earliest or 1)
-            return self.plan()
-        raise InvalidOptionError(f"table {self.table.name}: scan.mode '{mode}' (also what 'incremental-between' "
-                                 f"and 'incremental-between-timestamp' ask for) is for batch reads, not for "
-                                 f"a streaming read")
-
-    def _not_before_earliest(self, start: int, what: str) -> int:
-        earliest = self.table.snapshot_manager().earliest_readable_id()
-        if earliest is not None and start < earliest:
-            log.warning("table %s: %s asks for snapshot %s, which has expired; reading from the "
-                        "earliest, %s", self.table.name, what, start, earliest)
-            return earliest
-        return start
-
-    def _full_plan(self, snapshot: Snapshot | None) -> Plan:
-        """All rows of `snapshot` (as +I), then its successors' changes; an empty plan, retried,
-        while the table has no snapshot."""
-        if snapshot is None:
-            return Plan([], None)
-        scan = TableScan(self.table, self.predicate, snapshot.id)
-        producer = changelog_producer(self.table)
-        top = self.table.options.num_levels - 1
-        bucket_filter = self.bucket_filter
-        if producer == "lookup":
-            # A level-0 file has not given its changelog yet: the compaction taking it up gives it.
-            scan.entry_filter = lambda e: e.file.level > 0 and (bucket_filter is None or bucket_filter(e.bucket))
-        elif producer == "full-compaction":
-            scan.entry_filter = lambda e: e.file.level == top and (bucket_filter is None or bucket_filter(e.bucket))
-        elif bucket_filter is not None:
-            scan.entry_filter = lambda e: bucket_filter(e.bucket)
-        plan = scan.plan()
-        self.next_snapshot_id = snapshot.id + 1
-        self._read_up_to, self._read_up_to_millis = snapshot.id, snapshot.time_millis
-        return Plan(plan.splits(), snapshot)
+        start = stream_start(self.table, self.consumer_id if self._consumers is not None else None)
+        if start is None:
+            return Plan([], None)  # the snapshot a full start reads is not committed yet: wait for it
+        if start.full is not None:
+            snapshot = start.full
+            splits = full_read_splits(self.table, snapshot, self.kind, self.predicate, self.bucket_filter)
+            self.next_snapshot_id = start.next_snapshot
+            self._read_up_to, self._read_up_to_millis = snapshot.id, snapshot.time_millis
+            return Plan(splits, snapshot)
+        self.next_snapshot_id = start.next_snapshot
+        if start.consumer is not None:
+            self._read_up_to = start.consumer.next_snapshot - 1
+            # Recorded by our streams (not by Paimon's or pypaimon's): `plan` checks that the
+            # snapshot the consumer read last is still the one it read.
+            self._read_up_to_millis = start.consumer.last_snapshot_millis
+        return self.plan()
 
 
 def wait_for_snapshot(table: FileStore, snapshot_id: int, timeout_s: float = 30.0) -> Snapshot:

@@ -12,10 +12,12 @@ Rows are `_snapshot_id`, `_row_kind` (+I, -U, +U, -D), then the table's fields, 
 
 The stream's offsets are snapshot ids: `{"next_snapshot": N}` means snapshots before N are read
 (with `snapshot_millis`, the commit time of snapshot N-1, to tell a rewritten history).
-It starts at the consumer's next snapshot (option `consumer-id`, when it has one), else at
-`start-snapshot` + 1 (`start-snapshot` is exclusive, as in a batch range), else after the
-snapshot that was the latest when the stream was loaded. A consumer is moved forward when Spark commits a micro-batch, so snapshot expiry keeps
-what the query has not read yet.
+It starts where the Python stream starts (read/stream_start.py): at its consumer's next snapshot
+(`consumer-id`, a reader option or the table's), else as `scan.mode` says (the table's, or the
+reader's `scan.*` options; the default `latest-full` reads the latest snapshot in full first);
+`start-snapshot` N (exclusive, as in a batch range) is `scan.mode` from-snapshot at N + 1. A
+consumer is moved forward when Spark commits a micro-batch, so snapshot expiry keeps what the
+query has not read.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lakehouse_engine.errors import InvalidOptionError, LakehouseError, SnapshotNotExistError
-from lakehouse_engine.options import CONSUMER_IGNORE_PROGRESS
 from lakehouse_engine.read.changes import (
     CHANGELOG,
     DELTA,
@@ -49,14 +50,20 @@ from lakehouse_engine.read.changes import (
 )
 from lakehouse_engine.read.incremental import IncrementalRange, IncrementalRead, IncrementalScan
 from lakehouse_engine.read.split import DataSplit
+from lakehouse_engine.read.stream_start import full_read_splits, stream_consumer_id, stream_start
 from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
 from lakehouse_engine.spark.tables import TableRef
-from lakehouse_engine.store.consumer_manager import Consumer, check_consumer_id
+from lakehouse_engine.store.consumer_manager import Consumer
 from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
 
 CHANGES_FORMAT = "lakehouse-changes"
+#: The reader options a stream takes as the table's own (over its stored options): where it
+#: starts and which consumer it reads with. The batch start options are named to be refused.
+STREAM_START_OPTIONS = ("consumer-id", "consumer.ignore-progress", "scan.mode", "scan.snapshot-id",
+                        "scan.timestamp-millis", "scan.tag-name", "incremental-between",
+                        "incremental-between-timestamp")
 _BATCH_ROWS = 65_536
 
 
@@ -138,60 +145,80 @@ class ChangesReader(DataSourceReader):
 
 class ChangesStreamReader(DataSourceStreamReader):
     """Structured Streaming over snapshots: offsets `{"next_snapshot": N}`, a micro-batch reads
-    the changes of the snapshots between two offsets, a commit moves the consumer (if any)."""
+    the changes of the snapshots between two offsets, a commit moves the consumer (if any).
 
-    def __init__(self, settings: _Settings, schema: StructType, consumer_id: str | None, start: int | None):
+    It starts where the Python stream starts (read/stream_start.py), from the table's options
+    with `start_options` (the reader's) over them. Two more offsets come before anything is read:
+    `{"next_snapshot": S, "scan_snapshot": true}` (Paimon's PaimonSourceOffset.scanSnapshot)
+    reads snapshot S in full, then the changes after it; `{"next_snapshot": 0}` waits for the
+    snapshot the start needs (an empty table, a `scan.snapshot-id` not committed yet), and the
+    micro-batch from it to where the stream then starts reads nothing."""
+
+    def __init__(self, settings: _Settings, schema: StructType, start_options: dict[str, str],
+                 start_snapshot: int | None = None):
         self.settings = settings
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self.consumer_id = consumer_id
-        self.start = start
+        self.start_options = start_options
+        self.start_snapshot = start_snapshot
+        self.consumer_id = stream_consumer_id(self.start_table())
+        self._last: dict | None = None  # the last offset returned (Spark before 4.2 passes no start)
 
-    def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+    def start_table(self) -> FileStore:
         table = self.settings.ref.open()
-        # `consumer.ignore-progress`: start as the options say, as the Python stream does.
-        if self.consumer_id is not None and not table.options.get(CONSUMER_IGNORE_PROGRESS):
-            consumer = table.consumer_manager().consumer(self.consumer_id)
-            if consumer is not None:
-                # With the commit time our streams record, `latestOffset` sees a rollback-and-rewrite
-                # past the consumer's position.
-                if consumer.last_snapshot_millis is not None:
-                    return {"next_snapshot": consumer.next_snapshot,
-                            "snapshot_millis": consumer.last_snapshot_millis}
-                return {"next_snapshot": consumer.next_snapshot}
+        return (table.copy(self.start_options) if self.start_options else table).store
+
+    def _start_offset(self) -> dict:
+        """The offset the stream starts at now (`{"next_snapshot": 0}`: not decided yet); a
+        consumer is recorded where the changes it starts with begin, so that expiry keeps them."""
+        table = self.start_table()
+        start = stream_start(table, self.consumer_id)
         latest = table.snapshot_manager().latest_snapshot_id() or 0
-        if self.start is not None and self.start > latest:
+        if start is None:
+            return {"next_snapshot": 0}
+        if start.consumer is not None:
+            offset: dict[str, Any] = {"next_snapshot": start.next_snapshot}
+            # With the commit time our streams record, `latestOffset` sees a rollback-and-rewrite
+            # past the consumer's position.
+            if start.consumer.last_snapshot_millis is not None and start.next_snapshot == start.consumer.next_snapshot:
+                offset["snapshot_millis"] = start.consumer.last_snapshot_millis
+            return offset
+        if self.start_snapshot is not None and self.start_snapshot > latest:
             raise InvalidOptionError(f"format('{CHANGES_FORMAT}') of table {table.name}: option 'start-snapshot' "
-                                     f"({self.start}) is after the latest snapshot ({latest})")
-        first = (self.start if self.start is not None else latest) + 1
+                                     f"({self.start_snapshot}) is after the latest snapshot ({latest})")
+        if start.full is not None:
+            # The consumer is recorded when Spark commits the first micro-batch: recorded at S
+            # now, a restart before that would read S's changes instead of S in full.
+            return {"next_snapshot": start.full.id, "scan_snapshot": True}
+        if start.next_snapshot > latest + 1:
+            return {"next_snapshot": 0}  # `scan.snapshot-id` not committed yet: wait for it
         if self.consumer_id is not None:
             # Recorded now, not at the first micro-batch commit (Spark commits a batch when it
             # plans the next one; an availableNow query never commits its last): until then
             # snapshot expiry would not know what the query still has to read.
-            table.consumer_manager().reset_consumer(self.consumer_id, max(first, 1))
-        return {"next_snapshot": first}
+            table.consumer_manager().reset_consumer(self.consumer_id, start.next_snapshot)
+        return {"next_snapshot": start.next_snapshot}
+
+    def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+        self._last = self._start_offset()
+        return self._last
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
+        self._last = self._latest_offset(start if start is not None else self._last)
+        return self._last
+
+    def _latest_offset(self, start: dict | None) -> dict:
+        if start is not None and int(start["next_snapshot"]) == 0:
+            return self._start_offset()  # decided now, or still waiting
         table = self.settings.ref.open()
         latest = table.snapshot_manager().latest_snapshot_id() or 0
-        if start is not None and latest + 1 < int(start["next_snapshot"]):
-            # Rolled back under the query: the commits that reuse the ids it read would be
-            # skipped (Spark reads only offsets after the ones it has).
-            raise SnapshotNotExistError(
-                f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
-                f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
-                f"start it again from a new checkpoint (and reset its consumer)")
-        read_last = start.get("snapshot_millis") if start is not None else None
-        if read_last is not None and start is not None:
-            # The snapshot the query read last is now another (rolled back and written again
-            # past it, or fast-forwarded to a branch): what came between would never be read.
-            sid = int(start["next_snapshot"]) - 1
-            now = table.snapshot_manager().snapshot_or_changelog(sid)
-            if now is not None and now.time_millis != int(read_last):
+        if start is not None and start.get("scan_snapshot"):
+            if latest < int(start["next_snapshot"]):
                 raise SnapshotNotExistError(
-                    f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {sid}, which the query "
-                    f"read, is now another snapshot (the table was rolled back and written again, or "
-                    f"fast-forwarded to a branch); start it again from a new checkpoint (and reset its "
-                    f"consumer)")
+                    f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
+                    f"snapshot {latest} before the query read snapshot {start['next_snapshot']}, where it "
+                    f"starts; start it again from a new checkpoint")
+        elif start is not None:
+            _check_not_rewritten(table, start, latest)
         if latest == 0:
             return {"next_snapshot": 1}
         snapshot = table.snapshot_manager().snapshot_or_changelog(latest)
@@ -202,10 +229,22 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
-        if stop <= first:
-            return []
+        if first == 0:
+            return []  # from a start not decided yet to where the stream starts: nothing read
         table = self.settings.ref.open().store
-        splits = ChangeScan(table).plan_range(first - 1, stop - 1, self.settings.kind(table))
+        kind = self.settings.kind(table)
+        splits: list[DataSplit] = []
+        if start.get("scan_snapshot"):
+            snapshot = table.snapshot_manager().get_snapshot_by_id(first)
+            if snapshot is None:
+                raise SnapshotNotExistError(
+                    f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {first}, which the query "
+                    f"starts by reading in full, has expired or was rolled back before it was read; "
+                    f"start it again from a new checkpoint")
+            splits = full_read_splits(table, snapshot, kind)
+            first += 1
+        if stop > first:
+            splits += ChangeScan(table).plan_range(first - 1, stop - 1, kind)
         return [InputPartition(s) for s in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -213,11 +252,35 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Spark finished the micro-batch up to `end`: the consumer reads from there next."""
-        if self.consumer_id is not None:
-            table = self.settings.ref.open()
-            millis = end.get("snapshot_millis")
-            table.consumer_manager().reset_consumer(
-                self.consumer_id, Consumer(int(end["next_snapshot"]), int(millis) if millis is not None else None))
+        if self.consumer_id is None or int(end["next_snapshot"]) == 0 or end.get("scan_snapshot"):
+            return  # nothing read yet
+        table = self.settings.ref.open()
+        millis = end.get("snapshot_millis")
+        table.consumer_manager().reset_consumer(
+            self.consumer_id, Consumer(int(end["next_snapshot"]), int(millis) if millis is not None else None))
+
+
+def _check_not_rewritten(table: FileStoreTable, start: dict, latest: int) -> None:
+    """SnapshotNotExistError when the table was rolled back below what the query has read, or the
+    snapshot it read last is now another one: Spark reads only offsets after the ones it has, so
+    the commits that reuse the ids it read would be skipped."""
+    if latest + 1 < int(start["next_snapshot"]):
+        raise SnapshotNotExistError(
+            f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
+            f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
+            f"start it again from a new checkpoint (and reset its consumer)")
+    read_last = start.get("snapshot_millis")
+    if read_last is not None:
+        # Rolled back and written again past it, or fast-forwarded to a branch: what came
+        # between would never be read.
+        sid = int(start["next_snapshot"]) - 1
+        now = table.snapshot_manager().snapshot_or_changelog(sid)
+        if now is not None and now.time_millis != int(read_last):
+            raise SnapshotNotExistError(
+                f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {sid}, which the query "
+                f"read, is now another snapshot (the table was rolled back and written again, or "
+                f"fast-forwarded to a branch); start it again from a new checkpoint (and reset its "
+                f"consumer)")
 
 
 class ChangesDataSource(DataSource):
@@ -258,12 +321,9 @@ class ChangesDataSource(DataSource):
         return _Settings(self._ref(), mode, merged == "true", fields)
 
     def schema(self) -> StructType:
-        # Called once when the DataFrame is loaded, before this object is pickled: a stream
-        # without a consumer position or start starts after the snapshot that was latest here,
-        # not after whatever is latest when the query's first micro-batch runs.
+        # Called once when the DataFrame is loaded, before this object is pickled.
         settings = self._settings()
         table = settings.ref.open()
-        self._latest_at_load = table.snapshot_manager().latest_snapshot_id() or 0
         self._fields_at_load = tuple((f.id, f.name) for f in table.schema.fields)
         return changes_schema(table, settings.merged)
 
@@ -284,12 +344,21 @@ class ChangesDataSource(DataSource):
         settings = self._settings()
         if settings.merged:
             raise InvalidOptionError(f"format('{CHANGES_FORMAT}'): option 'merged' is for batch reads")
-        check_stream_options(settings.ref.open().store)  # refused as the Python stream refuses them
-        consumer = self.options.get("consumer-id")
+        given = {key: str(self.options[key]) for key in STREAM_START_OPTIONS if self.options.get(key) is not None}
         start = self._int("start-snapshot")
-        if start is None:
-            start = getattr(self, "_latest_at_load", None)
-        return ChangesStreamReader(settings, schema, check_consumer_id(consumer) if consumer else None, start)
+        if start is not None:
+            scan = sorted(k for k in given if k.startswith("scan.") or k.startswith("incremental-between"))
+            if scan:
+                raise InvalidOptionError(f"format('{CHANGES_FORMAT}'): option 'start-snapshot' and "
+                                         f"{', '.join(repr(k) for k in scan)} both say where the stream starts: "
+                                         f"give one of them")
+            # The changes after `start-snapshot`: Paimon's from-snapshot at the snapshot after it.
+            given.update({"scan.mode": "from-snapshot", "scan.snapshot-id": str(start + 1)})
+        reader = ChangesStreamReader(settings, schema, given, start)
+        # Refused as the Python stream refuses them, when the query is defined: conflicting start
+        # options (by `copy`), options the stream would not apply.
+        check_stream_options(reader.start_table())
+        return reader
 
 
 def register_changes_source(spark: SparkSession) -> None:
