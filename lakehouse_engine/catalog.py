@@ -174,7 +174,9 @@ class Catalog:
         branch = ident.branch or table.options.get(BRANCH)
         if branch and branch != "main":
             try:
-                table = table.branch_table(branch)
+                # Not `branch_table`, which checks the stored start options: `get_table` checks
+                # them, and `alter_table` opens the branch to mend them.
+                table = FileStoreTable.of(table.store.for_branch(branch))
             except BranchNotExistError as exc:
                 raise TableNotExistError(
                     f"table '{ident}' does not exist in {self.warehouse}: {exc}", ident) from exc

@@ -11,6 +11,7 @@ from lakehouse_engine.errors import SnapshotNotExistError
 from lakehouse_engine.format.snapshot import Snapshot
 from lakehouse_engine.io import FileIO
 from lakehouse_engine.options import CoreOptions
+from lakehouse_engine.options.startup import check_stored_startup_options
 from lakehouse_engine.path_factory import MAIN_BRANCH, PathFactory
 from lakehouse_engine.schema import BucketMode, DataField, TableSchema
 from lakehouse_engine.store.file_store import FileStore
@@ -206,7 +207,7 @@ class FileStoreTable:
         the `branch` option switches to that branch (BranchNotExistError when there is none)."""
         options = {str(k): str(v) for k, v in dynamic_options.items()}
         branch = options.pop(BRANCH_OPTION, None)
-        store = self.store if branch is None else self.store.for_branch(branch)
+        store = self.store if branch is None else _checked_branch(self.store, branch)
         return FileStoreTable.of(store.copy(options) if options else store, self.identifier)
 
     # ---- branches ----------------------------------------------------------------------------
@@ -244,8 +245,10 @@ class FileStoreTable:
         return self.store.branches()
 
     def branch_table(self, name: str) -> FileStoreTable:
-        """This table's branch `name` (`main` for main) as a table to read and write."""
-        return FileStoreTable.of(self.store.for_branch(name), self.identifier)
+        """This table's branch `name` (`main` for main) as a table to read and write;
+        InvalidOptionError when the branch stores conflicting start options, as
+        `catalog.get_table("db.t$branch_<name>")` refuses it."""
+        return FileStoreTable.of(_checked_branch(self.store, name), self.identifier)
 
     def at_schema(self, schema_id: int) -> FileStoreTable:
         """This table as schema version `schema_id` saw it (fields, keys, options), for reading a
@@ -450,3 +453,14 @@ class FileStoreTable:
 
     def __repr__(self) -> str:
         return f"FileStoreTable({self.name!r}, {self.path!r})"
+
+
+def _checked_branch(store: FileStore, name: str) -> FileStore:
+    """`store.for_branch(name)`, refused (InvalidOptionError naming the branch and the options)
+    when the branch's stored schema holds conflicting start options, as every open of a table
+    refuses them (`check_stored_startup_options`; `alter_table` on `db.t$branch_<name>` mends it)."""
+    branch = store.for_branch(name)
+    if branch is not store:
+        stored = branch.schema_by_id(branch.schema.id) if branch.dynamic_options else branch.schema
+        check_stored_startup_options(stored.options, branch.name)
+    return branch

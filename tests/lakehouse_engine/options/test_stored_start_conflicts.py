@@ -59,3 +59,34 @@ def test_a_stored_mode_with_its_own_option_opens(catalog: Catalog) -> None:
     put(t, (1, "b", "+U"))
     store_options(t, {"scan.mode": "from-snapshot", "scan.snapshot-id": "1"})
     assert read(catalog.get_table("db.t")).column("v").to_pylist() == ["a"]
+
+
+def _store_branch_options(table: Any, branch: str, options: dict[str, str]) -> None:
+    schema_dir = Path(table.path) / "branch" / f"branch-{branch}" / "schema"
+    latest = max(schema_dir.glob("schema-*"), key=lambda p: int(p.name.split("-")[1]))
+    data = json.loads(latest.read_text())
+    data["options"].update(options)
+    latest.write_text(json.dumps(data))
+
+
+def test_a_branch_storing_conflicting_start_options_is_refused_by_every_way_of_opening_it(
+        catalog: Catalog) -> None:
+    t = keyed_table(catalog)
+    put(t, (1, "a", "+I"))
+    t.create_tag("v1", 1)
+    t.create_branch("x", "v1")
+    _store_branch_options(t, "x", {"scan.mode": "latest", "scan.snapshot-id": "1"})
+    named = "table db.t\\$branch_x stores conflicting start options: option 'scan.snapshot-id' must not be set"
+    with pytest.raises(InvalidOptionError, match=named):
+        catalog.get_table("db.t$branch_x")
+    # Before, these opened the branch and its reads followed one of the options.
+    with pytest.raises(InvalidOptionError, match=named):
+        t.branch_table("x")
+    with pytest.raises(InvalidOptionError, match=named):
+        t.copy({"branch": "x"})
+    with pytest.raises(InvalidOptionError, match=named):
+        catalog.get_table("db.t").copy({"scan.mode": "latest"}).branch_table("x")
+    assert read(t.branch_table("main")).column("v").to_pylist() == ["a"]  # main stores none
+    catalog.alter_table("db.t$branch_x", [SchemaChange.remove_option("scan.snapshot-id")])
+    assert read(t.branch_table("x")).column("v").to_pylist() == ["a"]
+    assert t.copy({"branch": "x"}).options.raw["scan.mode"] == "latest"
