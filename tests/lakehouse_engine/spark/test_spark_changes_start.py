@@ -209,3 +209,27 @@ def test_start_snapshot_with_a_scan_option_is_refused_naming_both(spark: Any, ca
     put(t, (1, "a", "+I"))
     message = _refusal(spark, tmp_path, {"start-snapshot": "0", "scan.mode": "latest"})
     assert "option 'start-snapshot' and 'scan.mode' both say where the stream starts" in message
+
+
+def test_a_full_start_records_its_consumer_when_spark_commits_the_full_read(
+        spark: Any, catalog: Catalog, tmp_path: Path) -> None:
+    t = keyed_table(catalog)
+    first = put(t, (1, "a", "+I"), (2, "b", "+I"))
+    query = _start(spark, tmp_path, "full_consumer", {"consumer-id": "etl"})
+    try:
+        # Recorded at snapshot 1 now, a restart would read snapshot 1's changes, not the table.
+        assert t.consumer_manager().consumer("etl") is None
+        second = put(t, (3, "c", "+I"))
+        query.processAllAvailable()  # the batch of snapshot 2 is planned: the full read is committed
+        third = put(t, (4, "d", "+I"))
+        query.processAllAvailable()
+        rows = _seen(spark, "full_consumer")
+    finally:
+        query.stop()
+    assert rows == [(first, "+I", 1, "a"), (first, "+I", 2, "b"), (second, "+I", 3, "c"), (third, "+I", 4, "d")]
+    consumer = t.consumer_manager().consumer("etl")
+    assert consumer is not None and consumer.next_snapshot == third
+    # A new query with the consumer reads on from it: its changes, no full read.
+    again = _start(spark, tmp_path, "full_consumer_again", {"consumer-id": "etl"})
+    again.stop()
+    assert _seen(spark, "full_consumer_again") == [(third, "+I", 4, "d")]
