@@ -107,13 +107,7 @@ def _beside_data(table: FileStore, writer: DataFileWriter, rows: pa.Table, bucke
     release the GIL; one after the other in this thread where other flushes keep every core
     busy: `flush_running`); if either fails, what the other wrote is deleted and the error raised."""
     if _running >= cores():
-        written = writer.write_run(rows, 0, dictionary=dictionary)
-        try:
-            result = other()
-        except BaseException:
-            _delete_files(table, bucket_dir, written)  # this flush is not committed
-            raise
-        return written, result
+        return _one_after_the_other(table, writer, rows, bucket_dir, other, dictionary)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flush-data") as pool:
         data = pool.submit(writer.write_run, rows, 0, dictionary=dictionary)
         try:
@@ -130,6 +124,18 @@ def _beside_data(table: FileStore, writer: DataFileWriter, rows: pa.Table, bucke
         except BaseException:
             delete_other(result)
             raise
+    return written, result
+
+
+def _one_after_the_other(table: FileStore, writer: DataFileWriter, rows: pa.Table, bucket_dir: str,
+                         other: Callable[[], _T], dictionary: bool | list[str] | None) -> tuple[list[DataFileMeta], _T]:
+    """`_beside_data` in this thread: the data files, then `other()` (whose failure deletes them)."""
+    written = writer.write_run(rows, 0, dictionary=dictionary)
+    try:
+        result = other()
+    except BaseException:
+        _delete_files(table, bucket_dir, written)  # this flush is not committed
+        raise
     return written, result
 
 
