@@ -28,6 +28,7 @@ from lakehouse_engine.write.bucket_writer import BucketWriter
 from lakehouse_engine.write.commit_cycles import CommitCycles
 from lakehouse_engine.write.commit_message import CommitMessage, delete_message_files
 from lakehouse_engine.write.deletion_vectors import DeletionVectorBase
+from lakehouse_engine.write.flush_files import flush_running
 from lakehouse_engine.write.flush_staleness import flush_lookup_errors
 from lakehouse_engine.write.full_compaction_cadence import (
     FullCompactionCadence,
@@ -166,7 +167,8 @@ class FileStoreWrite:
             self._buffered_bytes -= nbytes
         if self._flush_prefetch is not None:
             self._flush_prefetch.wait(writer.partition, writer.bucket)
-        with flush_lookup_errors(self.table, writer):  # (its levels' files replaced and expired mid-cycle?)
+        # (flush_lookup_errors: its levels' files replaced and expired mid-cycle?)
+        with flush_lookup_errors(self.table, writer), flush_running():
             writer.flush(rows)
 
     # ---- the commit ------------------------------------------------------------------------

@@ -158,9 +158,11 @@ def test_a_run_of_adds_is_written_once_with_its_before_images_listed_first(catal
     assert _rows(t) == {**{i: f"v{i}" for i in range(10)}, **{i: f"w{i}" for i in range(10, 30)}}
 
 
+@pytest.mark.parametrize("cores", [1, 64])  # every core has a flush (one thread each), or not (two)
 @pytest.mark.parametrize("fails", ["before-images", "data", "link"])
 def test_a_failure_in_a_run_of_adds_fails_the_commit_and_leaves_no_file(
-        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, fails: str, cores: int) -> None:
+    monkeypatch.setattr(flush_files, "cores", lambda: cores)
     t = _seed(catalog, "t")
     before_files, before_rows, snapshots = _files(t), _rows(t), len(list(t.snapshots()))
 
@@ -185,6 +187,33 @@ def test_a_failure_in_a_run_of_adds_fails_the_commit_and_leaves_no_file(
     monkeypatch.undo()
     _upsert_adds(t)
     assert _rows(t)[15] == "w15"
+
+
+@pytest.mark.parametrize("cores", [1, 2, 64])
+def test_a_flush_encodes_its_two_files_on_a_second_thread_only_while_a_core_has_no_flush(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch, cores: int) -> None:
+    # Four buckets flushed `min(4, cores)` at a time: with a flush on every core, a second thread
+    # per flush would only add switching between threads (the warm lookup upsert's CPU).
+    t = keyed_table(catalog, "t", **{"changelog-producer": "lookup", "bucket": "4"})
+    put(t, *[(i, f"v{i}", "+I") for i in range(200)])
+    monkeypatch.setattr(flush_files, "cores", lambda: cores)
+    monkeypatch.setattr("lakehouse_engine.threads.cores", lambda: cores)
+    seconds: list[str] = []
+    real = flush_files.ThreadPoolExecutor
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seconds.append(kwargs.get("thread_name_prefix", ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flush_files, "ThreadPoolExecutor", counted)
+    put(t, *[(i, f"w{i}", "+I") for i in range(100, 300)])
+    if cores >= 64:
+        assert seconds == ["flush-data"] * 4  # (flushes run 4 at once: each encodes on two threads)
+    elif cores == 1:
+        assert seconds == []
+    assert _rows(t) == {**{i: f"v{i}" for i in range(100)}, **{i: f"w{i}" for i in range(100, 300)}}
+    changes = t.changes(max(s.id for s in t.snapshots()) - 1)
+    assert changes.filter(pa.compute.equal(changes.column("_row_kind"), "-U")).num_rows == 100
 
 
 def test_a_run_of_adds_rolled_into_several_files_lists_each_as_an_after_image(catalog: Catalog) -> None:
