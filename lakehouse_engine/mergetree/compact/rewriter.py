@@ -48,6 +48,7 @@ from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.interval_partition import interval_partition
+from lakehouse_engine.mergetree.lookup_merge import row_levels
 from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFTER
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
@@ -267,7 +268,9 @@ class BucketCompactor:
                                                rows_in_sequence_order=in_order, threads=cores())
             return merged if dropped is None else without_keys(merged, dropped, self.key_names)
 
-        ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key)
+        function = self.merge_function
+        ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key,
+                             candidates=function.lookup_candidates if function.lookup else None)
         if self._first_row_changelog is not None:
             ranges = map(self._first_row_changelog.kept, ranges)
         writer = RollingRunWriter(
@@ -292,11 +295,16 @@ class BucketCompactor:
         tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
                                                          self.read_schema, f), ordered)
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
+                                 for f, t in zip(ordered, tables, strict=True)])
+        # A `force-lookup` table's: Paimon's LookupMergeFunction candidates.
+        keep = self.merge_function.lookup_mask(
+            rows, row_levels([t.num_rows for t in tables], [f.level for f in ordered]), in_order)
+        if keep is not None:
+            rows, at_top = rows.filter(pa.array(keep)), at_top[keep]
         if self._full_changelog and output_level == self._top_level:
             kept = self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=in_order,
                                              threads=cores())
-            at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
-                                     for f, t in zip(ordered, tables, strict=True)])
             changes = full_compaction_changelog(rows, at_top, kept, self.key_names,
                                                 self.table.schema.field_names, self._row_deduplicate)
             self.changelog_files += write_changelog(
