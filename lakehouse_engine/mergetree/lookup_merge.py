@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.mergetree.merge_engines.ordering import key_change_mask, merge_sort_indices
-from lakehouse_engine.options import CHANGELOG_PRODUCER, MERGE_ENGINE, CoreOptions
+from lakehouse_engine.options import CHANGELOG_PRODUCER, FORCE_LOOKUP, MERGE_ENGINE, CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER
 
 __all__ = ["MERGING_ENGINES", "force_lookup", "latest_above_level0", "latest_above_level0_mask", "row_levels", "needs_lookup_merge"]
@@ -34,8 +34,8 @@ MERGING_ENGINES = ("partial-update", "aggregation")
 
 
 def force_lookup(options: CoreOptions) -> bool:
-    """Paimon's `force-lookup` (stored here, type-checked as a boolean)."""
-    return options.raw.get("force-lookup", "false").strip().lower() == "true"
+    """Paimon's `force-lookup`: the table needs lookups without a lookup changelog."""
+    return bool(options.require(FORCE_LOOKUP))
 
 
 def needs_lookup_merge(options: CoreOptions) -> bool:

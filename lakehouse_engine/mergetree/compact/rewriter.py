@@ -121,7 +121,9 @@ class BucketCompactor:
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
-        self._cached = CachedFileReader(self.reader, cache_for(table.path_factory.table_path, opts))
+        #: Reads the files below a lookup compaction's output through the table's lookup cache.
+        self._cached = (CachedFileReader(self.reader, cache_for(table.path_factory.table_path, opts))
+                        if self.merge_function.lookup else None)
         self.budget = merge_budget(opts)
         #: The full-compaction producer's changelog files this compactor wrote (a `lookup`
         #: table's: those of the level-0 files it took up).
@@ -303,6 +305,7 @@ class BucketCompactor:
     def _read_columns(self, f: DataFileMeta, columns: list[str]) -> pa.Table:
         """Columns of a data file of the bucket, through this process's lookup cache of the table."""
         schema = pa.schema([self.read_schema.field(c) for c in columns])
+        assert self._cached is not None
         return self._cached.read(f"{self.bucket_dir}/{f.file_name}", columns, schema, f)
 
     def _key_range(self, f: DataFileMeta) -> tuple[Any, Any]:
