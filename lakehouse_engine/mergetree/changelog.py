@@ -262,9 +262,11 @@ def _adds(rows: pa.Table) -> np.ndarray:
 
 def records_of_keys(keys: pa.Table, files: Sequence[DataFileMeta],
                     read_file: Callable[[DataFileMeta], pa.Table], key_names: Sequence[str],
-                    may_hold: Callable[[DataFileMeta], bool] | None = None) -> pa.Table | None:
+                    may_hold: Callable[[DataFileMeta], bool] | None = None,
+                    levels: list[np.ndarray] | None = None) -> pa.Table | None:
     """Every record of `keys` in `files` (read in the order given), None when there is none;
-    `may_hold` skips files whose key range cannot hold any of them."""
+    `may_hold` skips files whose key range cannot hold any of them; `levels` (given) receives per
+    file read, for its records, the file's level."""
     wanted = _distinct(keys.select(list(key_names)), key_names)
     parts = []
     for f in files:
@@ -276,6 +278,8 @@ def records_of_keys(keys: pa.Table, files: Sequence[DataFileMeta],
         if hit.num_rows:
             order = np.sort(hit.column("\x00position").to_numpy())
             parts.append(rows.take(pa.array(order)))
+            if levels is not None:
+                levels.append(np.full(len(order), f.level, np.int64))
     if not parts:
         return None
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.errors import InvalidDataError, UnsupportedError
+from lakehouse_engine.mergetree.lookup_merge import latest_above_level0_mask, needs_lookup_merge
 from lakehouse_engine.mergetree.merge_engines import (
     AGGREGATE_FUNCTIONS,
     MergeOptions,
@@ -121,6 +122,24 @@ class MergeFunction:
     ignore_delete: bool = False
     # partial-update and aggregation only: their per-field options, parsed once.
     engine_options: MergeOptions | None = None
+    #: A table that needs lookups with a merging engine: records from files above level 0 count
+    #: only the latest of their key (Paimon's LookupMergeFunction, `mergetree.lookup_merge`).
+    lookup: bool = False
+
+    def lookup_candidates(self, table: pa.Table, levels: np.ndarray,
+                          rows_in_sequence_order: bool = False) -> pa.Table:
+        """`table`'s records a merge takes (`levels`: per row, its file's level): all of them, or
+        for a `lookup` merge function LookupMergeFunction's candidates (`mergetree.lookup_merge`)."""
+        keep = self.lookup_mask(table, levels, rows_in_sequence_order)
+        return table if keep is None else table.filter(pa.array(keep))
+
+    def lookup_mask(self, table: pa.Table, levels: np.ndarray,
+                    rows_in_sequence_order: bool = False) -> np.ndarray | None:
+        """The rows `lookup_candidates` keeps, as a mask; None when it keeps them all."""
+        if not self.lookup:
+            return None
+        return latest_above_level0_mask(table, levels, self.key_names, self.sequence_fields,
+                                        self.sequence_descending, rows_in_sequence_order)
 
     def merge(self, table: pa.Table, *, drop_retracts: bool = False,
               rows_in_sequence_order: bool = False, raw_input: bool = False,
@@ -205,6 +224,7 @@ def build_merge_function(options: CoreOptions, key_names: Sequence[str],
         ignore_delete=options.require(IGNORE_DELETE),
         engine_options=(MergeOptions.parse(options, engine) if engine in _BUILDING_ENGINES
                         else None),
+        lookup=needs_lookup_merge(options),
     )
 
 

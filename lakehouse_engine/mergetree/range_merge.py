@@ -31,20 +31,25 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_engine.format.float_order import comparable
 from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.lookup_merge import row_levels
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.options import SORT_SPILL_BUFFER_SIZE, CoreOptions
 from lakehouse_engine.threads import cores
 
-__all__ = ["FileBatches", "batch_budgets", "merge_budget", "range_merge"]
+__all__ = ["Candidates", "FileBatches", "batch_budgets", "merge_budget", "range_merge"]
 
 #: Reads one data file as batches of about the given decoded bytes each.
 FileBatches = Callable[[DataFileMeta, int], Iterator[pa.Table]]
 #: Merges the records of some keys (rows in merge order; True: file order is sequence order).
 MergeRange = Callable[[pa.Table, bool], pa.Table]
+#: The records of some keys a merge takes, given per row its file's level (and
+#: True: file order is sequence order): `MergeFunction.lookup_candidates`.
+Candidates = Callable[[pa.Table, np.ndarray, bool], pa.Table]
 
 
 def merge_budget(options: CoreOptions) -> int:
@@ -55,7 +60,7 @@ def merge_budget(options: CoreOptions) -> int:
 def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Sequence[str],
                 merge: MergeRange, budget: int,
                 key_of: Callable[[bytes], tuple[Any, ...]],
-                threads: int | None = None) -> Iterator[pa.Table]:
+                threads: int | None = None, candidates: Candidates | None = None) -> Iterator[pa.Table]:
     """The merge of `files` (one bucket's, any overlap), yielded as merged key ranges in key order.
 
     Args:
@@ -67,6 +72,8 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
         key_of: a file's `_MIN_KEY`/`_MAX_KEY` bytes as a comparable key.
         threads: threads reading files (ahead) at once, default one per core; 1 reads each batch
             when it is needed, in the caller's thread (a caller merging several buckets at once).
+        candidates: a table that needs lookups: the records each range's merge takes, given
+            each one's file level (Paimon's LookupMergeFunction).
     """
     ordered = merge_order(files)
     if not ordered:
@@ -74,18 +81,19 @@ def range_merge(files: Sequence[DataFileMeta], read: FileBatches, key_names: Seq
     in_order = sequence_disjoint(ordered)
     if any(key_of(f.min_key) > key_of(f.max_key) for f in ordered):
         # Not sorted in the order this merge reads keys: merge everything at once.
-        whole = [t for f in ordered for t in read(f, budget)]
+        whole = [(t, f.level) for f in ordered for t in read(f, budget)]
         if whole:
-            yield merge(pa.concat_tables(whole), in_order)
+            yield merge(_candidates([t for t, _ in whole], [lvl for _, lvl in whole], in_order, candidates),
+                        in_order)
         return
-    runs = [_Run(read(f, size), key_names, f.row_count)
+    runs = [_Run(read(f, size), key_names, f.row_count, f.level)
             for f, size in zip(ordered, batch_budgets(ordered, budget), strict=True)]
     # One pool for the whole merge: threads that live as long as it keep their allocator's
     # arenas warm instead of leaving freed memory behind in each round's new threads.
     workers = min(threads or cores(), len(runs))
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     try:
-        yield from _rounds(runs, merge, in_order, pool)
+        yield from _rounds(runs, merge, in_order, pool, candidates)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -107,8 +115,17 @@ def batch_budgets(files: Sequence[DataFileMeta], budget: int) -> list[int]:
     return [max(half * max(f.file_size, 1) // total, floor) for f in files]
 
 
+def _candidates(parts: list[pa.Table], levels: list[int], in_order: bool,
+                candidates: Candidates | None) -> pa.Table:
+    """The parts (read from files at `levels`) concatenated, as `candidates` keeps them."""
+    rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    if candidates is None:
+        return rows
+    return candidates(rows, row_levels([p.num_rows for p in parts], levels), in_order)
+
+
 def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
-            pool: ThreadPoolExecutor | None) -> Iterator[pa.Table]:
+            pool: ThreadPoolExecutor | None, candidates: Candidates | None) -> Iterator[pa.Table]:
     for r in runs:
         r.read_ahead(pool)
     while True:
@@ -129,9 +146,10 @@ def _rounds(runs: list[_Run], merge: MergeRange, in_order: bool,
                 r.at_bound = r.last_key() == bound
             # 3. Everything below the bound is complete: merge it.
             parts = [r.take_below(bound) for r in runs]
-        rows = [p for p in parts if p is not None and p.num_rows]
-        if rows:
-            merged = merge(pa.concat_tables(rows) if len(rows) > 1 else rows[0], in_order)
+        taken = [(p, r.level) for p, r in zip(parts, runs, strict=True) if p is not None and p.num_rows]
+        if taken:
+            merged = merge(_candidates([p for p, _ in taken], [lvl for _, lvl in taken], in_order, candidates),
+                           in_order)
             if merged.num_rows:
                 yield merged
         if not live:
@@ -142,8 +160,9 @@ class _Run:
     """One sorted run (file) being merged: its batch stream, the rows buffered from it and the
     next batch, read ahead on the merge's threads."""
 
-    def __init__(self, batches: Iterator[pa.Table], key_names: Sequence[str], row_count: int):
+    def __init__(self, batches: Iterator[pa.Table], key_names: Sequence[str], row_count: int, level: int):
         self.batches = batches
+        self.level = level  # the file's level
         self.key_names = list(key_names)
         self.row_count = row_count  # the file's rows, as its manifest entry says
         self.rows_read = 0

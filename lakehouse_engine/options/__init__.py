@@ -152,6 +152,8 @@ CHANGELOG_PRODUCER = _changes.enum(
     ("none", "input", "lookup", "full-compaction"))
 CHANGELOG_PRODUCER_ROW_DEDUPLICATE = _changes.boolean(
     "changelog-producer.row-deduplicate", False, "Lookup and full-compaction producers: no -U/+U pair for an update that changes no field.")
+FORCE_LOOKUP = _changes.boolean(
+    "force-lookup", False, "A table that needs lookups without a lookup changelog (Paimon's force-lookup): with partial-update or aggregation its compactions write each key's merged value and its merges take the newest record above level 0 per key, as a changelog-producer lookup table's (docs/compaction.md).")
 DELETION_VECTORS_ENABLED = _changes.boolean(
     "deletion-vectors.enabled", False, "Mark the rows a commit replaces or deletes in older files in deletion vectors, so reads need no merge; every commit compacts its level-0 files (invisible to readers) through a lookup (docs/deletion-vectors.md). Primary-key tables; not with the first-row merge engine or changelog-producer full-compaction.")
 DELETION_VECTOR_INDEX_FILE_TARGET_SIZE = _changes.memory(

@@ -102,7 +102,7 @@ _stored(_RUNTIME, "async-file-write", "cache-page-size", "page-size", "delete-fi
         "file.block-size")
 _stored(_NATIVE, "read.native.enabled", "write.native.enabled", "commit.native.enabled",
         "scan.native-plan.enabled")
-_stored(_LOOKUP, "force-lookup", "lookup-wait", "lookup-compact", "lookup-compact.max-interval",
+_stored(_LOOKUP, "lookup-wait", "lookup-compact", "lookup-compact.max-interval",
         "lookup.cache-rows", "lookup.cache-spill-compression", "lookup.cache.bloom.filter.enabled",
         "lookup.cache.bloom.filter.fpp", "lookup.cache.high-priority-pool-ratio",
         "lookup.hash-load-factor", "lookup.local-file-type", "lookup.merge-buffer-size",

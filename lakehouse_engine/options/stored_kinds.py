@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from lakehouse_engine.options import parse_duration_ms, parse_memory_size
 
-# bool: 109
+# bool: 108
 _BOOL = (
     "add-column-before-partition", "alter-column-null-to-not-null.disabled", "async-file-write",
     "auto-create", "blob-as-descriptor", "blob-compaction.enabled", "blob-view.resolve.enabled",
@@ -35,7 +35,7 @@ _BOOL = (
     "data-evolution.write-cols-optimization.enabled", "delete.force-produce-changelog",
     "deletion-vectors.bitmap64", "deletion-vectors.merge-on-read", "deletion-vectors.modifiable",
     "disable-explicit-type-casting", "end-input.check-partition-expire", "file-index.read.enabled",
-    "file.suffix.include.compression", "filesystem.job-level-settings.enabled", "force-lookup",
+    "file.suffix.include.compression", "filesystem.job-level-settings.enabled",
     "format-table.partition-path-only-value", "format-table.repair.collect-statistics",
     "global-index.enabled", "global-index.filter.refine-from-data",
     "incremental-between-tag-to-snapshot", "legacy-timestamp-mapping.enabled",

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.format.manifest_entries import DataFileMeta, ManifestEntry
 from lakehouse_engine.format.snapshot import Snapshot
+from lakehouse_engine.mergetree.lookup_merge import row_levels
 from lakehouse_engine.mergetree.merge import DELETE, INSERT
 from lakehouse_engine.mergetree.merge_engines.ordering import key_change_mask, merge_sort_indices
 from lakehouse_engine.mergetree.merge_order import merge_order
@@ -282,11 +283,13 @@ class IncrementalRead:
 
     def _merged(self, split: DataSplit, files: list[DataFileMeta], keep_delete: bool,
                 columns: list[str] | None = None,
-                snapshot_of: dict[str, int] | None = None) -> tuple[pa.Table, np.ndarray]:
+                snapshot_of: dict[str, int] | None = None,
+                snapshot_files: bool = False) -> tuple[pa.Table, np.ndarray]:
         """The files merged per key (all of them, even one file: a changelog file may hold a key
         more than once), with each merged row's kind; with `snapshot_of` (the snapshot of each
         file) a later snapshot's record of a key wins over an earlier one's whatever their
-        sequence numbers."""
+        sequence numbers; `snapshot_files`: the files are a snapshot's data files, merged as a
+        read merges them (a table that needs lookups: `mergetree.lookup_merge`)."""
         value_columns = columns or self._read.value_columns
         if not files:
             return self._empty(value_columns), np.zeros(0, dtype=np.int8)
@@ -320,6 +323,10 @@ class IncrementalRead:
                                      pa.array(np.arange(table.num_rows, dtype=np.int64)))
         fn = self._read.merge_function
         assert fn is not None
+        if snapshot_files and fn.lookup:
+            # A snapshot's data files (a diff's side): merged as a read merges them.
+            table = fn.lookup_candidates(table, row_levels([p.num_rows for p in parts],
+                                                            [f.level for f in ordered]))
         merged = fn.merge(table, drop_retracts=not keep_delete, rows_in_sequence_order=False,
                           columns=value_columns + [VALUE_KIND])
         kinds = merged.column(VALUE_KIND).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int8)
@@ -329,8 +336,8 @@ class IncrementalRead:
         """Per key: the end's row where it is new or changed, the start's as -D where gone."""
         schema = self.table.schema
         columns = list(schema.field_names)  # every value decides whether a row changed
-        after, after_kinds = self._merged(split, split.files, False, columns)
-        before, _ = self._merged(split, split.before_files, False, columns)
+        after, after_kinds = self._merged(split, split.files, False, columns, snapshot_files=True)
+        before, _ = self._merged(split, split.before_files, False, columns, snapshot_files=True)
         if not self._primary_key:
             kept = {f.file_name for f in split.before_files}
             new = [f for f in split.files if f.file_name not in kept]

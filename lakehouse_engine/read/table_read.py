@@ -262,7 +262,8 @@ class TableRead:
                                   columns=self.value_columns)
 
         yield from range_merge(files, lambda f, size: self._live_batches(split, f, columns, size),
-                               self.key_names, merge, self._budget, self._key_of, self._merge_threads)
+                               self.key_names, merge, self._budget, self._key_of, self._merge_threads,
+                               candidates=function.lookup_candidates if function.lookup else None)
 
     def _raw_columns(self, meta: DataFileMeta) -> list[str]:
         """What a read of one file as it is decodes: the value columns, and `_VALUE_KIND` (of a

@@ -165,7 +165,7 @@ class LookupChangelog:
             # a compaction of level 0 into a level below a run is not merged with that run)
             old = self._newest(keys, older, read)
         else:
-            old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys))
+            old = self._older_records(keys, older, read)
         old = old if old is not None else self.read_schema.empty_table()
 
         def merge(rows: pa.Table) -> pa.Table:
@@ -192,13 +192,25 @@ class LookupChangelog:
             return newest_changelog(new, found.key_index, found.old_rows, self.fields, self.row_deduplicate)
         # The row before: every older record of the keys merged (what a read of `older` shows).
         keys = new.select(self.key_names).group_by(self.key_names, use_threads=False).aggregate([])
-        old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys))
+        old = self._older_records(keys, older, read)
 
         def merge(rows: pa.Table) -> pa.Table:
             return self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=False)
 
         return lookup_changelog(new, old if old is not None else self.read_schema.empty_table(), self.key_names,
                                 merge, self.fields, self.row_deduplicate, first_row=self.engine == "first-row")
+
+    def _older_records(self, keys: pa.Table, older: list[DataFileMeta],
+                       read: Callable[..., pa.Table]) -> pa.Table | None:
+        """Every record of `keys` in the `older` files, in merge order, as a read merges them: a
+        table that needs lookups keeps of those above level 0 only each key's latest (Paimon's
+        LookupMergeFunction; `mergetree.lookup_merge`)."""
+        levels: list[np.ndarray] = []
+        old = records_of_keys(keys, merge_order(older), read, self.key_names, self._may_hold(keys),
+                              levels=levels)
+        if old is None or not self.merge_function.lookup:
+            return old
+        return self.merge_function.lookup_candidates(old, np.concatenate(levels))
 
     def _read_of(self, partition: Partition, bucket: int) -> Callable[..., pa.Table]:
         """Reads columns of the bucket's data files through the lookup cache, without the rows

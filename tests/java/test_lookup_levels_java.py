@@ -1,8 +1,9 @@
 """Paimon 0.9 (Java) reads a table that needs lookups (`lookup` producer) with its LookupMergeFunction:
 per key the level-0 records and only the LATEST record above level 0, which it takes for the key's
-whole merged value. Our compactions of such a table's partial-update and aggregation engines merge
-every file above level 0 their files overlap (`mergetree.compact.lookup_levels`), so no key sits in
-two levels above 0 and Java reads what we read (before, Java read the newest partial value alone)."""
+whole merged value. Our compactions of such a table's partial-update and aggregation engines write
+Paimon's layout (`mergetree.compact.lookup_levels`): each output record merged with the key's value
+below the output, the older record left there, so a key may sit in two levels above 0 and Java
+reads what we read."""
 
 from __future__ import annotations
 
@@ -45,10 +46,10 @@ def test_java_reads_our_aggregation_key_after_a_level0_only_compaction(tmp_path:
     t = _table(tmp_path, AGGREGATION)
     write(t, pa.table({"id": [1], "a": [None], "n": [10]}, schema=SCHEMA))  # taken up: the top run
     write(t.copy({"write-only": "true"}), pa.table({"id": [1], "a": ["a"], "n": [1]}, schema=SCHEMA))
-    t.compact(level0_only=True)  # merged with the top run it overlaps (before: level 4 beside 5)
+    t.compact(level0_only=True)  # below the top run, merged with the value looked up there
     assert read(t).to_pylist() == [{"id": 1, "a": "a", "n": 11}]
-    assert _java_rows(tmp_path, judge) == [["+I", 1, "a", 11]]  # before: ['+I', 1, 'a', 1]
-    assert _levels(t) == [5]
+    assert _java_rows(tmp_path, judge) == [["+I", 1, "a", 11]]
+    assert _levels(t) == [4, 5]  # Paimon's layout (before: the top run rewritten, [5])
 
 
 def test_java_reads_our_aggregation_keys_written_by_normal_commits(tmp_path: Any, judge: Judge) -> None:
@@ -58,8 +59,8 @@ def test_java_reads_our_aggregation_keys_written_by_normal_commits(tmp_path: Any
     write(t, pa.table({"id": [1], "a": ["a"], "n": [1]}, schema=SCHEMA))  # far smaller: not merged by size
     expected = [["+I", i, "a" if i == 1 else None, 2 if i == 1 else 1] for i in ids]
     assert [["+I", *r.values()] for r in read(t).sort_by("id").to_pylist()] == expected
-    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected  # before: key 1 read n=1
-    assert _levels(t) == [5]  # before: [4, 5], key 1 in both
+    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected
+    assert _levels(t) == [4, 5]  # key 1 in both, level 4 its merged value
 
 
 def test_java_reads_our_partial_update_keys_written_by_normal_commits(tmp_path: Any, judge: Judge) -> None:
@@ -69,8 +70,8 @@ def test_java_reads_our_partial_update_keys_written_by_normal_commits(tmp_path: 
     write(t, pa.table({"id": [1, 2], "a": [None, "z"], "n": [5, None]}, schema=SCHEMA))
     expected = [["+I", i, "z" if i == 2 else f"x{i}", 5 if i == 1 else None] for i in ids]
     assert [["+I", *r.values()] for r in read(t).sort_by("id").to_pylist()] == expected
-    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected  # before: key 1's a was None
-    assert _levels(t) == [5]  # before: [4, 5]
+    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected
+    assert _levels(t) == [4, 5]
 
 
 def test_java_reads_our_force_lookup_aggregation_table_as_we_do(tmp_path: Any, judge: Judge) -> None:
@@ -81,11 +82,11 @@ def test_java_reads_our_force_lookup_aggregation_table_as_we_do(tmp_path: Any, j
     write(t, pa.table({"id": [1, 2], "a": [None, None], "n": [10, 10]}, schema=SCHEMA))
     t.compact(full=True)  # the top run
     write(t, pa.table({"id": [1], "a": ["a"], "n": [1]}, schema=SCHEMA))
-    t.compact(level0_only=True)  # merged with the top run it overlaps (before: level 4 beside 5)
+    t.compact(level0_only=True)  # below the top run, merged with the value looked up there
     expected = [["+I", 1, "a", 11], ["+I", 2, None, 10]]
     assert [["+I", *r.values()] for r in read(t).sort_by("id").to_pylist()] == expected
-    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected  # before: key 1 read n=1
-    assert _levels(t) == [5]
+    assert sorted(_java_rows(tmp_path, judge), key=lambda r: r[1]) == expected
+    assert _levels(t) == [4, 5]
 
 
 @pytest.mark.parametrize("engine", [AGGREGATION, {"merge-engine": "partial-update"}], ids=["aggregation", "partial-update"])

@@ -1,61 +1,77 @@
-"""One record per key above level 0 for the merging engines of tables that need lookups.
+"""A lookup compaction's values from the levels below its output (Paimon's LookupLevels as its
+LookupChangelogMergeFunctionWrapper uses it).
 
-Paimon 0.9 (Java) reads a table that needs lookups (`changelog-producer` = lookup, or `force-lookup`) with its
-LookupMergeFunction: per key the level-0 records and only the LATEST record above level 0, taken for
-the key's whole merged value (its lookup compaction writes each output record merged with the value
-it looked up). Our read merges every level. For the deduplicate engine both agree (the latest record
-wins); for partial-update and aggregation they agree only while no key sits in two levels above 0.
-So every compaction of such a table whose output lands above level 0 also merges each file above
-level 0 whose key range overlaps its files (again, until none is left), and its output goes to the
-highest level it merges: a key is then in at most one level above 0. The cost is write
-amplification: a level-0 file's compaction rewrites the older files holding its key range.
+A table that needs lookups with a merging engine is read by Paimon's LookupMergeFunction (per key
+the level-0 records and only the latest record above level 0: `mergetree.lookup_merge`). So a
+compaction of such a table whose output lands above level 0 writes each key's whole merged value:
+a key none of its inputs above level 0 holds is merged with the key's record found in the levels
+below the output (output level + 1 first, the first level holding it wins), and the output record
+is that merge. The older record stays where it is (Paimon's layout: a key may sit in two levels
+above 0, the upper one its merged value). A level-0 file such a compaction would move up unchanged
+is rewritten instead (merged with those values), unless no level lies below the output.
+
+The keys are looked up with `mergetree.lookup` (file key ranges prune, the lookup cache serves the
+columns) one merge range at a time: memory is one range's keys and the rows matched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakehouse_engine.mergetree.changelog import changelog_producer
-from lakehouse_engine.mergetree.compact.levels import Levels
-from lakehouse_engine.mergetree.compact.universal import CompactUnit
-from lakehouse_engine.mergetree.interval_partition import interval_partition
-from lakehouse_engine.options import MERGE_ENGINE, CoreOptions
+import numpy as np
+import pyarrow as pa
 
-#: The merge engines whose merged value Java's LookupMergeFunction would take from one level alone.
-MERGING_ENGINES = ("partial-update", "aggregation")
+from lakehouse_engine.format.manifest_entries import DataFileMeta
+from lakehouse_engine.mergetree.lookup import keys_held, lookup
+from lakehouse_engine.schema import VALUE_KIND
 
+__all__ = ["LevelsBelow"]
 
-def joins_runs_above_level0(options: CoreOptions) -> bool:
-    """Whether a compaction of the table must merge the overlapping files above level 0 into its
-    output (a `lookup` changelog table, or one with `force-lookup`, which Java reads the same way,
-    with a merging engine; see the module)."""
-    needs_lookup = changelog_producer(options) == "lookup" or _force_lookup(options)
-    return needs_lookup and options.require(MERGE_ENGINE) in MERGING_ENGINES
+#: Reads columns of a data file (`mergetree.lookup.ReadFile`).
+ReadFile = Callable[[DataFileMeta, list[str]], pa.Table]
 
 
-def _force_lookup(options: CoreOptions) -> bool:
-    """Paimon's `force-lookup` (stored here, type-checked as a boolean): Java then reads the table
-    with its LookupMergeFunction too."""
-    return options.raw.get("force-lookup", "false").strip().lower() == "true"
+class LevelsBelow:
+    """The files below a compaction's output level, where the keys of its records that no input
+    above level 0 holds are looked up."""
 
+    def __init__(self, files: Sequence[DataFileMeta], output_level: int, read_file: ReadFile,
+                 key_names: Sequence[str], read_schema: pa.Schema,
+                 key_range: Callable[[DataFileMeta], tuple[Any, Any]],
+                 comparable: Callable[[tuple[Any, ...]], Any]):
+        """`files`: the bucket's files (those above `output_level` are looked in, level by level);
+        `read_schema`: the columns a compaction merges (key and value fields, sequence, kind)."""
+        below = sorted({f.level for f in files if f.level > output_level})
+        self.levels = [[f for f in files if f.level == lvl] for lvl in below]
+        self.read_file = read_file
+        self.key_names = list(key_names)
+        self.read_schema = read_schema
+        self.key_range = key_range
+        self.comparable = comparable
 
-def join_overlapping_above_level0(levels: Levels, unit: CompactUnit,
-                                  key_of: Callable[[bytes], tuple[Any, ...]]) -> CompactUnit:
-    """`unit` with every file above level 0 whose key range overlaps one of its files (repeated
-    until none is left: the unit's sections of overlapping files, Paimon's IntervalPartition), its
-    output at the highest level among them; `unit` itself when its output is level 0 or no other
-    file overlaps."""
-    if unit.output_level == 0:
-        return unit
-    picked = {(f.file_name, f.level) for f in unit.files}
-    others = [f for f in levels.all_files() if f.level > 0 and (f.file_name, f.level) not in picked]
-    if not others:
-        return unit
-    joined = [f for section in interval_partition(list(unit.files) + others, key_of)
-              if any((f.file_name, f.level) in picked for f in section)
-              for f in section if (f.file_name, f.level) not in picked]
-    if not joined:
-        return unit
-    output_level = max([unit.output_level] + [f.level for f in joined])
-    return CompactUnit(output_level, unit.files + tuple(joined))
+    def __bool__(self) -> bool:
+        return bool(self.levels)
+
+    def with_values_below(self, rows: pa.Table, levels: np.ndarray) -> pa.Table:
+        """`rows` (a merge range's records, `levels`: per row its file's level) with, before them,
+        the record found below the output of each key that has no record above level 0 among them
+        (so a merge not in sequence order puts it first: it is older than every input)."""
+        level0 = levels == 0
+        if not level0.any():
+            return rows
+        keys = rows.filter(pa.array(level0)).select(self.key_names)
+        keys = keys.group_by(self.key_names, use_threads=False).aggregate([])
+        if not level0.all():
+            upper = rows.filter(pa.array(~level0)).select(self.key_names)
+            keys = keys.filter(pa.array(~keys_held(keys, upper, self.key_names)))
+        if not keys.num_rows:
+            return rows
+        found = lookup(keys, self.levels, self.read_file, self.key_names, self.read_schema, self.key_range,
+                       self.comparable, read_with_keys=[VALUE_KIND])
+        if not found.old_rows.num_rows:
+            return rows
+        old = found.old_rows.select(rows.column_names)
+        if old.schema != rows.schema:
+            old = old.cast(rows.schema)
+        return pa.concat_tables([old, rows])

@@ -12,8 +12,9 @@ also writes that changelog (`FirstRowChangelog`: the new keys' first rows, `+I`)
 A `lookup` changelog table's compaction that takes level-0 files up gives their changelog (Paimon's
 LookupMergeTreeCompactRewriter): the caller hands it a `Level0ChangelogWriter`
 (`write.level0_changelog`), which compares their records with the bucket's files above level 0.
-Such a table's partial-update or aggregation compaction also merges the files above level 0 its
-files overlap, so no key stays in two levels above 0 (`mergetree.compact.lookup_levels`).
+Such a table's (or a `force-lookup` table's) partial-update or aggregation compaction writes each
+key's whole merged value, merged with the key's record below the output level where no input above
+level 0 holds it (`mergetree.compact.lookup_levels`, Paimon's LookupChangelogMergeFunctionWrapper).
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ from lakehouse_engine.mergetree.compact.first_row_lookup import (
     without_keys,
 )
 from lakehouse_engine.mergetree.compact.levels import Levels
-from lakehouse_engine.mergetree.compact.lookup_levels import (
-    join_overlapping_above_level0,
-    joins_runs_above_level0,
-)
+from lakehouse_engine.mergetree.compact.lookup_levels import LevelsBelow
 from lakehouse_engine.mergetree.compact.universal import CompactUnit
 from lakehouse_engine.mergetree.data_file import FILE_SOURCE_COMPACT, DataFileWriter
 from lakehouse_engine.mergetree.data_file_check import checked_batches
 from lakehouse_engine.mergetree.interval_partition import interval_partition
+from lakehouse_engine.mergetree.lookup_cache import CachedFileReader, cache_for
+from lakehouse_engine.mergetree.lookup_merge import row_levels
 from lakehouse_engine.mergetree.merge_engines.ordering import INSERT, UPDATE_AFTER
 from lakehouse_engine.mergetree.merge_order import merge_order, sequence_disjoint
 from lakehouse_engine.mergetree.range_merge import merge_budget, range_merge
@@ -121,6 +121,9 @@ class BucketCompactor:
         self.read_schema = pa.schema([file_schema.field(c) for c in self.columns])
         self.merge_function = table.merge_function()
         self.reader = table.file_reader(for_rewrite=True)
+        #: Reads the files below a lookup compaction's output through the table's lookup cache.
+        self._cached = (CachedFileReader(self.reader, cache_for(table.path_factory.table_path, opts))
+                        if self.merge_function.lookup else None)
         self.budget = merge_budget(opts)
         #: The full-compaction producer's changelog files this compactor wrote (a `lookup`
         #: table's: those of the level-0 files it took up).
@@ -131,8 +134,9 @@ class BucketCompactor:
             check_producer_options(opts, table.name)
         self._top_level = opts.num_levels - 1
         self._first_row = opts.require(MERGE_ENGINE) == "first-row"
-        #: A `lookup` table's merging engine: no key left in two levels above 0 (`lookup_levels`).
-        self._join_above_level0 = joins_runs_above_level0(opts)
+        #: The running compaction's levels below its output, where a lookup table's merging
+        #: engine looks up the keys no input above level 0 holds (`lookup_levels`).
+        self._below: LevelsBelow | None = None
         #: The running compaction's first-row lookup (a first-row table taking level 0 up).
         self._first_row_lookup: FirstRowLookup | None = None
         self._first_row_changelog_from = first_row_changelog_from if self._first_row else None
@@ -149,9 +153,13 @@ class BucketCompactor:
 
     def compact(self, levels: Levels, unit: CompactUnit) -> tuple[list[DataFileMeta], list[DataFileMeta]]:
         """Run `unit` against `levels` (updating them); returns (files before, files after)."""
-        if self._join_above_level0:
-            unit = join_overlapping_above_level0(levels, unit, self._key)
         output_level = unit.output_level
+        self._below = None
+        if self.merge_function.lookup and output_level > 0:
+            below = LevelsBelow(levels.all_files(), output_level, self._read_columns, self.key_names,
+                                self.read_schema, self._key_range, comparable_key)
+            self._below = below if below else None
+        lookup_below = self._below
         drop_delete = output_level != 0 and output_level >= levels.non_empty_highest_level()
         # The full-compaction producer: a compaction into the top level yields the changelog of
         # every key it brings there, so files reaching the top are rewritten, never moved.
@@ -174,7 +182,10 @@ class BucketCompactor:
         def upgrade(f: DataFileMeta) -> None:
             if f.level == output_level:
                 return
-            if first_row is not None and f.level == 0 and first_row.dropped_keys([f]) is not None:
+            if lookup_below is not None and f.level == 0:
+                # Its records are merged with the values below the output (Paimon rewrites it).
+                self._rewrite([[f]], output_level, drop_delete, before, after)
+            elif first_row is not None and f.level == 0 and first_row.dropped_keys([f]) is not None:
                 # Some of its keys live above the output level: rewritten without those rows.
                 self._rewrite([[f]], output_level, drop_delete, before, after)
             elif changelog:
@@ -233,6 +244,7 @@ class BucketCompactor:
             raise
         finally:
             self._first_row_lookup = self._first_row_changelog = None
+            self._below = None
         levels.update(before, after)
         return before, after
 
@@ -262,12 +274,26 @@ class BucketCompactor:
         first_row = self._first_row_lookup
         dropped = first_row.dropped_keys(files) if first_row is not None else None
 
+        below = self._below
+
         def merge(rows: pa.Table, in_order: bool) -> pa.Table:
             merged = self.merge_function.merge(rows, drop_retracts=drop_delete,
-                                               rows_in_sequence_order=in_order, threads=cores())
+                                               rows_in_sequence_order=in_order and below is None,
+                                               threads=cores())
             return merged if dropped is None else without_keys(merged, dropped, self.key_names)
 
-        ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key)
+        function = self.merge_function
+
+        def candidates(rows: pa.Table, levels: np.ndarray, in_order: bool) -> pa.Table:
+            # Paimon's LookupChangelogMergeFunctionWrapper: the latest record above level 0, or
+            # the key's record below the output (put first; merged by sequence, not file order).
+            keep = function.lookup_mask(rows, levels, in_order)
+            if keep is not None:
+                rows, levels = rows.filter(pa.array(keep)), levels[keep]
+            return rows if below is None else below.with_values_below(rows, levels)
+
+        ranges = range_merge(files, self._batches, self.key_names, merge, self.budget, self._key,
+                             candidates=candidates if function.lookup else None)
         if self._first_row_changelog is not None:
             ranges = map(self._first_row_changelog.kept, ranges)
         writer = RollingRunWriter(
@@ -275,6 +301,15 @@ class BucketCompactor:
                            self.table.path_factory.new_data_file_name, self.target_file_size),
             output_level, FILE_SOURCE_COMPACT)
         return writer.write_all(ranges)
+
+    def _read_columns(self, f: DataFileMeta, columns: list[str]) -> pa.Table:
+        """Columns of a data file of the bucket, through this process's lookup cache of the table."""
+        schema = pa.schema([self.read_schema.field(c) for c in columns])
+        assert self._cached is not None
+        return self._cached.read(f"{self.bucket_dir}/{f.file_name}", columns, schema, f)
+
+    def _key_range(self, f: DataFileMeta) -> tuple[Any, Any]:
+        return self._key(f.min_key), self._key(f.max_key)
 
     def _batches(self, f: DataFileMeta, batch_bytes: int) -> Iterator[pa.Table]:
         path = f"{self.bucket_dir}/{f.file_name}"
@@ -292,11 +327,16 @@ class BucketCompactor:
         tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
                                                          self.read_schema, f), ordered)
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
+                                 for f, t in zip(ordered, tables, strict=True)])
+        # A `force-lookup` table's: Paimon's LookupMergeFunction candidates.
+        keep = self.merge_function.lookup_mask(
+            rows, row_levels([t.num_rows for t in tables], [f.level for f in ordered]), in_order)
+        if keep is not None:
+            rows, at_top = rows.filter(pa.array(keep)), at_top[keep]
         if self._full_changelog and output_level == self._top_level:
             kept = self.merge_function.merge(rows, drop_retracts=False, rows_in_sequence_order=in_order,
                                              threads=cores())
-            at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
-                                     for f, t in zip(ordered, tables, strict=True)])
             changes = full_compaction_changelog(rows, at_top, kept, self.key_names,
                                                 self.table.schema.field_names, self._row_deduplicate)
             self.changelog_files += write_changelog(

@@ -141,7 +141,7 @@ def pick_level0_up(levels: Levels) -> CompactUnit | None:
     there is), as Paimon's ForceUpLevel0Compaction's second branch places level 0 when it adds no
     run by size ratio. None when level 0 is empty, or when level 1 holds files (no level is free:
     the bucket's next universal compaction takes level 0 up). A `lookup` partial-update or
-    aggregation table's compactor merges the files above level 0 it overlaps into it (`lookup_levels`)."""
+    aggregation table's compactor merges level 0 with the values below (`lookup_levels`)."""
     runs = levels.level_sorted_runs()
     level0 = list(itertools.takewhile(lambda r: r.level == 0, runs))
     if not level0:

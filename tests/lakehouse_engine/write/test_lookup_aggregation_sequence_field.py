@@ -1,16 +1,14 @@
 """The `lookup` changelog of an aggregation table with `sequence.field`: a key's row is its records
-merged in sequence-field order (then sequence number), each field by its aggregate function. When
-two levels above 0 hold records of a key (level 0 taken up below the top run without merging them)
-and a new record sorts between them, the row after the change is the merge of every record, one by
-one, not of the old records' merged row (ordered by its largest sequence field) with the new one:
-the changelog replays strictly to the table (Java sweep seed 1150)."""
+merged in sequence-field order (then sequence number), each field by its aggregate function, as
+Paimon merges them: per key the level-0 records and the newest record above level 0, the key's
+merged value (`mergetree.lookup_merge`). The changelog replays strictly to the table (Java sweep
+seed 1150)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from lakehouse_engine import Catalog
 from lakehouse_engine.table import FileStoreTable
@@ -55,24 +53,22 @@ def _by_sequence_field(records: list[Row]) -> tuple[Any, ...]:
     return a, sum(r[2] for r in records), ordered[-1][1][3]
 
 
-def test_a_record_between_two_older_levels_is_merged_in_sequence_order(catalog: Catalog,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_between_two_older_levels_merges_with_the_newest_merged_value(catalog: Catalog) -> None:
     table = create_table(catalog, "t", SCHEMA, primary_keys=["id"], options={"bucket": "1", **OPTIONS})
-    # A table written before our compactions merged the files above level 0 they overlap
-    # (`mergetree.compact.lookup_levels`): key 1 in two levels above 0.
-    monkeypatch.setattr("lakehouse_engine.mergetree.compact.rewriter.joins_runs_above_level0", lambda _: False)
     written: list[Row] = [(1, None, 10, 2, "+I")]
     _put(table, written[0])  # its commit takes it up: the top run
     written.append((1, "a", 1, 0, "+I"))
     _put(table.copy({"write-only": "true"}), written[-1])
-    table.compact(level0_only=True)  # below the top run, not merged with it
-    assert _levels(table) == [4, 5]
-    monkeypatch.undo()
+    table.compact(level0_only=True)  # below the top run, merged with the value looked up there
+    assert _levels(table) == [4, 5]  # Paimon's layout: key 1 in both, level 4 its merged value
+    assert _table(table) == {1: _by_sequence_field(written)} == {1: ("a", 11, 2)}
     written.append((1, "c", 100, 1, "+I"))  # sorts between the two: a@0, c@1, null@2
     _put(table, written[-1])
-    assert _table(table) == {1: _by_sequence_field(written)} == {1: ("c", 111, 2)}
-    # Before: the +U merged the older records' row (a, 11, s=2) after c: (a, 111, 2).
-    assert _changes(table)[-2:] == [("-U", 1, ("a", 11, 2)), ("+U", 1, ("c", 111, 2))]
+    # As Paimon merges it (LookupMergeFunction): the merged row (a, 11, s=2) with c@1, which sorts
+    # before it: `a` stays a (merged one by one it would be c; the documented difference of
+    # aggregation with a sequence field).
+    assert _table(table) == {1: ("a", 111, 2)}
+    assert _changes(table)[-2:] == [("-U", 1, ("a", 11, 2)), ("+U", 1, ("a", 111, 2))]
     assert strict_replay(_changes(table)) == _table(table)
 
 
