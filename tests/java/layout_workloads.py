@@ -21,6 +21,9 @@ from typing import Any
 
 from lakehouse_engine import Catalog, Schema
 from lakehouse_engine.errors import LakehouseError
+from lakehouse_engine.maintenance.references import DataPaths
+from lakehouse_engine.mergetree.data_file_reader import read_data_file
+from lakehouse_engine.schema import SEQUENCE_NUMBER
 from tests.java.changelog_workloads import ENGINES, SCHEMA, Workload, deletes_allowed
 
 PRODUCERS = ("none", "input", "lookup", "full-compaction")
@@ -128,3 +131,35 @@ def levels_above_0(table: Any) -> int:
                 levels.setdefault((e.partition, e.bucket), set()).add(e.file.level)
         most = max([most, *(len(v) for v in levels.values())])
     return most
+
+
+def sequence_ties_above_level0(table: Any, sid: int) -> dict[tuple[Any, ...], list[list[Any]] | None]:
+    """The keys of snapshot `sid` of `table` (values of its primary key) whose latest records
+    above level 0 in merge order, by (`sequence.field`, sequence number), are two or more in
+    different levels: records Paimon 0.9's sort-merge reader (its loser tree) hands a merge in
+    an order of its own, so its LookupMergeFunction may take either as the key's latest. Per
+    key, the tied records' values (`columns` order), or None where level 0 holds the key too
+    (the read then merges the taken record with those)."""
+    store = table.store
+    keys = list(table.schema.primary_keys)  # the value columns (a file's key columns leave out partitions)
+    seq = [f for f in table.schema.options.get("sequence.field", "").split(",") if f]
+    columns = [f.name for f in table.schema.fields]
+    paths = DataPaths(store)
+    top: dict[tuple[Any, ...], tuple[tuple[Any, ...], set[int], list[list[Any]]]] = {}
+    level0: set[tuple[Any, ...]] = set()
+    for e in store.manifest_io().live_entries(table.snapshot_manager().snapshot(sid)):
+        rows = read_data_file(store.file_io, paths.of_entry(e)[0], [*columns, SEQUENCE_NUMBER]).to_pylist()
+        for r in rows:
+            key = tuple(r[k] for k in keys)
+            if e.file.level == 0:
+                level0.add(key)
+                continue
+            # Paimon orders a null sequence field first.
+            order = (*((r[f] is not None, r[f] or 0) for f in seq), r[SEQUENCE_NUMBER])
+            best = top.get(key)
+            if best is None or order > best[0]:
+                top[key] = (order, {e.file.level}, [[r[c] for c in columns]])
+            elif order == best[0]:
+                best[1].add(e.file.level)
+                best[2].append([r[c] for c in columns])
+    return {key: None if key in level0 else tied for key, (_, levels, tied) in top.items() if len(levels) > 1}
