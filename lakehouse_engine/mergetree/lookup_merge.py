@@ -12,7 +12,7 @@ For the deduplicate engine the rule changes nothing (the latest record wins anyw
 first-row Java does not wrap; for partial-update and aggregation it decides the result as soon
 as a key sits in two levels above 0 (Java's own tables: a level-4 merged value beside the level-5
 older one). Every path here that merges a bucket's files (merge-on-read, compaction, the lookup
-of old values for the lookup changelog, diff reads) applies it through `latest_above_level0`,
+of old values for the lookup changelog, diff reads) applies it through `latest_above_level0_mask` (`MergeFunction.lookup_candidates`),
 given which records come from files above level 0.
 """
 
@@ -27,7 +27,7 @@ from lakehouse_engine.mergetree.merge_engines.ordering import key_change_mask, m
 from lakehouse_engine.options import CHANGELOG_PRODUCER, FORCE_LOOKUP, MERGE_ENGINE, CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER
 
-__all__ = ["MERGING_ENGINES", "force_lookup", "latest_above_level0", "latest_above_level0_mask", "row_levels", "needs_lookup_merge"]
+__all__ = ["MERGING_ENGINES", "force_lookup", "latest_above_level0_mask", "needs_lookup_merge", "row_levels"]
 
 #: The merge engines whose merged value the rule changes (they build a record from several).
 MERGING_ENGINES = ("partial-update", "aggregation")
@@ -52,25 +52,13 @@ def row_levels(row_counts: Sequence[int], levels: Sequence[int]) -> np.ndarray:
     return np.repeat(np.asarray(levels, dtype=np.int64), np.asarray(row_counts, dtype=np.int64))
 
 
-def latest_above_level0(table: pa.Table, levels: np.ndarray, key_names: Sequence[str],
-                        sequence_fields: Sequence[str] = (), sequence_descending: bool = False,
-                        rows_in_sequence_order: bool = False) -> pa.Table:
-    """`table` without the records above level 0 (`levels`: per row, its file's level) that a
-    later record of their key above level 0 follows in merge order: LookupMergeFunction's
-    candidates, in their order.
-
-    `table` holds the key columns, the sequence fields and `_SEQUENCE_NUMBER` unless
-    `rows_in_sequence_order` (rows already in sequence order), as a merge takes them.
-    """
-    keep = latest_above_level0_mask(table, levels, key_names, sequence_fields, sequence_descending,
-                                    rows_in_sequence_order)
-    return table if keep is None else table.filter(pa.array(keep))
-
-
 def latest_above_level0_mask(table: pa.Table, levels: np.ndarray, key_names: Sequence[str],
                              sequence_fields: Sequence[str] = (), sequence_descending: bool = False,
                              rows_in_sequence_order: bool = False) -> np.ndarray | None:
-    """The rows `latest_above_level0` keeps, as a mask; None when it keeps them all.
+    """The records of `table` LookupMergeFunction takes, as a mask (None: all of them): the
+    records above level 0 (`levels`: per row, its file's level) but the latest of their key in
+    merge order go, the level-0 records stay. `table` holds the key columns, the sequence fields
+    and `_SEQUENCE_NUMBER` unless `rows_in_sequence_order` (rows already in sequence order).
 
     Two records of a key above level 0 with equal sequence (Java's lookup compaction gives a
     merged record the sequence number of the value it looked up when the new record does not

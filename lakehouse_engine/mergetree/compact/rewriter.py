@@ -327,11 +327,10 @@ class BucketCompactor:
         tables = parallel_map(lambda f: self.reader.read(f"{self.bucket_dir}/{f.file_name}", self.columns,
                                                          self.read_schema, f), ordered)
         rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        at_top = np.concatenate([np.full(t.num_rows, f.level == self._top_level)
-                                 for f, t in zip(ordered, tables, strict=True)])
+        levels = row_levels([t.num_rows for t in tables], [f.level for f in ordered])
+        at_top = levels == self._top_level
         # A `force-lookup` table's: Paimon's LookupMergeFunction candidates.
-        keep = self.merge_function.lookup_mask(
-            rows, row_levels([t.num_rows for t in tables], [f.level for f in ordered]), in_order)
+        keep = self.merge_function.lookup_mask(rows, levels, in_order)
         if keep is not None:
             rows, at_top = rows.filter(pa.array(keep)), at_top[keep]
         if self._full_changelog and output_level == self._top_level:

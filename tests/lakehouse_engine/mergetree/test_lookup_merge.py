@@ -17,7 +17,7 @@ from lakehouse_engine.format.binary_row import deserialize_row
 from lakehouse_engine.format.float_order import comparable_key
 from lakehouse_engine.format.manifest_entries import DataFileMeta
 from lakehouse_engine.mergetree.lookup_merge import (
-    latest_above_level0,
+    latest_above_level0_mask,
     needs_lookup_merge,
     row_levels,
 )
@@ -56,6 +56,11 @@ def test_a_key_in_two_levels_above_0_counts_its_latest_record_only() -> None:
     assert merged.select(["k", "n"]).to_pylist() == [{"k": 1, "n": 7}, {"k": 2, "n": 1}]
     # Without the rule (before): the old value counted again.
     assert plain.merge(plain.lookup_candidates(rows, levels)).column("n").to_pylist() == [8, 1]
+
+
+def latest_above_level0(table: pa.Table, levels: np.ndarray, key_names: list[str], **kwargs: Any) -> pa.Table:
+    keep = latest_above_level0_mask(table, levels, key_names, **kwargs)
+    return table if keep is None else table.filter(pa.array(keep))
 
 
 def test_equal_sequence_numbers_above_level_0_take_the_lower_level() -> None:
