@@ -56,3 +56,14 @@ def test_hand_written_sections_of_the_output_survive_a_run(tmp_path: Any, monkey
     assert text.count(run_all.KEPT_MARKER) == 1 and text.endswith("## Object-store requests\n\nkept prose\n")
     assert run_all.main(["--only", "none", "--out", str(out)]) == 0
     assert out.read_text() == text  # a second run keeps them once
+
+
+def test_a_section_runs_in_a_fresh_process_of_its_own_and_returns_its_result() -> None:
+    import os
+
+    from bench.run_all import in_own_process
+
+    child = in_own_process("os:getpid")
+    assert isinstance(child, int) and child != os.getpid()
+    assert in_own_process("bench.run_all:replace_marked", text="a\n<s>\nold\n<e>\nb", replacement="new",
+                          start="<s>", end="<e>") == "a\n<s>\nnew\n<e>\nb"
