@@ -53,7 +53,7 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.stream_start import full_read_splits, stream_consumer_id, stream_start
 from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
-from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.spark.tables import TableRef, check_source_options
 from lakehouse_engine.store.consumer_manager import Consumer
 from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
@@ -64,6 +64,8 @@ CHANGES_FORMAT = "lakehouse-changes"
 STREAM_START_OPTIONS = ("consumer-id", "consumer.ignore-progress", "scan.mode", "scan.snapshot-id",
                         "scan.timestamp-millis", "scan.tag-name", "incremental-between",
                         "incremental-between-timestamp")
+#: Every option the source reads (a near miss of one is refused).
+SOURCE_OPTIONS = ("warehouse", "start-snapshot", "end-snapshot", "mode", "merged", *STREAM_START_OPTIONS)
 _BATCH_ROWS = 65_536
 #: The initial offset: where the stream starts is not decided yet.
 _UNDECIDED: dict[str, int] = {"next_snapshot": 0}
@@ -319,6 +321,7 @@ class ChangesDataSource(DataSource):
         return CHANGES_FORMAT
 
     def _ref(self) -> TableRef:
+        check_source_options(self.options, SOURCE_OPTIONS, CHANGES_FORMAT)
         identifier, warehouse = self.options.get("path"), self.options.get("warehouse")
         if not identifier or not warehouse:
             raise LakehouseError(f"format('{CHANGES_FORMAT}') needs option 'warehouse' and the table: "
