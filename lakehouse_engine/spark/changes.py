@@ -53,12 +53,17 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.stream_start import full_read_splits, stream_consumer_id, stream_start
 from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
+from lakehouse_engine.spark.stream_offsets import (
+    CHANGES_FORMAT,
+    UNDECIDED,
+    batch_start,
+    latest_offset_after,
+)
 from lakehouse_engine.spark.tables import TableRef, check_source_options
 from lakehouse_engine.store.consumer_manager import Consumer
 from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
 
-CHANGES_FORMAT = "lakehouse-changes"
 #: The reader options a stream takes as the table's own (over its stored options): where it
 #: starts and which consumer it reads with. The batch start options are named to be refused.
 STREAM_START_OPTIONS = ("consumer-id", "consumer.ignore-progress", "scan.mode", "scan.snapshot-id",
@@ -67,8 +72,6 @@ STREAM_START_OPTIONS = ("consumer-id", "consumer.ignore-progress", "scan.mode", 
 #: Every option the source reads (a near miss of one is refused).
 SOURCE_OPTIONS = ("warehouse", "start-snapshot", "end-snapshot", "mode", "merged", *STREAM_START_OPTIONS)
 _BATCH_ROWS = 65_536
-#: The initial offset: where the stream starts is not decided yet.
-_UNDECIDED: dict[str, int] = {"next_snapshot": 0}
 
 
 def changes_schema(table: FileStoreTable, merged: bool = False) -> StructType:
@@ -208,8 +211,8 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         if self._last is None:
-            self._last = dict(_UNDECIDED)
-        return dict(_UNDECIDED)
+            self._last = dict(UNDECIDED)
+        return dict(UNDECIDED)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
         self._last = self._latest_offset(start if start is not None else self._last)
@@ -219,36 +222,15 @@ class ChangesStreamReader(DataSourceStreamReader):
         if start is None or int(start["next_snapshot"]) == 0:
             decided = self._decide_start()
             if decided is None:
-                return dict(_UNDECIDED)  # still waiting
-            end = self._latest_after(decided)
+                return dict(UNDECIDED)  # still waiting
+            end = latest_offset_after(self.settings.ref.open(), decided)
             end["start"] = decided
             return end
-        return self._latest_after(start)
-
-    def _latest_after(self, start: dict) -> dict:
-        table = self.settings.ref.open()
-        latest = table.snapshot_manager().latest_snapshot_id() or 0
-        if start.get("scan_snapshot"):
-            if latest < int(start["next_snapshot"]):
-                raise SnapshotNotExistError(
-                    f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
-                    f"snapshot {latest} before the query read snapshot {start['next_snapshot']}, where it "
-                    f"starts; start it again from a new checkpoint")
-        else:
-            _check_not_rewritten(table, start, latest)
-        if latest == 0:
-            return {"next_snapshot": 1}
-        snapshot = table.snapshot_manager().snapshot_or_changelog(latest)
-        offset: dict[str, Any] = {"next_snapshot": latest + 1}
-        if snapshot is not None:
-            offset["snapshot_millis"] = snapshot.time_millis
-        if offset == {k: v for k, v in start.items() if k != "start"}:
-            return start  # nothing new: the same offset, or Spark would run an empty micro-batch
-        return offset
+        return latest_offset_after(self.settings.ref.open(), start)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._last = end  # where the next micro-batch starts (a replayed one's end, after a restart)
-        start = _batch_start(start, end)
+        start = batch_start(start, end)
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
         if first == 0:
             return []  # not decided yet, or (an older checkpoint's) up to where the stream starts
@@ -279,37 +261,6 @@ class ChangesStreamReader(DataSourceStreamReader):
         millis = end.get("snapshot_millis")
         table.consumer_manager().reset_consumer(
             self.consumer_id, Consumer(int(end["next_snapshot"]), int(millis) if millis is not None else None))
-
-
-def _batch_start(start: dict, end: dict) -> dict:
-    """Where the micro-batch from `start` to `end` starts reading: the start recorded in `end`
-    when the micro-batch is the one that decided it."""
-    if int(start["next_snapshot"]) == 0 and isinstance(end.get("start"), dict):
-        return dict(end["start"])
-    return start
-
-
-def _check_not_rewritten(table: FileStoreTable, start: dict, latest: int) -> None:
-    """SnapshotNotExistError when the table was rolled back below what the query has read, or the
-    snapshot it read last is now another one: Spark reads only offsets after the ones it has, so
-    the commits that reuse the ids it read would be skipped."""
-    if latest + 1 < int(start["next_snapshot"]):
-        raise SnapshotNotExistError(
-            f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
-            f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
-            f"start it again from a new checkpoint (and reset its consumer)")
-    read_last = start.get("snapshot_millis")
-    if read_last is not None:
-        # Rolled back and written again past it, or fast-forwarded to a branch: what came
-        # between would never be read.
-        sid = int(start["next_snapshot"]) - 1
-        now = table.snapshot_manager().snapshot_or_changelog(sid)
-        if now is not None and now.time_millis != int(read_last):
-            raise SnapshotNotExistError(
-                f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {sid}, which the query "
-                f"read, is now another snapshot (the table was rolled back and written again, or "
-                f"fast-forwarded to a branch); start it again from a new checkpoint (and reset its "
-                f"consumer)")
 
 
 class ChangesDataSource(DataSource):
