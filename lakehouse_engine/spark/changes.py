@@ -223,7 +223,7 @@ class ChangesStreamReader(DataSourceStreamReader):
             decided = self._decide_start()
             if decided is None:
                 return dict(UNDECIDED)  # still waiting
-            end = latest_offset_after(self.settings.ref.open(), decided)
+            end = dict(latest_offset_after(self.settings.ref.open(), decided))  # (may be `decided`)
             end["start"] = decided
             return end
         return latest_offset_after(self.settings.ref.open(), start)

@@ -138,6 +138,19 @@ def test_the_initial_offset_is_always_the_same_and_the_start_is_decided_with_the
     assert reader.latestOffset(following, None) == following  # nothing new: the same offset
 
 
+def test_a_consumer_at_the_latest_snapshot_decides_an_end_offset_spark_can_log(
+        catalog: Catalog, tmp_path: Path) -> None:
+    from lakehouse_engine.store.consumer_manager import Consumer
+
+    t = keyed_table(catalog)
+    latest = put(t, (1, "a", "+I"))
+    t.consumer_manager().reset_consumer("etl", Consumer(latest + 1, t.snapshot(latest).time_millis))
+    reader = _reader(tmp_path, catalog, **{"consumer-id": "etl"})
+    end = _json(reader.latestOffset(reader.initialOffset(), None))  # was a dict holding itself
+    assert end["start"] == {"next_snapshot": latest + 1, "snapshot_millis": t.snapshot(latest).time_millis}
+    assert _snapshots(reader, reader.initialOffset(), end) == []
+
+
 def test_offsets_of_checkpoints_written_before_read_on(catalog: Catalog, tmp_path: Path) -> None:
     t = keyed_table(catalog, **{"consumer-id": "etl"})
     first = put(t, (1, "a", "+I"), (2, "b", "+I"))
