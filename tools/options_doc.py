@@ -123,7 +123,10 @@ def render(options: Mapping[str, ConfigOption[Any]] = OPTIONS) -> str:
         "Every implemented option is validated when the table is created (`InvalidOptionError` names "
         "the option). A key Paimon does not know is kept as a user key (`lakehouse show` lists it as "
         "not used by this engine), unless it is a near miss of a known key (`bucket-keys`, "
-        "`changelog-prodcer`): that is refused with \"did you mean ...\".",
+        "`changelog-prodcer`): that is refused with \"did you mean ...\". The dynamic options a reader "
+        "gives are checked the same, before anything is read: `table.copy({...})`, and the options of "
+        "Spark's `format(\"lakehouse\")` and `format(\"lakehouse-changes\")` (a near miss of the "
+        "source's own options too: `partition` for `partitions`; docs/spark.md).",
         "",
         "Sizes (`MemorySize`) take a unit: `b`, `kb`, `mb`, `gb`, `tb` (`128 mb`; also Paimon's "
         "`kibibytes` .. `tebibytes`); durations take `ms`, `s`, `min`, `h` or `d` (`10 s`, `1 h`; "

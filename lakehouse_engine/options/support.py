@@ -5,7 +5,7 @@ when a table is created or altered or a handle is copied; every other key is kep
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from lakehouse_engine.errors import InvalidOptionError
 from lakehouse_engine.options import FALLBACK_KEYS, OPTIONS
@@ -32,8 +32,19 @@ def option_status(key: str) -> Status | None:
     return entry.status if entry is not None else None
 
 
-def near_miss(key: str) -> str | None:
-    """The known option an unknown `key` is most likely a typo of, or None."""
+def near_miss(key: str, own: Collection[str] = (), ignore_case: bool = False) -> str | None:
+    """The known option an unknown `key` is most likely a typo of, or None.
+
+    `own` are the option keys of the entry point that takes `key` besides Paimon's (a Spark data
+    source's `warehouse`, `start-snapshot`, ...): a key close to one of them is its typo, even
+    when it is a Paimon key the entry point does not read (`partition` for `partitions`).
+    `ignore_case` for keys Spark passes lowercased (`read.stream.maxbytespertrigger`)."""
+    mine = {k.lower(): k for k in own}
+    if key in own or (ignore_case and key.lower() in mine):
+        return None
+    close = difflib.get_close_matches(key.lower(), mine, n=1, cutoff=_NEAR_MISS_RATIO)
+    if close:
+        return mine[close[0]]
     if option_status(key) is not None:
         return None
     cutoff = _NEAR_MISS_RATIO
@@ -47,9 +58,26 @@ def near_miss(key: str) -> str | None:
         cutoff = _FAMILY_NEAR_MISS_RATIO
     known = {k.lower(): k for k in (*OPTIONS, *INVENTORY)}
     if key.lower() in known:
-        return known[key.lower()]
+        return None if ignore_case else known[key.lower()]
     close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=cutoff)
     return known[close[0]] if close else None
+
+
+def check_option_keys(keys: Iterable[str], own: Collection[str] = (), ignore_case: bool = False,
+                      where: str = "") -> None:
+    """Refuse, among `keys`, a near miss of a known key (`near_miss`), before anything is read
+    or written: the one check of table options and of the options a reader gives (`table.copy`,
+    the Spark data sources). Every other unknown key is kept, as Paimon keeps user keys.
+
+    Raises:
+        InvalidOptionError: naming the key and the one it is close to (`where` says who took it).
+    """
+    for key in keys:
+        near = near_miss(key, own, ignore_case)
+        if near is not None:
+            raise InvalidOptionError(
+                f"{where}unknown option '{key}': did you mean '{near}'? (an unknown key is kept as a "
+                f"user key, but this one is too close to '{near}' to be anything but a typo)")
 
 
 def unused_keys(raw: Mapping[str, str]) -> list[str]:
@@ -99,8 +127,4 @@ def check_supported(raw: Mapping[str, str], keys: Iterable[str]) -> None:
         if problem is not None:
             # Stored only, but Paimon (or pypaimon) parses it when it opens the table.
             raise InvalidOptionError(f"option '{key}' has invalid value {raw[key]!r}: {problem}")
-        near = near_miss(key)
-        if near is not None:
-            raise InvalidOptionError(
-                f"unknown option '{key}': did you mean '{near}'? (a key Paimon does not know is kept "
-                f"as a user key, but this one is too close to '{near}' to be anything but a typo)")
+        check_option_keys([key])

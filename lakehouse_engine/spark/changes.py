@@ -53,17 +53,24 @@ from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.read.stream_start import full_read_splits, stream_consumer_id, stream_start
 from lakehouse_engine.read.streaming_scan import check_stream_options
 from lakehouse_engine.spark.datasource import spark_schema
-from lakehouse_engine.spark.tables import TableRef
+from lakehouse_engine.spark.stream_offsets import (
+    CHANGES_FORMAT,
+    UNDECIDED,
+    batch_start,
+    latest_offset_after,
+)
+from lakehouse_engine.spark.tables import TableRef, check_source_options
 from lakehouse_engine.store.consumer_manager import Consumer
 from lakehouse_engine.store.file_store import FileStore
 from lakehouse_engine.table import FileStoreTable
 
-CHANGES_FORMAT = "lakehouse-changes"
 #: The reader options a stream takes as the table's own (over its stored options): where it
 #: starts and which consumer it reads with. The batch start options are named to be refused.
 STREAM_START_OPTIONS = ("consumer-id", "consumer.ignore-progress", "scan.mode", "scan.snapshot-id",
                         "scan.timestamp-millis", "scan.tag-name", "incremental-between",
                         "incremental-between-timestamp")
+#: Every option the source reads (a near miss of one is refused).
+SOURCE_OPTIONS = ("warehouse", "start-snapshot", "end-snapshot", "mode", "merged", *STREAM_START_OPTIONS)
 _BATCH_ROWS = 65_536
 
 
@@ -147,12 +154,15 @@ class ChangesStreamReader(DataSourceStreamReader):
     """Structured Streaming over snapshots: offsets `{"next_snapshot": N}`, a micro-batch reads
     the changes of the snapshots between two offsets, a commit moves the consumer (if any).
 
-    It starts where the Python stream starts (read/stream_start.py), from the table's options
-    with `start_options` (the reader's) over them. Two more offsets come before anything is read:
-    `{"next_snapshot": S, "scan_snapshot": true}` (Paimon's PaimonSourceOffset.scanSnapshot)
-    reads snapshot S in full, then the changes after it; `{"next_snapshot": 0}` waits for the
-    snapshot the start needs (an empty table, a `scan.snapshot-id` not committed yet), and the
-    micro-batch from it to where the stream then starts reads nothing."""
+    The initial offset is always `{"next_snapshot": 0}` (not decided yet): Spark asks for it again
+    when it runs the first micro-batch and when a restarted query replays it. The `latestOffset`
+    after it decides the start as the Python stream does (read/stream_start.py; `start_options`
+    over the table's) and records it as `"start"` in the end offset, which Spark logs before it
+    runs the micro-batch, so a replay reads from the same start: `{"next_snapshot": S,
+    "scan_snapshot": true}` (Paimon's scanSnapshot: S in full, then its successors' changes) or
+    `{"next_snapshot": N}`. While the snapshot a start needs is not committed, the latest offset
+    stays `{"next_snapshot": 0}`. An older checkpoint's first micro-batch ends at its start (no
+    `"start"`: it reads nothing) and its next one starts there, read as before."""
 
     def __init__(self, settings: _Settings, schema: StructType, start_options: dict[str, str],
                  start_snapshot: int | None = None):
@@ -167,14 +177,15 @@ class ChangesStreamReader(DataSourceStreamReader):
         table = self.settings.ref.open()
         return (table.copy(self.start_options) if self.start_options else table).store
 
-    def _start_offset(self) -> dict:
-        """The offset the stream starts at now (`{"next_snapshot": 0}`: not decided yet); a
-        consumer is recorded where the changes it starts with begin, so that expiry keeps them."""
+    def _decide_start(self) -> dict | None:
+        """The offset the stream starts at now (None: not decided yet, the snapshot it needs is
+        not committed); a consumer is recorded where the changes it starts with begin, so that
+        expiry keeps them."""
         table = self.start_table()
         start = stream_start(table, self.consumer_id)
         latest = table.snapshot_manager().latest_snapshot_id() or 0
         if start is None:
-            return {"next_snapshot": 0}
+            return None
         if start.consumer is not None:
             offset: dict[str, Any] = {"next_snapshot": start.next_snapshot}
             # With the commit time our streams record, `latestOffset` sees a rollback-and-rewrite
@@ -190,7 +201,7 @@ class ChangesStreamReader(DataSourceStreamReader):
             # now, a restart before that would read S's changes instead of S in full.
             return {"next_snapshot": start.full.id, "scan_snapshot": True}
         if start.next_snapshot > latest + 1:
-            return {"next_snapshot": 0}  # `scan.snapshot-id` not committed yet: wait for it
+            return None  # `scan.snapshot-id` not committed yet: wait for it
         if self.consumer_id is not None:
             # Recorded now, not at the first micro-batch commit (Spark commits a batch when it
             # plans the next one; an availableNow query never commits its last): until then
@@ -199,38 +210,30 @@ class ChangesStreamReader(DataSourceStreamReader):
         return {"next_snapshot": start.next_snapshot}
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
-        self._last = self._start_offset()
-        return self._last
+        if self._last is None:
+            self._last = dict(UNDECIDED)
+        return dict(UNDECIDED)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802
         self._last = self._latest_offset(start if start is not None else self._last)
         return self._last
 
     def _latest_offset(self, start: dict | None) -> dict:
-        if start is not None and int(start["next_snapshot"]) == 0:
-            return self._start_offset()  # decided now, or still waiting
-        table = self.settings.ref.open()
-        latest = table.snapshot_manager().latest_snapshot_id() or 0
-        if start is not None and start.get("scan_snapshot"):
-            if latest < int(start["next_snapshot"]):
-                raise SnapshotNotExistError(
-                    f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
-                    f"snapshot {latest} before the query read snapshot {start['next_snapshot']}, where it "
-                    f"starts; start it again from a new checkpoint")
-        elif start is not None:
-            _check_not_rewritten(table, start, latest)
-        if latest == 0:
-            return {"next_snapshot": 1}
-        snapshot = table.snapshot_manager().snapshot_or_changelog(latest)
-        offset: dict[str, int] = {"next_snapshot": latest + 1}
-        if snapshot is not None:
-            offset["snapshot_millis"] = snapshot.time_millis
-        return offset
+        if start is None or int(start["next_snapshot"]) == 0:
+            decided = self._decide_start()
+            if decided is None:
+                return dict(UNDECIDED)  # still waiting
+            end = dict(latest_offset_after(self.settings.ref.open(), decided))  # (may be `decided`)
+            end["start"] = decided
+            return end
+        return latest_offset_after(self.settings.ref.open(), start)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        self._last = end  # where the next micro-batch starts (a replayed one's end, after a restart)
+        start = batch_start(start, end)
         first, stop = int(start["next_snapshot"]), int(end["next_snapshot"])
         if first == 0:
-            return []  # from a start not decided yet to where the stream starts: nothing read
+            return []  # not decided yet, or (an older checkpoint's) up to where the stream starts
         table = self.settings.ref.open().store
         kind = self.settings.kind(table)
         splits: list[DataSplit] = []
@@ -260,29 +263,6 @@ class ChangesStreamReader(DataSourceStreamReader):
             self.consumer_id, Consumer(int(end["next_snapshot"]), int(millis) if millis is not None else None))
 
 
-def _check_not_rewritten(table: FileStoreTable, start: dict, latest: int) -> None:
-    """SnapshotNotExistError when the table was rolled back below what the query has read, or the
-    snapshot it read last is now another one: Spark reads only offsets after the ones it has, so
-    the commits that reuse the ids it read would be skipped."""
-    if latest + 1 < int(start["next_snapshot"]):
-        raise SnapshotNotExistError(
-            f"format('{CHANGES_FORMAT}') of table {table.name}: the table was rolled back to "
-            f"snapshot {latest}, but the query has read up to snapshot {int(start['next_snapshot']) - 1}; "
-            f"start it again from a new checkpoint (and reset its consumer)")
-    read_last = start.get("snapshot_millis")
-    if read_last is not None:
-        # Rolled back and written again past it, or fast-forwarded to a branch: what came
-        # between would never be read.
-        sid = int(start["next_snapshot"]) - 1
-        now = table.snapshot_manager().snapshot_or_changelog(sid)
-        if now is not None and now.time_millis != int(read_last):
-            raise SnapshotNotExistError(
-                f"format('{CHANGES_FORMAT}') of table {table.name}: snapshot {sid}, which the query "
-                f"read, is now another snapshot (the table was rolled back and written again, or "
-                f"fast-forwarded to a branch); start it again from a new checkpoint (and reset its "
-                f"consumer)")
-
-
 class ChangesDataSource(DataSource):
     """`format("lakehouse-changes")`: options `warehouse` (required), `start-snapshot` (exclusive),
     `end-snapshot`, `mode`, `merged` (batch), `consumer-id` (stream); the path is the table."""
@@ -292,6 +272,7 @@ class ChangesDataSource(DataSource):
         return CHANGES_FORMAT
 
     def _ref(self) -> TableRef:
+        check_source_options(self.options, SOURCE_OPTIONS, CHANGES_FORMAT)
         identifier, warehouse = self.options.get("path"), self.options.get("warehouse")
         if not identifier or not warehouse:
             raise LakehouseError(f"format('{CHANGES_FORMAT}') needs option 'warehouse' and the table: "

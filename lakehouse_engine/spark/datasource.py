@@ -52,7 +52,12 @@ from lakehouse_engine.read.predicate import Predicate, PredicateBuilder
 from lakehouse_engine.read.read_builder import ReadBuilder
 from lakehouse_engine.read.split import DataSplit
 from lakehouse_engine.spark.spark_types import spark_schema
-from lakehouse_engine.spark.tables import TableRef, check_writable
+from lakehouse_engine.spark.tables import (
+    STORAGE_PREFIXES,
+    TableRef,
+    check_source_options,
+    check_writable,
+)
 from lakehouse_engine.spark.write import check_columns, commit_messages, new_commit, write_batches
 from lakehouse_engine.table import FileStoreTable
 from lakehouse_engine.write.commit_message import CommitMessage
@@ -64,6 +69,9 @@ OPTION_TAG = "tag"
 OPTION_COLUMNS = "columns"
 OPTION_PARTITIONS = "partitions"
 OPTION_MERGE_ONLY = "merge-only"
+#: The reader and writer options `format("lakehouse")` reads (a near miss of one is refused).
+SOURCE_OPTIONS = (OPTION_WAREHOUSE, OPTION_SNAPSHOT_ID, OPTION_TAG, OPTION_COLUMNS, OPTION_PARTITIONS,
+                  OPTION_MERGE_ONLY, "write.merge-schema")
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _READ_BATCH_ROWS = 65_536
 
@@ -267,6 +275,7 @@ class LakehouseDataSource(DataSource):
         return FORMAT
 
     def _ref(self) -> TableRef:
+        check_source_options(self.options, SOURCE_OPTIONS, FORMAT)
         identifier = self.options.get("path")
         warehouse = self.options.get(OPTION_WAREHOUSE)
         if not identifier:
@@ -275,8 +284,7 @@ class LakehouseDataSource(DataSource):
             raise LakehouseError(f"format('{FORMAT}') needs option '{OPTION_WAREHOUSE}' (a path or URI)")
         # Storage options (`s3.endpoint`, `s3.path.style.access`, credentials, `lock.*`) given to
         # the reader or writer are session configuration Spark already carries to every task.
-        storage = {k: str(v) for k, v in self.options.items()
-                   if k.lower().startswith(("s3.", "s3a.", "fs.", "gs.", "azure.", "lock."))}
+        storage = {k: str(v) for k, v in self.options.items() if k.lower().startswith(STORAGE_PREFIXES)}
         return replace(TableRef.of(identifier, warehouse), options=tuple(sorted(storage.items())))
 
     def _pin_snapshot(self, table: FileStoreTable) -> int | None:

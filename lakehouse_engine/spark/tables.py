@@ -5,7 +5,7 @@ re-chunking the batches Spark hands to Python)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from lakehouse_engine.catalog import Catalog, Identifier
 from lakehouse_engine.errors import LakehouseError, UnsupportedError
+from lakehouse_engine.options.support import check_option_keys
 from lakehouse_engine.schema import BucketMode  # (re-exported: it was defined here)
 from lakehouse_engine.table import FileStoreTable
 
@@ -20,6 +21,21 @@ from lakehouse_engine.table import FileStoreTable
 # the session's configuration instead (`spark.executorEnv.AWS_ACCESS_KEY_ID`, instance roles).
 _SECRET_WORDS = ("access-key", "access.key", "accesskey", "account-key", "account.key", "secret", "token",
                  "sas", "password")
+
+
+#: Storage options a reader or writer may give a data source (`s3.endpoint`, `lock.enabled`, ...):
+#: the catalog's, not the table's.
+STORAGE_PREFIXES = ("s3.", "s3a.", "fs.", "gs.", "azure.", "lock.")
+#: The option keys Spark itself gives a data source: the table of `.load(path)` / `.save(path)`.
+_SPARK_KEYS = ("path", "paths")
+
+
+def check_source_options(options: Mapping[str, str], own: Collection[str], source: str) -> None:
+    """Refuse a near miss of a known key among the options a reader or writer gave `source`:
+    of its `own` keys or of Paimon's table options (InvalidOptionError naming both), before
+    anything is read; Spark's keys, storage options and other keys are left alone."""
+    keys = [k for k in options if not k.lower().startswith(STORAGE_PREFIXES)]
+    check_option_keys(keys, (*own, *_SPARK_KEYS), ignore_case=True, where=f"format('{source}'): ")
 
 
 def shippable_options(options: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -136,3 +136,22 @@ def test_near_miss_leaves_known_keys_and_far_keys_alone() -> None:
     assert near_miss("bucket") is None and near_miss("lookup.cache-rows") is None
     assert near_miss("owner") is None and near_miss("fields.v.aggregate-function") is None
     assert near_miss("file-index.bloom-filter.columns") is None
+
+
+def test_near_miss_of_an_entry_points_own_keys_and_in_sparks_lowercase() -> None:
+    own = ("warehouse", "partitions", "snapshot-id")
+    assert near_miss("partition", own) == "partitions"  # a Paimon key, but a typo of the source's own
+    assert near_miss("snapshot_id", own) == "snapshot-id" and near_miss("scan.mod", own) == "scan.mode"
+    assert near_miss("partitions", own) is None and near_miss("owner", own) is None
+    # Spark lowercases every key: a known key in lowercase is that key, not its typo.
+    assert near_miss("read.stream.maxbytespertrigger") == "read.stream.maxBytesPerTrigger"
+    assert near_miss("read.stream.maxbytespertrigger", own, ignore_case=True) is None
+    assert near_miss("warehouse", own, ignore_case=True) is None
+
+
+def test_a_stream_read_of_a_copy_with_a_near_miss_is_refused_before_it_starts(catalog: Catalog) -> None:
+    table = create_table(catalog, "t", SCHEMA, ["id"], options={"bucket": "1", "consumer-id": "etl"})
+    write(table, pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    with pytest.raises(InvalidOptionError, match="unknown option 'scan.mod': did you mean 'scan.mode'"):
+        table.copy({"scan.mod": "latest"}).new_stream_read_builder().new_streaming_scan().plan()
+    assert table.consumer_manager().consumers() == {}
