@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         "Every engine runs in the same `make bench` invocation on identical data "
         "(`bench/bench_data.py`); each foundation step is the best of the repeats (the Spark section: "
         "the median). \"vs ours\" is the "
-        "engine's time divided by ours (above 1.00x: slower than ours).",
+        "engine's time divided by ours (above 1.00x: slower than ours). Every section after the "
+        "foundation runs in a fresh Python process of its own, so what one section leaves in memory "
+        "does not weigh on the next one's timings.",
         "",
     ]
     if md:
