@@ -81,7 +81,7 @@ def test_a_launched_ingestion_run_succeeds(server: DagsterDev, tmp_path: Path) -
         status = client.get_run_status(run_id)
         if status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
             break
-        time.sleep(2)
+        time.sleep(0.5)
     assert status == DagsterRunStatus.SUCCESS, server.log_tail()
     materialized = server.graphql(MATERIALIZATIONS, {"id": run_id})["runOrError"]["assetMaterializations"]
     assert sorted(("/".join(m["assetKey"]["path"]), m["partition"]) for m in materialized) == [
