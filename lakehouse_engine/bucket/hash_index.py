@@ -39,6 +39,10 @@ class PartitionHashIndex:
 
     _MAX_LOAD = 0.75
     _GROW_TO_LOAD = 0.5
+    #: Probing rounds an insert makes before it lays the table out anew instead: a batch whose
+    #: home slots fall in a long run of taken slots (keys arriving in hash order, as index files
+    #: list them) advances one slot a round, quadratic in the run's length.
+    _MAX_PROBE_ROUNDS = 64
 
     def __init__(self, hashes: np.ndarray | None = None, buckets: np.ndarray | None = None):
         self._size = 0
@@ -89,17 +93,22 @@ class PartitionHashIndex:
         if self._size + len(hashes) > self._capacity * self._MAX_LOAD:
             self._rebuild(hashes, buckets)
         else:
-            self._insert(hashes, buckets)
+            rest = self._insert(hashes, buckets)
+            if len(rest):
+                self._rebuild(hashes[rest], buckets[rest])
         self._size += len(hashes)
         counts = np.bincount(buckets.astype(np.int64))
         for bucket in np.flatnonzero(counts).tolist():
             self.bucket_rows[bucket] = self.bucket_rows.get(bucket, 0) + int(counts[bucket])
 
-    def _insert(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
-        """Insert distinct keys not in the table yet, in probing rounds over the whole batch."""
+    def _insert(self, hashes: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """Insert distinct keys not in the table yet, in probing rounds over the whole batch;
+        returns the positions of the keys still unplaced after `_MAX_PROBE_ROUNDS` rounds."""
         slots = self._slots(hashes)
         pending = np.arange(len(hashes))
-        while len(pending):
+        for _ in range(self._MAX_PROBE_ROUNDS):
+            if not len(pending):
+                break
             free = self._buckets[slots] < 0
             # Every key that found a free slot writes itself there; where several share a slot
             # one write lands, and reading the slot back tells which (the keys are distinct).
@@ -117,6 +126,7 @@ class PartitionHashIndex:
             slots = np.where(free[moved], slots[moved], slots[moved] + 1)
             slots[slots == self._capacity] = 0
             pending = pending[moved]
+        return pending
 
     def _rebuild(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
         """Grow the table to hold its keys and `hashes`, laid out anew without probing rounds.
@@ -129,7 +139,8 @@ class PartitionHashIndex:
         occupied = self._buckets >= 0
         keys = np.concatenate([self._keys[occupied], hashes])
         owners = np.concatenate([self._buckets[occupied], buckets])
-        self._alloc(max(1024, int((self._size + len(hashes)) / self._GROW_TO_LOAD) + 1))
+        # (The occupied slots, not `_size`: an insert that gave up has placed part of its batch.)
+        self._alloc(max(1024, int(len(keys) / self._GROW_TO_LOAD) + 1))
         # One sort of (uint32 key << 16 | bucket) orders the keys and carries their buckets along.
         packed = (keys.view(np.uint32).astype(np.uint64) << np.uint64(16)) | owners.view(np.uint16)
         packed.sort()

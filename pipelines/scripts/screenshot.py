@@ -116,7 +116,7 @@ class DagsterDev:
                 if failed:
                     raise RuntimeError(f"code location failed to load: {failed}{self.log_tail()}")
                 return
-            time.sleep(1)
+            time.sleep(0.25)
         raise TimeoutError(f"dagster dev did not load {self.workspace} in {timeout:.0f} s{self.log_tail()}")
 
     def log_tail(self) -> str:

@@ -1,6 +1,8 @@
-"""One Spark session for the pages' Spark examples (their `create_session` call gets it), stopped
-afterwards when these tests started it: the other packages' fixtures start theirs with their own
-master and settings."""
+"""One Spark session for the pages' Spark examples (their `create_session` call gets it), started
+as tests/lakehouse_engine/spark and tests/pipelines start theirs (`local[2,2]`: two task threads,
+one retry) and left running for them: a pytest worker starts one Spark JVM, not two (the docs'
+own `local[2]` session, stopped after the pages, made the worker's later Spark tests start
+another: ~10 s)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ from typing import Any
 
 import pytest
 
+#: The master of the other packages' shared session (whichever package starts it first).
+MASTER = "local[2,2]"
 
-@pytest.fixture(scope="package")
+
+@pytest.fixture(scope="session")
 def doc_spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
@@ -18,7 +23,7 @@ def doc_spark() -> Iterator[Any]:
     from lakehouse_engine.spark.session import create_session
 
     already = SparkSession.getActiveSession()
-    session = create_session("local[2]", app_name="docs-examples")
+    session = create_session(MASTER, app_name="docs-examples")
     yield session
     if already is None:
         session.stop()

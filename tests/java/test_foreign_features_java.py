@@ -27,28 +27,37 @@ def _rows(ids: range, v: str) -> pa.Table:
     return pa.table({"id": list(ids), "v": [v] * len(ids)}, schema=SCHEMA)
 
 
-def _java_table(catalog: Catalog, judge: Judge, name: str, option: tuple[str, str]) -> dict[str, str]:
-    """A table made here without the option, which Paimon 0.9 then sets (as a Java user would)."""
+def _java_table(catalog: Catalog, name: str) -> dict[str, str]:
+    """A table made here without the option, which Paimon 0.9 then sets (`_three_commits`)."""
     create_table(catalog, name, SCHEMA, ["id"], options={"bucket": "2"})
-    table = {"warehouse": str(catalog.warehouse), "table": f"db.{name}"}
-    ok(judge([{**table, "op": "alter", "changes": [{"kind": "option", "key": option[0], "value": option[1]}]}])[0])
-    return table
+    return {"warehouse": str(catalog.warehouse), "table": f"db.{name}"}
 
 
-def _three_commits(judge: Judge, table: dict[str, str]) -> list[dict[str, object]]:
-    """Inserts of 1,050 keys, upserts of 500, deletes of the last 50: 1,000 rows remain."""
-    return judge([
+def _alter(table: dict[str, str], option: tuple[str, str]) -> dict[str, object]:
+    return {**table, "op": "alter", "changes": [{"kind": "option", "key": option[0], "value": option[1]}]}
+
+
+def _three_commits(judge: Judge, table: dict[str, str], option: tuple[str, str],
+                   then: list[dict[str, object]] | None = None) -> list[dict[str, object]]:
+    """In one JVM: Paimon 0.9 sets the option (as a Java user would), then inserts 1,050 keys,
+    upserts 500, deletes the last 50 (1,000 rows remain) and reads; then `then`. The answers
+    after the alter's (`[-1]` the read's when `then` is empty)."""
+    answers = judge([
+        _alter(table, option),
         {**table, "op": "write", "rows": canonical_rows(_rows(range(1050), "insert"))},
         {**table, "op": "write", "rows": canonical_rows(_rows(range(500), "upsert"))},
         {**table, "op": "write", "rows": canonical_rows(_rows(range(1000, 1050), "x"), ["-D"] * 50)},
         {**table, "op": "read"},
+        *(then or []),
     ])
+    ok(answers[0])
+    return answers[1:]
 
 
 def test_a_java_deletion_vector_table_reads_as_paimon_reads_it_and_is_written_with_its_vectors(
         catalog: Catalog, judge: Judge) -> None:
-    table = _java_table(catalog, judge, "dv", ("deletion-vectors.enabled", "true"))
-    answers = _three_commits(judge, table)
+    table = _java_table(catalog, "dv")
+    answers = _three_commits(judge, table, ("deletion-vectors.enabled", "true"))
     java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
     assert len(java_rows) == 1000  # Paimon's own reading
     ours = catalog.get_table("db.dv")
@@ -69,11 +78,11 @@ def test_vectors_stay_applied_and_writes_refused_with_the_option_taken_away(
         catalog: Catalog, judge: Judge) -> None:
     """With the option taken away again (as Java allows), the vectors Paimon wrote still mark rows
     deleted (the -D records they stand for are gone), and a write still names the index file."""
-    table = _java_table(catalog, judge, "dv2", ("deletion-vectors.enabled", "true"))
-    answers = _three_commits(judge, table)
-    java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
-    ok(judge([{**table, "op": "alter", "changes": [
-        {"kind": "option", "key": "deletion-vectors.enabled", "value": "false"}]}])[0])
+    table = _java_table(catalog, "dv2")
+    answers = _three_commits(judge, table, ("deletion-vectors.enabled", "true"),
+                             then=[_alter(table, ("deletion-vectors.enabled", "false"))])
+    java_rows = sorted((r[1], r[2]) for r in ok(answers[-2])["rows"])
+    ok(answers[-1])
     ours = catalog.get_table("db.dv2")
     assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows
     with pytest.raises(UnsupportedFeatureError, match=r"table db.dv2: index file index-.* uses deletion vectors"):
@@ -81,8 +90,8 @@ def test_vectors_stay_applied_and_writes_refused_with_the_option_taken_away(
 
 
 def test_a_java_changelog_table_is_read_right_and_written_with_its_changelog(catalog: Catalog, judge: Judge) -> None:
-    table = _java_table(catalog, judge, "cl", ("changelog-producer", "input"))
-    answers = _three_commits(judge, table)
+    table = _java_table(catalog, "cl")
+    answers = _three_commits(judge, table, ("changelog-producer", "input"))
     java_rows = sorted((r[1], r[2]) for r in ok(answers[-1])["rows"])
     ours = catalog.get_table("db.cl")
     assert sorted((r["id"], r["v"]) for r in read(ours).to_pylist()) == java_rows

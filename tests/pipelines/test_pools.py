@@ -40,14 +40,20 @@ def test_a_rescale_waits_while_another_run_holds_the_tables_pool(tmp_path: Path)
                 resources={"lakehouse": lakehouse, "spark": LakehouseSparkResource(master="spark://unused:1")})
             finished["at"], finished["success"] = time.monotonic(), result.success
 
+        def blocked() -> list[Any]:
+            return [e for run in instance.get_runs() for e in instance.all_logs(run.run_id)
+                    if e.is_dagster_event and "blocked by limit for pool" in (e.dagster_event.message or "")]
+
         worker = threading.Thread(target=rescale)
         worker.start()
-        time.sleep(6)
+        # Until the step reports waiting for the pool (it did after ~2 s; a fixed 6 s sleep before).
+        deadline = time.monotonic() + 120
+        while not blocked() and not finished and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)  # and a little longer: still waiting
         assert finished == {}  # blocked on the pool, not failed
+        assert blocked(), "the step did not report waiting for the pool"
         released = time.monotonic()
         storage.free_concurrency_slots_for_run("another-run")
         worker.join(120)
         assert finished["success"] and finished["at"] > released
-        blocked = [e for e in instance.all_logs(instance.get_runs()[0].run_id)
-                   if e.is_dagster_event and "blocked by limit for pool" in (e.dagster_event.message or "")]
-        assert blocked, "the step did not report waiting for the pool"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -277,3 +278,21 @@ def test_hash_index_holds_at_most_about_twelve_bytes_a_key(keys: int) -> None:
         idx.add(part, np.zeros(len(part), np.int16))
     assert len(idx) == len(hashes)
     assert 8 <= idx.nbytes / len(idx) <= 12.01
+
+
+def test_keys_arriving_in_hash_order_are_indexed_without_probing_slot_by_slot() -> None:
+    # Batches in hash order (as HASH index files list them): the first two fill one run of slots
+    # to the table's end, and the third's home slots all fall in that run. Probing advanced one
+    # slot a round over the whole batch: ~98,000 rounds, 15 s of CPU at 300,000 keys. An insert
+    # now lays the table out anew after a few rounds (well under a second).
+    rng = np.random.default_rng(300_000)
+    hashes = np.unique(rng.integers(-2**31, 2**31 - 1, 300_000).astype(np.int32))
+    idx = PartitionHashIndex()
+    started = time.process_time()
+    for bucket, part in enumerate(np.array_split(hashes, 7)):
+        idx.add(part, np.full(len(part), bucket, np.int16))
+    assert time.process_time() - started < 3.0
+    assert len(idx) == len(hashes) and 8 <= idx.nbytes / len(idx) <= 12.01
+    expected = np.repeat(np.arange(7), [len(p) for p in np.array_split(hashes, 7)])
+    assert (idx.lookup(hashes) == expected).all()
+    assert {b: len(h) for b, h in idx.hashes_by_bucket(range(7)).items()} == dict(enumerate(np.bincount(expected)))
