@@ -2,7 +2,8 @@
 
 A key may move between partitions, so a global index maps each primary key to its
 (partition, bucket). It is bootstrapped from the table's latest snapshot when a writer starts,
-kept as an Arrow IPC file on local disk (memory-mapped, so it costs page cache, not heap), with
+kept as an Arrow IPC file on local disk (memory-mapped, so it costs page cache, not heap;
+unlinked once mapped, so no writer leaves it behind), with
 a small in-memory delta of the keys this writer placed. Exact key matching (Arrow's hash-based
 `index_in`), no hash collisions. Rows are routed as Paimon's merge engines define it:
 - deduplicate: a key arriving in another partition moves there (a delete goes to the old one);
@@ -15,6 +16,7 @@ and keys not touched for that long while writing (which, as Paimon warns, can du
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from typing import TYPE_CHECKING
@@ -39,6 +41,22 @@ if TYPE_CHECKING:
     from lakehouse_engine.store.file_store import FileStore
 
 
+def _mapped(table: pa.Table) -> pa.Table:
+    """`table` as an Arrow IPC file on local disk, memory-mapped (page cache, not heap).
+
+    The file is unlinked as soon as it is mapped: the mapping keeps its pages until the index
+    lets go of them, and nothing is left behind when the writer ends, fails or is killed after
+    this point (each writer's index is the table's whole key set)."""
+    directory = tempfile.mkdtemp(prefix="lakehouse-global-index-")
+    try:
+        path = os.path.join(directory, "bootstrap.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return pa.ipc.open_file(pa.memory_map(path)).read_all().combine_chunks()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 class GlobalIndex:
     """primary key -> (partition, bucket) for a whole table."""
 
@@ -52,7 +70,6 @@ class GlobalIndex:
         self.partitions: list[Partition] = []
         self._partition_ids: dict[bytes, int] = {}
         self.bucket_rows: dict[bytes, dict[int, int]] = {}
-        self._dir = tempfile.mkdtemp(prefix="lakehouse-global-index-")
         self._bootstrap(snapshot)
         self._delta_keys = self._empty_keys()
         self._delta_part = np.empty(0, np.int32)
@@ -106,10 +123,7 @@ class GlobalIndex:
             "bucket": np.concatenate(buckets) if buckets else np.empty(0, np.int32),
             "ts": np.concatenate(stamps) if stamps else np.empty(0, np.int64),
         })
-        path = os.path.join(self._dir, "bootstrap.arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, main.schema) as writer:
-            writer.write_table(main)
-        self._main = pa.ipc.open_file(pa.memory_map(path)).read_all().combine_chunks()
+        self._main = _mapped(main)
 
     # ---- lookups and updates ---------------------------------------------------------------------
     def lookup(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
