@@ -27,15 +27,10 @@ from lakehouse_engine.mergetree.merge_engines.ordering import key_change_mask, m
 from lakehouse_engine.options import CHANGELOG_PRODUCER, FORCE_LOOKUP, MERGE_ENGINE, CoreOptions
 from lakehouse_engine.schema import SEQUENCE_NUMBER
 
-__all__ = ["MERGING_ENGINES", "force_lookup", "latest_above_level0_mask", "needs_lookup_merge", "row_levels"]
+__all__ = ["MERGING_ENGINES", "latest_above_level0_mask", "needs_lookup_merge", "row_levels"]
 
 #: The merge engines whose merged value the rule changes (they build a record from several).
 MERGING_ENGINES = ("partial-update", "aggregation")
-
-
-def force_lookup(options: CoreOptions) -> bool:
-    """Paimon's `force-lookup`: the table needs lookups without a lookup changelog."""
-    return bool(options.require(FORCE_LOOKUP))
 
 
 def needs_lookup_merge(options: CoreOptions) -> bool:
@@ -44,7 +39,8 @@ def needs_lookup_merge(options: CoreOptions) -> bool:
     leave one live record per key above level 0 already)."""
     if options.require(MERGE_ENGINE) not in MERGING_ENGINES or options.deletion_vectors_enabled():
         return False
-    return options.require(CHANGELOG_PRODUCER) == "lookup" or force_lookup(options)
+    # (`force-lookup`: Paimon's table that needs lookups without a lookup changelog)
+    return options.require(CHANGELOG_PRODUCER) == "lookup" or bool(options.require(FORCE_LOOKUP))
 
 
 def row_levels(row_counts: Sequence[int], levels: Sequence[int]) -> np.ndarray:

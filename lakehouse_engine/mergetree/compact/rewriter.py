@@ -154,12 +154,10 @@ class BucketCompactor:
     def compact(self, levels: Levels, unit: CompactUnit) -> tuple[list[DataFileMeta], list[DataFileMeta]]:
         """Run `unit` against `levels` (updating them); returns (files before, files after)."""
         output_level = unit.output_level
-        self._below = None
-        if self.merge_function.lookup and output_level > 0:
-            below = LevelsBelow(levels.all_files(), output_level, self._read_columns, self.key_names,
-                                self.read_schema, self._key_range, comparable_key)
-            self._below = below if below else None
-        lookup_below = self._below
+        below = (LevelsBelow(levels.all_files(), output_level, self._read_columns, self.key_names,
+                             self.read_schema, self._key_range, comparable_key)
+                 if self.merge_function.lookup and output_level > 0 else None)
+        lookup_below = self._below = below or None  # (no level below the output: nothing to look up)
         drop_delete = output_level != 0 and output_level >= levels.non_empty_highest_level()
         # The full-compaction producer: a compaction into the top level yields the changelog of
         # every key it brings there, so files reaching the top are rewritten, never moved.
